@@ -1,0 +1,1 @@
+"""Table-format connectors, registered under the ``lakehouse_index.connectors`` entry points."""

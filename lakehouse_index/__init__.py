@@ -1,0 +1,1 @@
+"""lakehouse-index: side-car secondary and covering indexes for Delta Lake and Iceberg tables."""

@@ -1,0 +1,1 @@
+"""The index operation log: typed entries, the put-if-absent store, the lifecycle."""

@@ -1,0 +1,331 @@
+"""The index log entry: typed metadata of one index snapshot, and its JSON form.
+
+One entry per log position (``_log/00000000000000000007.json``). The format is
+documented in docs/FORMAT.md; ``formatVersion`` is checked on read.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from enum import Enum
+from typing import Any
+
+from lakehouse_index.errors import IndexLogError
+from lakehouse_index.spec import IndexSpec, spec_from_json, spec_to_json
+
+FORMAT_VERSION = 1
+
+JsonScalar = str | int | float | bool | None
+
+
+class IndexState(str, Enum):
+    """Lifecycle states (Hyperspace §4.2)."""
+
+    CREATING = "CREATING"
+    ACTIVE = "ACTIVE"
+    REFRESHING = "REFRESHING"
+    OPTIMIZING = "OPTIMIZING"
+    DELETING = "DELETING"
+    DELETED = "DELETED"
+    RESTORING = "RESTORING"
+    VACUUMING = "VACUUMING"
+    CANCELLING = "CANCELLING"
+    DOES_NOT_EXIST = "DOES_NOT_EXIST"
+
+    @property
+    def is_stable(self) -> bool:
+        """Stable states are those a finished (or never started) operation leaves."""
+        return self in (IndexState.ACTIVE, IndexState.DELETED, IndexState.DOES_NOT_EXIST)
+
+
+class Operation(str, Enum):
+    """Index operations, each recorded on the entries it writes."""
+
+    CREATE = "create"
+    REFRESH_FULL = "refresh-full"
+    REFRESH_INCREMENTAL = "refresh-incremental"
+    REFRESH_QUICK = "refresh-quick"
+    OPTIMIZE_QUICK = "optimize-quick"
+    OPTIMIZE_FULL = "optimize-full"
+    DELETE = "delete"
+    RESTORE = "restore"
+    VACUUM = "vacuum"
+    CANCEL = "cancel"
+
+
+class Level(str, Enum):
+    """Where an index data file sits in the LSM."""
+
+    BASE = "base"
+    DELTA = "delta"
+
+
+@dataclass(frozen=True)
+class SourceFile:
+    """One source data file covered by the index (an entry of the file-id map).
+
+    ``deletes_id`` / ``deleted_count`` describe the row-level deletes the file had when
+    it was indexed: rows deleted then have no live entry.
+    """
+
+    id: int
+    path: str
+    size: int
+    mtime_ms: int = 0
+    num_records: int | None = None
+    deletes_id: str | None = None
+    deleted_count: int = 0
+
+
+@dataclass(frozen=True)
+class SourceState:
+    """The table state an index snapshot was built for."""
+
+    format: str
+    table_uri: str
+    version: int
+    ordinal: int
+    timestamp_ms: int
+    files: tuple[SourceFile, ...] = ()
+    next_file_id: int = 0
+
+    def by_path(self) -> dict[str, SourceFile]:
+        """The file-id map keyed by path."""
+        return {f.path: f for f in self.files}
+
+    def by_id(self) -> dict[int, SourceFile]:
+        """The file-id map keyed by id."""
+        return {f.id: f for f in self.files}
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    """One index data file (a row of the root index).
+
+    ``path`` is relative to the index directory. ``min_key``/``max_key`` bound the key
+    tuples in the file (JSON-encoded, see ``kinds.keys``); ``min_ordinal``/``max_ordinal``
+    bound the ``_version`` stamps of its entries. ``bucket`` is set for covering indexes.
+    """
+
+    path: str
+    rows: int
+    size: int
+    level: Level = Level.BASE
+    min_key: tuple[JsonScalar, ...] | None = None
+    max_key: tuple[JsonScalar, ...] | None = None
+    min_ordinal: int | None = None
+    max_ordinal: int | None = None
+    bucket: int | None = None
+
+
+@dataclass(frozen=True)
+class Content:
+    """The index data of a snapshot: its files and the oldest ordinal it answers exactly."""
+
+    files: tuple[IndexFile, ...] = ()
+    base_ordinal: int | None = None
+
+    @property
+    def size(self) -> int:
+        """Total bytes of index data."""
+        return sum(f.size for f in self.files)
+
+    @property
+    def rows(self) -> int:
+        """Total index rows."""
+        return sum(f.rows for f in self.files)
+
+
+@dataclass(frozen=True)
+class Pending:
+    """Table changes recorded by quick refreshes and not yet applied to the index data.
+
+    ``appended`` files are not covered (scanned at query time); ``removed`` file ids
+    must be excluded; ``delete_changed`` holds the new row-level deletes of covered files.
+    """
+
+    version: int
+    ordinal: int
+    appended: tuple[SourceFile, ...] = ()
+    removed: tuple[int, ...] = ()
+    delete_changed: tuple[SourceFile, ...] = ()
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """One index snapshot (stable state) or an operation in progress (transient state)."""
+
+    id: int
+    spec: IndexSpec
+    state: IndexState
+    operation: Operation
+    source: SourceState
+    content: Content = field(default_factory=Content)
+    pending: Pending | None = None
+    timestamp_ms: int = 0
+    writer: str = ""
+    #: For a transient entry: the stable entry the operation started from.
+    base_id: int | None = None
+    format_version: int = FORMAT_VERSION
+
+    @property
+    def name(self) -> str:
+        """The index name."""
+        return self.spec.name
+
+    def next(self, **changes: Any) -> LogEntry:
+        """A copy with the next id and the given fields changed."""
+        return replace(self, id=self.id + 1, **changes)
+
+    # -------------------------------------------------------------- JSON
+
+    def to_json(self) -> bytes:
+        """Serialize (UTF-8 JSON, keys sorted)."""
+        return json.dumps(_entry_to_dict(self), sort_keys=True, separators=(",", ":")).encode()
+
+    @classmethod
+    def from_json(cls, data: bytes, where: str = "<entry>") -> LogEntry:
+        """Deserialize; IndexLogError on malformed data or an unknown format version."""
+        try:
+            d = json.loads(data)
+        except (ValueError, UnicodeDecodeError) as e:
+            raise IndexLogError(f"index log entry {where} is not valid JSON: {e}") from e
+        if not isinstance(d, dict):
+            raise IndexLogError(f"index log entry {where} is not a JSON object")
+        version = d.get("formatVersion")
+        if version != FORMAT_VERSION:
+            raise IndexLogError(
+                f"index log entry {where} has format version {version!r}; "
+                f"this lakehouse-index reads version {FORMAT_VERSION}"
+            )
+        try:
+            return _entry_from_dict(d)
+        except (KeyError, TypeError, ValueError) as e:
+            raise IndexLogError(f"index log entry {where} is malformed: {e!r}") from e
+
+
+def _source_file_to_dict(f: SourceFile) -> dict[str, Any]:
+    return {
+        "id": f.id,
+        "path": f.path,
+        "size": f.size,
+        "mtimeMs": f.mtime_ms,
+        "numRecords": f.num_records,
+        "deletesId": f.deletes_id,
+        "deletedCount": f.deleted_count,
+    }
+
+
+def _source_file_from_dict(d: dict[str, Any]) -> SourceFile:
+    return SourceFile(
+        id=int(d["id"]),
+        path=str(d["path"]),
+        size=int(d["size"]),
+        mtime_ms=int(d["mtimeMs"]),
+        num_records=d["numRecords"],
+        deletes_id=d["deletesId"],
+        deleted_count=int(d["deletedCount"]),
+    )
+
+
+def _index_file_to_dict(f: IndexFile) -> dict[str, Any]:
+    return {
+        "path": f.path,
+        "rows": f.rows,
+        "size": f.size,
+        "level": f.level.value,
+        "minKey": None if f.min_key is None else list(f.min_key),
+        "maxKey": None if f.max_key is None else list(f.max_key),
+        "minOrdinal": f.min_ordinal,
+        "maxOrdinal": f.max_ordinal,
+        "bucket": f.bucket,
+    }
+
+
+def _index_file_from_dict(d: dict[str, Any]) -> IndexFile:
+    return IndexFile(
+        path=str(d["path"]),
+        rows=int(d["rows"]),
+        size=int(d["size"]),
+        level=Level(d["level"]),
+        min_key=None if d["minKey"] is None else tuple(d["minKey"]),
+        max_key=None if d["maxKey"] is None else tuple(d["maxKey"]),
+        min_ordinal=d["minOrdinal"],
+        max_ordinal=d["maxOrdinal"],
+        bucket=d["bucket"],
+    )
+
+
+def _entry_to_dict(e: LogEntry) -> dict[str, Any]:
+    s = e.source
+    p = e.pending
+    return {
+        "formatVersion": e.format_version,
+        "id": e.id,
+        "spec": spec_to_json(e.spec),
+        "state": e.state.value,
+        "operation": e.operation.value,
+        "source": {
+            "format": s.format,
+            "tableUri": s.table_uri,
+            "version": s.version,
+            "ordinal": s.ordinal,
+            "timestampMs": s.timestamp_ms,
+            "files": [_source_file_to_dict(f) for f in s.files],
+            "nextFileId": s.next_file_id,
+        },
+        "content": {
+            "files": [_index_file_to_dict(f) for f in e.content.files],
+            "baseOrdinal": e.content.base_ordinal,
+        },
+        "pending": None
+        if p is None
+        else {
+            "version": p.version,
+            "ordinal": p.ordinal,
+            "appended": [_source_file_to_dict(f) for f in p.appended],
+            "removed": list(p.removed),
+            "deleteChanged": [_source_file_to_dict(f) for f in p.delete_changed],
+        },
+        "timestampMs": e.timestamp_ms,
+        "writer": e.writer,
+        "baseId": e.base_id,
+    }
+
+
+def _entry_from_dict(d: dict[str, Any]) -> LogEntry:
+    s = d["source"]
+    c = d["content"]
+    p = d["pending"]
+    return LogEntry(
+        id=int(d["id"]),
+        spec=spec_from_json(d["spec"]),
+        state=IndexState(d["state"]),
+        operation=Operation(d["operation"]),
+        source=SourceState(
+            format=str(s["format"]),
+            table_uri=str(s["tableUri"]),
+            version=int(s["version"]),
+            ordinal=int(s["ordinal"]),
+            timestamp_ms=int(s["timestampMs"]),
+            files=tuple(_source_file_from_dict(f) for f in s["files"]),
+            next_file_id=int(s["nextFileId"]),
+        ),
+        content=Content(
+            files=tuple(_index_file_from_dict(f) for f in c["files"]),
+            base_ordinal=c["baseOrdinal"],
+        ),
+        pending=None
+        if p is None
+        else Pending(
+            version=int(p["version"]),
+            ordinal=int(p["ordinal"]),
+            appended=tuple(_source_file_from_dict(f) for f in p["appended"]),
+            removed=tuple(int(i) for i in p["removed"]),
+            delete_changed=tuple(_source_file_from_dict(f) for f in p["deleteChanged"]),
+        ),
+        timestamp_ms=int(d["timestampMs"]),
+        writer=str(d["writer"]),
+        base_id=d["baseId"],
+    )

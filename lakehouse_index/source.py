@@ -1,0 +1,392 @@
+"""The connector contract: what a table format tells the index engine.
+
+A connector (Delta, Iceberg, ...) implements :class:`TableSource` and registers the
+class under the entry-point group ``lakehouse_index.connectors``. Connectors import
+only this module (which re-exports the errors they raise); the core never imports a
+connector by name.
+
+Vocabulary
+----------
+* A **version** is what users pass as ``version_as_of``: the Delta table version, or
+  the Iceberg snapshot id. Versions are opaque integers.
+* An **ordinal** orders versions by commit: Delta version, Iceberg sequence number
+  (or history position for v1 tables). Index entries are stamped with ordinals, so
+  "newer than version v" means "ordinal greater than v's ordinal".
+* A **file entry** describes one live data file of a snapshot, with the row-level
+  deletes attached to it (Delta deletion vector, Iceberg position deletes / deletion
+  vector, Iceberg equality deletes that apply to it).
+* Data files are read by the core, not by connectors: :class:`Column` carries the
+  physical name and field id under which a logical column is stored, and
+  :class:`FileEntry` the partition values that are not stored in the file.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+from pyroaring import BitMap64
+
+from lakehouse_index.errors import (
+    HistoryTruncatedError,
+    NotATableError,
+    TableFormatError,
+    UnsupportedFeatureError,
+    VersionNotFoundError,
+)
+
+__all__ = [
+    "Change",
+    "Column",
+    "DeleteChange",
+    "Diff",
+    "EqualityDeletes",
+    "FileEntry",
+    "FileIO",
+    "FileStatus",
+    "HistoryTruncatedError",
+    "NotATableError",
+    "RowDeletes",
+    "Snapshot",
+    "TableFormatError",
+    "TableSource",
+    "UnsupportedFeatureError",
+    "VersionInfo",
+    "VersionNotFoundError",
+    "diff_snapshots",
+]
+
+ENTRY_POINT_GROUP = "lakehouse_index.connectors"
+
+
+# --------------------------------------------------------------------------- storage
+
+
+@dataclass(frozen=True)
+class FileStatus:
+    """One object in a listing: full URI, size in bytes, modification time (ms)."""
+
+    path: str
+    size: int
+    mtime_ms: int
+
+
+class FileIO(Protocol):
+    """Byte-level access to the table's storage, handed to a connector by the core.
+
+    Paths are absolute URIs (``file:///...``, ``s3://bucket/...``) or plain local paths.
+    """
+
+    def read_bytes(self, path: str) -> bytes:
+        """Whole object; raises ``FileNotFoundError`` if absent."""
+        ...
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        """``length`` bytes from ``offset``; raises ``FileNotFoundError`` if absent."""
+        ...
+
+    def list_dir(self, path: str) -> list[FileStatus]:
+        """Objects directly below ``path`` (not recursive); empty if none."""
+        ...
+
+    def exists(self, path: str) -> bool:
+        """Whether an object (or directory) exists at ``path``."""
+        ...
+
+    def arrow(self, path: str) -> tuple[pafs.FileSystem, str]:
+        """A pyarrow filesystem and the path within it, for Parquet readers."""
+        ...
+
+
+# --------------------------------------------------------------------------- metadata
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    """One committed table version."""
+
+    version: int
+    ordinal: int
+    timestamp_ms: int
+    parent: int | None = None
+
+
+@dataclass(frozen=True)
+class Column:
+    """A top-level column of a snapshot's logical schema.
+
+    ``physical_name`` is the column's name inside data files (Delta column mapping);
+    ``field_id`` its Parquet field id where the format assigns one (Iceberg, Delta
+    column mapping mode ``id``): readers resolve by field id first, then by name.
+    ``in_data_files`` is False for Delta partition columns, whose values live in
+    :attr:`FileEntry.partition_values` only.
+    """
+
+    name: str
+    type: pa.DataType
+    nullable: bool = True
+    physical_name: str | None = None
+    field_id: int | None = None
+    in_data_files: bool = True
+
+    @property
+    def stored_name(self) -> str:
+        """Name of the column inside data files."""
+        return self.physical_name or self.name
+
+
+@dataclass(frozen=True)
+class RowDeletes:
+    """Row positions deleted from one data file (a Delta DV, Iceberg position deletes/DV).
+
+    ``id`` identifies the set of positions: two descriptors with the same id delete the
+    same rows. Connectors subclass this to carry what they need to read the positions
+    (:meth:`TableSource.deleted_positions`).
+    """
+
+    id: str
+    cardinality: int
+
+
+@dataclass(frozen=True)
+class EqualityDeletes:
+    """An Iceberg equality-delete file that applies to a data file.
+
+    A row of the data file is deleted when its values of ``columns`` (logical names)
+    equal one row of the delete file (nulls match nulls).
+    """
+
+    path: str
+    columns: tuple[str, ...]
+    record_count: int
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    """A live data file of a snapshot, with the row-level deletes attached to it.
+
+    ``path`` is an absolute, canonical URI (percent-decoded once). ``partition_values``
+    maps logical column names to typed Python values for columns not stored in the file.
+    ``first_row_id`` is the stable row id of position 0 (Delta ``baseRowId``, Iceberg
+    ``first_row_id``) when the format assigns row ids.
+    """
+
+    path: str
+    size: int
+    mtime_ms: int = 0
+    num_records: int | None = None
+    partition_values: tuple[tuple[str, Any], ...] = ()
+    deletes: RowDeletes | None = None
+    equality_deletes: tuple[EqualityDeletes, ...] = ()
+    first_row_id: int | None = None
+
+    @property
+    def partition_dict(self) -> dict[str, Any]:
+        """Partition values as a dict."""
+        return dict(self.partition_values)
+
+    @property
+    def deleted_count(self) -> int:
+        """Number of positions deleted by :attr:`deletes` (equality deletes not counted)."""
+        return self.deletes.cardinality if self.deletes else 0
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The state of a table at one version: schema and every live data file."""
+
+    version: int
+    ordinal: int
+    timestamp_ms: int
+    columns: tuple[Column, ...]
+    files: Mapping[str, FileEntry] = field(default_factory=dict)
+    partition_columns: tuple[str, ...] = ()
+    #: Name of the column through which the format exposes stable row ids
+    #: (e.g. ``_row_id``), or None when the table has none.
+    row_id_column: str | None = None
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The logical Arrow schema (partition columns included)."""
+        return pa.schema([pa.field(c.name, c.type, c.nullable) for c in self.columns])
+
+    def column(self, name: str) -> Column:
+        """The column called ``name``; ``KeyError`` if absent."""
+        for c in self.columns:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    @property
+    def total_bytes(self) -> int:
+        """Sum of live data file sizes."""
+        return sum(f.size for f in self.files.values())
+
+
+@dataclass(frozen=True)
+class DeleteChange:
+    """Row-level deletes of a file that stays live changed between two versions.
+
+    Rows in ``after`` but not ``before`` were deleted; rows in ``before`` but not
+    ``after`` came back (Delta RESTORE, Iceberg rollback).
+    """
+
+    before: FileEntry
+    after: FileEntry
+
+    @property
+    def path(self) -> str:
+        """The data file whose deletes changed."""
+        return self.after.path
+
+
+@dataclass(frozen=True)
+class Diff:
+    """What differs between the live state of two versions (either direction)."""
+
+    from_version: int
+    to_version: int
+    added: tuple[FileEntry, ...] = ()
+    removed: tuple[FileEntry, ...] = ()
+    delete_changes: tuple[DeleteChange, ...] = ()
+
+    @property
+    def is_empty(self) -> bool:
+        """True when both versions have exactly the same live rows."""
+        return not (self.added or self.removed or self.delete_changes)
+
+
+@dataclass(frozen=True)
+class Change:
+    """What one commit changed, in commit order.
+
+    ``removed`` entries are as they were live just before the commit (with their
+    deletes). ``data_change`` is False when the commit only rearranged rows
+    (OPTIMIZE, compaction): the same rows live on in ``added``.
+    """
+
+    version: int
+    ordinal: int
+    timestamp_ms: int
+    added: tuple[FileEntry, ...] = ()
+    removed: tuple[FileEntry, ...] = ()
+    delete_changes: tuple[DeleteChange, ...] = ()
+    data_change: bool = True
+    operation: str | None = None
+
+
+def diff_snapshots(a: Snapshot, b: Snapshot) -> Diff:
+    """Compare the live files of two snapshots (generic, reads nothing)."""
+    added = tuple(f for p, f in b.files.items() if p not in a.files)
+    removed = tuple(f for p, f in a.files.items() if p not in b.files)
+    changed = []
+    for p, fb in b.files.items():
+        fa = a.files.get(p)
+        if fa is not None and _deletes_key(fa) != _deletes_key(fb):
+            changed.append(DeleteChange(before=fa, after=fb))
+    return Diff(a.version, b.version, added, removed, tuple(changed))
+
+
+def _deletes_key(f: FileEntry) -> tuple[str | None, tuple[str, ...]]:
+    return (f.deletes.id if f.deletes else None, tuple(e.path for e in f.equality_deletes))
+
+
+# --------------------------------------------------------------------------- connector
+
+
+class TableSource(abc.ABC):
+    """One table, read through its format's own metadata. Implemented by connectors.
+
+    Instances cache what they have read: tailing (``changes``) after a warm start costs
+    O(new commits). Instances are not thread-safe.
+    """
+
+    #: Short format name: ``"delta"``, ``"iceberg"``.
+    format_name: ClassVar[str]
+
+    @classmethod
+    @abc.abstractmethod
+    def detect(cls, uri: str, io: FileIO, **options: Any) -> bool:
+        """Whether ``uri`` (or ``options`` such as a catalog) names a table of this format."""
+
+    @classmethod
+    @abc.abstractmethod
+    def open(cls, uri: str, io: FileIO, **options: Any) -> TableSource:
+        """Open the table. Raises NotATableError, UnsupportedFeatureError, TableFormatError."""
+
+    @property
+    @abc.abstractmethod
+    def uri(self) -> str:
+        """Canonical URI of the table root (the default side-car location is below it)."""
+
+    @abc.abstractmethod
+    def latest_version(self) -> int:
+        """The newest committed version (re-reads the log: sees commits by other engines)."""
+
+    @abc.abstractmethod
+    def versions(self) -> list[VersionInfo]:
+        """Every version still reachable, oldest first (current lineage first for Iceberg)."""
+
+    @abc.abstractmethod
+    def version_info(self, version: int) -> VersionInfo:
+        """Ordinal, timestamp and parent of one version; VersionNotFoundError if unknown."""
+
+    @abc.abstractmethod
+    def version_at(self, timestamp_ms: int) -> int:
+        """The latest version committed at or before ``timestamp_ms``."""
+
+    def resolve_version(self, ref: int | str | None) -> int:
+        """A version from a user reference: None → latest, int → itself, str → tag/branch."""
+        if ref is None:
+            return self.latest_version()
+        if isinstance(ref, int):
+            self.version_info(ref)
+            return ref
+        raise VersionNotFoundError(f"{self.format_name} tables have no named references: {ref!r}")
+
+    @abc.abstractmethod
+    def snapshot(self, version: int | None = None) -> Snapshot:
+        """The live state at ``version`` (latest when None)."""
+
+    @abc.abstractmethod
+    def changes(self, after: int | None, upto: int | None = None) -> Iterator[Change]:
+        """One :class:`Change` per commit in (after, upto], in commit order.
+
+        ``after=None`` starts from the table's creation. Reads only commits after
+        ``after``; raises HistoryTruncatedError if they were cleaned up.
+        """
+
+    def diff(self, a: int, b: int) -> Diff:
+        """Live-state difference from version ``a`` to ``b`` (``b`` may be older)."""
+        return diff_snapshots(self.snapshot(a), self.snapshot(b))
+
+    @abc.abstractmethod
+    def deleted_positions(self, entry: FileEntry) -> BitMap64:
+        """Row positions deleted by ``entry.deletes`` (empty when None)."""
+
+    def equality_delete_rows(self, deletes: EqualityDeletes, columns: Sequence[Column]) -> pa.Table:
+        """Rows of an equality-delete file, with logical column names."""
+        raise UnsupportedFeatureError(f"{self.format_name} has no equality deletes")
+
+    @property
+    @abc.abstractmethod
+    def io(self) -> FileIO:
+        """Storage access for the table's data files."""
+
+
+def load_connectors() -> dict[str, type[TableSource]]:
+    """Connector classes registered under the ``lakehouse_index.connectors`` entry points."""
+    from importlib.metadata import entry_points
+
+    found: dict[str, type[TableSource]] = {}
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        cls = ep.load()
+        if not (isinstance(cls, type) and issubclass(cls, TableSource)):
+            raise TypeError(f"entry point {ep.name} = {ep.value} is not a TableSource")
+        found[ep.name] = cls
+    return found
+

@@ -1,0 +1,172 @@
+"""Index specifications: what a user declares when creating an index.
+
+Pure data (frozen dataclasses) with a JSON form; behaviour lives in ``kinds``.
+
+Example::
+
+    import lakehouse_index as li
+    li.SecondaryIndex("by_email", key="email", record_key="id")
+    li.CoveringIndex("by_cust", indexed=["customer_id"], included=["amount"], num_buckets=8)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from lakehouse_index.errors import InvalidIndexSpecError
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+
+
+class IndexKind(str, Enum):
+    """The kinds of index lakehouse-index maintains."""
+
+    SECONDARY = "secondary"
+    COVERING = "covering"
+    SKIPPING = "skipping"
+
+
+class AutoRefresh(str, Enum):
+    """What writes with auto-maintenance and the watcher do after a commit."""
+
+    INCREMENTAL = "incremental"
+    QUICK = "quick"
+    OFF = "off"
+
+
+def _columns(value: str | list[str] | tuple[str, ...] | None, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    cols = (value,) if isinstance(value, str) else tuple(value)
+    if any(not isinstance(c, str) or not c for c in cols):
+        raise InvalidIndexSpecError(f"{what} must be column names, got {value!r}")
+    if len(set(cols)) != len(cols):
+        raise InvalidIndexSpecError(f"{what} names a column twice: {value!r}")
+    return cols
+
+
+def validate_index_name(name: str) -> str:
+    """Index names are path-safe: letters, digits, ``_ . -``; no ``/``; at most 128 chars."""
+    if not isinstance(name, str) or not _NAME.match(name) or name in (".", ".."):
+        raise InvalidIndexSpecError(
+            f"invalid index name {name!r}: use letters, digits, '_', '.', '-' (no '/'), "
+            "starting with a letter or digit"
+        )
+    return name
+
+
+@dataclass(frozen=True, init=False)
+class SecondaryIndex:
+    """RFC-77 secondary index: secondary key → record key, with tombstones.
+
+    ``key`` and ``record_key`` are one column name or a list (composite). Without a
+    record key, the table's stable row id is used where it has one, else the row
+    address (file, position).
+    """
+
+    name: str
+    key: tuple[str, ...]
+    record_key: tuple[str, ...]
+    auto_refresh: AutoRefresh
+
+    def __init__(
+        self,
+        name: str,
+        key: str | list[str] | tuple[str, ...],
+        record_key: str | list[str] | tuple[str, ...] | None = None,
+        auto_refresh: AutoRefresh | str = AutoRefresh.INCREMENTAL,
+    ) -> None:
+        object.__setattr__(self, "name", validate_index_name(name))
+        object.__setattr__(self, "key", _columns(key, "key"))
+        object.__setattr__(self, "record_key", _columns(record_key, "record_key"))
+        object.__setattr__(self, "auto_refresh", AutoRefresh(auto_refresh))
+        if not self.key:
+            raise InvalidIndexSpecError("a secondary index needs at least one key column")
+        if set(self.key) & set(self.record_key):
+            raise InvalidIndexSpecError("key and record_key must not share columns")
+
+    kind = IndexKind.SECONDARY
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Every table column the index stores."""
+        return self.key + self.record_key
+
+
+@dataclass(frozen=True, init=False)
+class CoveringIndex:
+    """Hyperspace covering index: indexed + included columns, hash-bucketed on the indexed ones."""
+
+    name: str
+    indexed: tuple[str, ...]
+    included: tuple[str, ...]
+    num_buckets: int
+    auto_refresh: AutoRefresh
+
+    def __init__(
+        self,
+        name: str,
+        indexed: str | list[str] | tuple[str, ...],
+        included: str | list[str] | tuple[str, ...] | None = None,
+        num_buckets: int = 8,
+        auto_refresh: AutoRefresh | str = AutoRefresh.INCREMENTAL,
+    ) -> None:
+        object.__setattr__(self, "name", validate_index_name(name))
+        object.__setattr__(self, "indexed", _columns(indexed, "indexed"))
+        object.__setattr__(self, "included", _columns(included, "included"))
+        object.__setattr__(self, "num_buckets", int(num_buckets))
+        object.__setattr__(self, "auto_refresh", AutoRefresh(auto_refresh))
+        if not self.indexed:
+            raise InvalidIndexSpecError("a covering index needs at least one indexed column")
+        if set(self.indexed) & set(self.included):
+            raise InvalidIndexSpecError("indexed and included must not share columns")
+        if not 1 <= self.num_buckets <= 65536:
+            raise InvalidIndexSpecError(f"num_buckets must be in 1..65536, got {num_buckets}")
+
+    kind = IndexKind.COVERING
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """The lookup key columns."""
+        return self.indexed
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """Every table column the index stores."""
+        return self.indexed + self.included
+
+
+IndexSpec = SecondaryIndex | CoveringIndex
+
+
+def spec_to_json(spec: IndexSpec) -> dict[str, Any]:
+    """The JSON form of a spec (see docs/FORMAT.md)."""
+    if isinstance(spec, SecondaryIndex):
+        return {
+            "kind": spec.kind.value,
+            "name": spec.name,
+            "key": list(spec.key),
+            "recordKey": list(spec.record_key),
+            "autoRefresh": spec.auto_refresh.value,
+        }
+    return {
+        "kind": spec.kind.value,
+        "name": spec.name,
+        "indexed": list(spec.indexed),
+        "included": list(spec.included),
+        "numBuckets": spec.num_buckets,
+        "autoRefresh": spec.auto_refresh.value,
+    }
+
+
+def spec_from_json(d: dict[str, Any]) -> IndexSpec:
+    """Inverse of :func:`spec_to_json`."""
+    kind = IndexKind(d["kind"])
+    if kind is IndexKind.SECONDARY:
+        return SecondaryIndex(d["name"], d["key"], d["recordKey"] or None, d["autoRefresh"])
+    if kind is IndexKind.COVERING:
+        return CoveringIndex(d["name"], d["indexed"], d["included"], d["numBuckets"], d["autoRefresh"])
+    raise InvalidIndexSpecError(f"unsupported index kind {kind.value!r}")
