@@ -1,1 +1,57 @@
-"""lakehouse-index: side-car secondary and covering indexes for Delta Lake and Iceberg tables."""
+"""lakehouse-index: side-car secondary and covering indexes for Delta Lake and Iceberg tables.
+
+Example::
+
+    import lakehouse_index as li
+
+    t = li.open_table("/data/events")
+    t.create_index(li.SecondaryIndex("by_email", key="email", record_key="id"))
+    rows = t.lookup("by_email", ["ada@example.com"])
+"""
+
+from lakehouse_index.api import IndexInfo, Table, open_table
+from lakehouse_index.errors import (
+    ConcurrentIndexUpdate,
+    HistoryTruncatedError,
+    IllegalIndexStateError,
+    IndexExistsError,
+    IndexLogError,
+    IndexNotFoundError,
+    InvalidIndexSpecError,
+    LakehouseIndexError,
+    NotATableError,
+    QueryError,
+    SparkUnavailableError,
+    TableFormatError,
+    UnsupportedFeatureError,
+    VersionNotFoundError,
+)
+from lakehouse_index.log.entry import IndexState
+from lakehouse_index.spec import AutoRefresh, CoveringIndex, IndexKind, SecondaryIndex
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AutoRefresh",
+    "ConcurrentIndexUpdate",
+    "CoveringIndex",
+    "HistoryTruncatedError",
+    "IllegalIndexStateError",
+    "IndexExistsError",
+    "IndexInfo",
+    "IndexKind",
+    "IndexLogError",
+    "IndexNotFoundError",
+    "IndexState",
+    "InvalidIndexSpecError",
+    "LakehouseIndexError",
+    "NotATableError",
+    "QueryError",
+    "SecondaryIndex",
+    "SparkUnavailableError",
+    "Table",
+    "TableFormatError",
+    "UnsupportedFeatureError",
+    "VersionNotFoundError",
+    "open_table",
+]

@@ -65,8 +65,10 @@ class Level(str, Enum):
 class SourceFile:
     """One source data file covered by the index (an entry of the file-id map).
 
-    ``deletes_id`` / ``deleted_count`` describe the row-level deletes the file had when
-    it was indexed: rows deleted then have no live entry.
+    ``deletes_id`` / ``deleted_count`` describe the row-level deletes the file has in the
+    indexed version. ``added_ordinal`` is the table ordinal from which the file is live;
+    ``removed_ordinal`` (set by incremental refreshes, cleared by a full optimize) the
+    ordinal at which it stopped being live: a file-level tombstone applied by lineage.
     """
 
     id: int
@@ -76,6 +78,8 @@ class SourceFile:
     num_records: int | None = None
     deletes_id: str | None = None
     deleted_count: int = 0
+    added_ordinal: int = 0
+    removed_ordinal: int | None = None
 
 
 @dataclass(frozen=True)
@@ -214,6 +218,8 @@ def _source_file_to_dict(f: SourceFile) -> dict[str, Any]:
         "numRecords": f.num_records,
         "deletesId": f.deletes_id,
         "deletedCount": f.deleted_count,
+        "addedOrdinal": f.added_ordinal,
+        "removedOrdinal": f.removed_ordinal,
     }
 
 
@@ -226,6 +232,8 @@ def _source_file_from_dict(d: dict[str, Any]) -> SourceFile:
         num_records=d["numRecords"],
         deletes_id=d["deletesId"],
         deleted_count=int(d["deletedCount"]),
+        added_ordinal=int(d["addedOrdinal"]),
+        removed_ordinal=d["removedOrdinal"],
     )
 
 

@@ -1,0 +1,581 @@
+"""DeltaSource: the Delta Lake implementation of the connector contract.
+
+How a version is read
+---------------------
+``snapshot(v)`` starts from the best *base* at or below ``v`` (a snapshot state already
+in memory, the tailer's state, or the newest complete checkpoint with version <= v,
+never a newer one) and replays the commits after it, using a log compaction file when
+one covers a run of commits that is not cached. Replay follows the protocol's action
+reconciliation: logical files are keyed by (path, deletion-vector unique id) and the
+newest reference wins.
+
+Tailing
+-------
+``changes(after, upto)`` reads only the commit files after ``after`` (by name; the log
+is listed only to tell "no new commit" from "cleaned up" or a gap) and keeps the live
+state it reached, so a watcher polling with the last version it saw does O(new
+commits) work. Parsed commits, snapshot states and DV files are cached (bounded LRUs).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, ClassVar
+
+import pyarrow.fs as pafs
+from pyroaring import BitMap64
+
+from connectors.delta.actions import Actions, AddFile, Metadata, Protocol, parse_json_lines
+from connectors.delta.checkpoints import read_checkpoint
+from connectors.delta.deletion_vectors import DeletionVectorDescriptor, read_deletion_vector
+from connectors.delta.features import check_protocol
+from connectors.delta.log_files import Checkpoint, LogListing, list_log
+from connectors.delta.paths import canonical_root
+from connectors.delta.schema import TableSchema, table_schema
+from lakehouse_index.source import (
+    Change,
+    DeleteChange,
+    Diff,
+    FileEntry,
+    FileIO,
+    HistoryTruncatedError,
+    NotATableError,
+    Snapshot,
+    TableFormatError,
+    TableSource,
+    VersionInfo,
+    VersionNotFoundError,
+    diff_snapshots,
+)
+
+#: Name under which row ids are exposed when row tracking is on but no materialized
+#: column is configured (see :attr:`Snapshot.row_id_column` and DeltaSource docs).
+DEFAULT_ROW_ID_COLUMN = "_row_id"
+
+_Key = tuple[str, str | None]
+
+
+@dataclass
+class _State:
+    """The live state after ``version`` (mutable while being built; frozen once cached)."""
+
+    version: int
+    protocol: Protocol | None
+    metadata: Metadata | None
+    files: dict[_Key, AddFile] = field(default_factory=dict)
+
+    def copy(self) -> _State:
+        return _State(self.version, self.protocol, self.metadata, dict(self.files))
+
+
+class DeltaSource(TableSource):
+    """A Delta Lake table read from its ``_delta_log`` (no JVM, no delta-rs).
+
+    Row ids: when row tracking is enabled (``delta.enableRowTracking``), every
+    :class:`FileEntry` carries ``first_row_id`` (the add action's ``baseRowId``) and
+    :attr:`Snapshot.row_id_column` names the column through which row ids are exposed:
+    the materialized column named by ``delta.rowTracking.materializedRowIdColumnName``
+    (a physical column of the data files, absent from the logical schema) or ``_row_id``
+    when none is configured. The stable row id of the row at position ``i`` of a file is
+    the materialized column's value when the file has that column and the value is not
+    null, else ``first_row_id + i`` (Delta protocol, "Row Tracking").
+
+    Timestamps: with in-commit timestamps enabled (``delta.enableInCommitTimestamps``),
+    versions from ``delta.inCommitTimestampEnablementVersion`` on (all versions when the
+    table was created with it) use ``commitInfo.inCommitTimestamp``; other versions use
+    the commit file's modification time.
+    """
+
+    format_name: ClassVar[str] = "delta"
+
+    #: Bounded caches: parsed commits, snapshot states, built snapshots, DV files.
+    MAX_CACHED_COMMITS = 100_000
+    MAX_CACHED_STATES = 4
+    MAX_CACHED_DV_BYTES = 64 << 20
+
+    def __init__(self, uri: str, io: FileIO) -> None:
+        self._uri = canonical_root(uri)
+        self._log = self._uri + "/_delta_log"
+        self._io = io
+        self._listing: LogListing | None = None
+        self._commits: OrderedDict[int, Actions] = OrderedDict()
+        self._commit_mtime: dict[int, int] = {}
+        self._states: OrderedDict[int, _State] = OrderedDict()
+        self._snapshots: OrderedDict[int, Snapshot] = OrderedDict()
+        self._tail: _State | None = None
+        self._schemas: dict[Metadata, TableSchema] = {}
+        self._dv_cache: OrderedDict[str, bytes] = OrderedDict()
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    def detect(cls, uri: str, io: FileIO, **options: Any) -> bool:
+        """True when ``<uri>/_delta_log`` exists."""
+        try:
+            return io.exists(canonical_root(uri) + "/_delta_log")
+        except (OSError, ValueError):
+            return False
+
+    @classmethod
+    def open(cls, uri: str, io: FileIO, **options: Any) -> DeltaSource:
+        """Open the table and check that its latest protocol is readable."""
+        src = cls(uri, io)
+        listing = src._list()
+        if listing.latest_version is None:
+            raise NotATableError(f"{src._log} holds no Delta commit or checkpoint")
+        src._state_at(listing.latest_version)  # validates protocol, schema, log continuity
+        return src
+
+    @property
+    def uri(self) -> str:
+        """``file:///abs/path`` for local tables, the table URI otherwise."""
+        return self._uri
+
+    @property
+    def io(self) -> FileIO:
+        """Storage access for data files and DVs."""
+        return self._io
+
+    # ------------------------------------------------------------------ log files
+
+    def _list(self) -> LogListing:
+        self._listing = list_log(self._io, self._log)
+        for v, st in self._listing.commits.items():
+            self._commit_mtime[v] = st.mtime_ms
+        return self._listing
+
+    def _commit_uri(self, version: int) -> str:
+        return f"{self._log}/{version:020d}.json"
+
+    def _read_commit(self, version: int) -> Actions | None:
+        """Parsed commit ``version`` (cached), or None when its file does not exist."""
+        cached = self._commits.get(version)
+        if cached is not None:
+            self._commits.move_to_end(version)
+            return cached
+        uri = self._commit_uri(version)
+        try:
+            data = self._io.read_bytes(uri)
+        except FileNotFoundError:
+            return None
+        actions = parse_json_lines(data, self._uri, uri)
+        self._commits[version] = actions
+        if len(self._commits) > self.MAX_CACHED_COMMITS:
+            self._commits.popitem(last=False)
+        return actions
+
+    def _missing_commit(self, version: int) -> Exception:
+        """The error for a commit file that is not there, decided from a fresh listing."""
+        listing = self._list()
+        latest = listing.latest_version
+        if latest is None or version > latest:
+            return VersionNotFoundError(f"version {version} does not exist (latest is {latest})")
+        later_cp = [c.version for c in listing.checkpoints if c.version >= version]
+        earliest_commit = min(listing.commits) if listing.commits else None
+        if earliest_commit is None or version < earliest_commit:
+            return HistoryTruncatedError(
+                f"commit {self._commit_uri(version)} was cleaned up"
+                + (f"; resync from the checkpoint at version {later_cp[0]}" if later_cp else "")
+            )
+        return TableFormatError(
+            f"gap in the Delta log: {self._commit_uri(version)} is missing but later commits exist"
+        )
+
+    # ------------------------------------------------------------------ replay
+
+    def _schema(self, metadata: Metadata) -> TableSchema:
+        s = self._schemas.get(metadata)
+        if s is None:
+            s = table_schema(
+                metadata.schema_string,
+                metadata.partition_columns,
+                metadata.config,
+                f"{self._log} (table {metadata.id})",
+            )
+            self._schemas[metadata] = s
+        return s
+
+    def _apply(self, state: _State, version: int, actions: Actions, *, want_change: bool) -> Change | None:
+        """Advance ``state`` by one commit; optionally describe what it changed."""
+        source = self._commit_uri(version)
+        if actions.protocol is not None:
+            check_protocol(actions.protocol, source)
+        before_meta = state.metadata
+        removed: list[AddFile] = []
+        for r in actions.removes:
+            gone = state.files.pop(r.key, None)
+            if gone is not None:
+                removed.append(gone)
+        added: list[AddFile] = []
+        for a in actions.adds:
+            if a.key in state.files and not want_change:
+                state.files[a.key] = a
+                continue
+            previous = state.files.get(a.key)
+            state.files[a.key] = a
+            if previous is None:
+                added.append(a)
+        if actions.protocol is not None:
+            state.protocol = actions.protocol
+        if actions.metadata is not None:
+            state.metadata = actions.metadata
+        state.version = version
+        if state.protocol is None or state.metadata is None:
+            raise TableFormatError(f"{source}: no protocol or metaData action at or before this commit")
+        if not want_change:
+            return None
+        after_schema = self._schema(state.metadata)
+        before_schema = self._schema(before_meta) if before_meta is not None else after_schema
+        removed_by_path = {gone.path: gone for gone in removed}
+        delete_changes: list[DeleteChange] = []
+        plain_added: list[FileEntry] = []
+        for a in added:
+            old = removed_by_path.pop(a.path, None)
+            if old is None:
+                plain_added.append(self._entry(a, after_schema))
+            else:
+                # Same data file, new deletion vector: a row-level change, not add + remove.
+                delete_changes.append(
+                    DeleteChange(self._entry(old, before_schema), self._entry(a, after_schema))
+                )
+        file_actions = list(actions.adds) + list(actions.removes)
+        return Change(
+            version=version,
+            ordinal=version,
+            timestamp_ms=self._timestamp(version, actions, state.metadata),
+            added=tuple(plain_added),
+            removed=tuple(self._entry(gone, before_schema) for gone in removed_by_path.values()),
+            delete_changes=tuple(delete_changes),
+            data_change=any(f.data_change for f in file_actions) if file_actions else True,
+            operation=actions.operation,
+        )
+
+    def _load_checkpoint(self, cp: Checkpoint) -> _State:
+        protocol, metadata, adds = read_checkpoint(self._io, cp, self._log, self._uri)
+        check_protocol(protocol, cp.files[0].path)
+        return _State(cp.version, protocol, metadata, {a.key: a for a in adds})
+
+    def _cache_state(self, state: _State) -> None:
+        self._states[state.version] = state
+        self._states.move_to_end(state.version)
+        while len(self._states) > self.MAX_CACHED_STATES:
+            self._states.popitem(last=False)
+
+    def _state_at(self, version: int) -> _State:
+        """The live state at ``version`` (cached; callers must copy before mutating)."""
+        cached = self._states.get(version)
+        if cached is not None:
+            self._states.move_to_end(version)
+            return cached
+        if self._tail is not None and self._tail.version == version:
+            state = self._tail.copy()
+            self._cache_state(state)
+            return state
+        listing = self._listing if self._listing is not None else self._list()
+        if listing.latest_version is None or version > listing.latest_version:
+            listing = self._list()
+        if version < 0 or listing.latest_version is None or version > listing.latest_version:
+            raise VersionNotFoundError(
+                f"version {version} does not exist (latest is {listing.latest_version})"
+            )
+        base: _State | None = None
+        for s in [*self._states.values(), self._tail]:
+            if s is not None and s.version <= version and (base is None or s.version > base.version):
+                base = s
+        failed: set[Checkpoint] = set()
+        while True:
+            cp = listing.checkpoint_at_or_below(version, excluding=frozenset(failed))
+            start_from_cp = cp is not None and (base is None or cp.version > base.version)
+            if start_from_cp:
+                assert cp is not None
+                try:
+                    state = self._load_checkpoint(cp)
+                except TableFormatError:
+                    # A corrupt checkpoint: an older one (or the commits) may still rebuild the version.
+                    if self._can_replay(listing, version, exclude=failed | {cp}, base=base):
+                        failed.add(cp)
+                        continue
+                    raise
+            elif base is not None:
+                state = base.copy()
+            else:
+                state = _State(-1, None, None, {})
+            break
+        self._replay(state, version, listing)
+        if state.protocol is None:
+            raise TableFormatError(f"{self._log}: version {version} has no protocol action")
+        check_protocol(state.protocol, f"{self._log} at version {version}")
+        self._cache_state(state)
+        return state
+
+    def _can_replay(
+        self, listing: LogListing, version: int, exclude: set[Checkpoint], base: _State | None
+    ) -> bool:
+        cp = listing.checkpoint_at_or_below(version, excluding=frozenset(exclude))
+        start = max(cp.version if cp else -1, base.version if base else -1)
+        return all(v in listing.commits for v in range(start + 1, version + 1))
+
+    def _replay(self, state: _State, version: int, listing: LogListing) -> None:
+        v = state.version + 1
+        while v <= version:
+            if v not in self._commits:
+                comp = self._compaction(listing, v, version)
+                if comp is not None:
+                    actions = parse_json_lines(self._io.read_bytes(comp.file.path), self._uri, comp.file.path)
+                    self._apply(state, comp.end, actions, want_change=False)
+                    v = comp.end + 1
+                    continue
+            actions_or_none = self._read_commit(v)
+            if actions_or_none is None:
+                if state.version < 0 and v == 0:
+                    incomplete = [i for i in listing.incomplete_checkpoints if i <= version]
+                    hint = (
+                        f" (incomplete multi-part checkpoints at versions {incomplete})" if incomplete else ""
+                    )
+                    raise VersionNotFoundError(
+                        f"version {version} cannot be reconstructed: no complete checkpoint at or below it "
+                        f"and {self._commit_uri(0)} is missing{hint}"
+                    )
+                raise self._missing_commit(v)
+            self._apply(state, v, actions_or_none, want_change=False)
+            v += 1
+
+    @staticmethod
+    def _compaction(listing: LogListing, start: int, upto: int) -> Any:
+        """The compaction file starting at ``start`` that reaches furthest without passing ``upto``."""
+        best = None
+        for c in listing.compactions:
+            if c.start == start and c.end <= upto and (best is None or c.end > best.end):
+                best = c
+        return best
+
+    # ------------------------------------------------------------------ snapshots
+
+    def _entry(self, a: AddFile, schema: TableSchema) -> FileEntry:
+        return FileEntry(
+            path=a.path,
+            size=a.size,
+            mtime_ms=a.modification_time,
+            num_records=a.num_records,
+            partition_values=schema.partition_values(a.partition_values, a.path)
+            if schema.partition_fields
+            else (),
+            deletes=a.deletion_vector,
+            first_row_id=a.base_row_id,
+        )
+
+    def _build_snapshot(self, state: _State) -> Snapshot:
+        assert state.metadata is not None
+        schema = self._schema(state.metadata)
+        files: dict[str, FileEntry] = {}
+        typed: dict[tuple[tuple[str, str | None], ...], tuple[tuple[str, Any], ...]] = {}
+        for a in state.files.values():
+            if a.path in files:
+                raise TableFormatError(
+                    f"{self._log} at version {state.version}: two live entries for {a.path}"
+                )
+            pv: tuple[tuple[str, Any], ...] = ()
+            if schema.partition_fields:
+                pv = typed.get(a.partition_values) or schema.partition_values(a.partition_values, a.path)
+                typed[a.partition_values] = pv
+            files[a.path] = FileEntry(
+                a.path, a.size, a.modification_time, a.num_records, pv, a.deletion_vector, (), a.base_row_id
+            )
+        config = state.metadata.config
+        row_id_column = None
+        if config.get("delta.enableRowTracking", "false").lower() == "true":
+            row_id_column = (
+                config.get("delta.rowTracking.materializedRowIdColumnName") or DEFAULT_ROW_ID_COLUMN
+            )
+        return Snapshot(
+            version=state.version,
+            ordinal=state.version,
+            timestamp_ms=self.version_info(state.version).timestamp_ms,
+            columns=schema.columns,
+            files=MappingProxyType(files),
+            partition_columns=schema.partition_columns,
+            row_id_column=row_id_column,
+        )
+
+    def snapshot(self, version: int | None = None) -> Snapshot:
+        """The live files, schema and row-id column at ``version`` (latest when None)."""
+        v = self.latest_version() if version is None else version
+        snap = self._snapshots.get(v)
+        if snap is not None:
+            self._snapshots.move_to_end(v)
+            return snap
+        snap = self._build_snapshot(self._state_at(v))
+        self._snapshots[v] = snap
+        while len(self._snapshots) > self.MAX_CACHED_STATES:
+            self._snapshots.popitem(last=False)
+        return snap
+
+    def latest_version(self) -> int:
+        """The newest version (re-lists ``_delta_log``)."""
+        latest = self._list().latest_version
+        if latest is None:
+            raise NotATableError(f"{self._log} holds no Delta commit or checkpoint")
+        return latest
+
+    # ------------------------------------------------------------------ versions & time
+
+    def _ict_start(self, metadata: Metadata | None) -> int | None:
+        """First version whose timestamp is its in-commit timestamp, or None."""
+        if metadata is None:
+            return None
+        config = metadata.config
+        if config.get("delta.enableInCommitTimestamps", "false").lower() != "true":
+            return None
+        return int(config.get("delta.inCommitTimestampEnablementVersion", "0"))
+
+    def _timestamp(self, version: int, actions: Actions | None, metadata: Metadata | None) -> int:
+        ict_from = self._ict_start(metadata)
+        if ict_from is not None and version >= ict_from:
+            if actions is None:
+                actions = self._read_commit(version)
+            if actions is not None and actions.in_commit_timestamp is not None:
+                return actions.in_commit_timestamp
+            raise TableFormatError(
+                f"{self._commit_uri(version)}: in-commit timestamps are enabled but commitInfo has none"
+            )
+        mtime = self._commit_mtime.get(version)
+        if mtime is None:
+            mtime = self._stat_mtime(self._commit_uri(version))
+            if mtime is None:
+                listing = self._listing or self._list()
+                cps = [c for c in listing.checkpoints if c.version == version]
+                if not cps:
+                    raise self._missing_commit(version)
+                mtime = cps[0].files[0].mtime_ms
+            self._commit_mtime[version] = mtime
+        return mtime
+
+    def _stat_mtime(self, uri: str) -> int | None:
+        fs, path = self._io.arrow(uri)
+        info = fs.get_file_info(path)
+        if info.type != pafs.FileType.File:
+            return None
+        return int(info.mtime.timestamp() * 1000) if info.mtime else 0
+
+    def _latest_metadata(self) -> Metadata | None:
+        listing = self._listing or self._list()
+        latest = listing.latest_version
+        if latest is None:
+            return None
+        if self._tail is not None and self._tail.version == latest:
+            return self._tail.metadata
+        return self._state_at(latest).metadata
+
+    def versions(self) -> list[VersionInfo]:
+        """Every version that can still be read, oldest first."""
+        listing = self._list()
+        metadata = self._latest_metadata()
+        return [
+            VersionInfo(v, v, self._timestamp(v, None, metadata), v - 1 if v > 0 else None)
+            for v in self._readable(listing)
+        ]
+
+    @staticmethod
+    def _readable(listing: LogListing) -> list[int]:
+        """Versions that can be rebuilt: a complete checkpoint, or a commit on top of a readable one."""
+        latest = listing.latest_version
+        if latest is None:
+            return []
+        cps = {c.version for c in listing.checkpoints}
+        lowest = min([*listing.commits, *cps])
+        out = []
+        previous = False
+        for v in range(lowest, latest + 1):
+            readable = v in cps or (v in listing.commits and (v == 0 or previous))
+            if readable:
+                out.append(v)
+            previous = readable
+        return out
+
+    def version_info(self, version: int) -> VersionInfo:
+        """Ordinal (= version), timestamp and parent of ``version``."""
+        if version < 0:
+            raise VersionNotFoundError(f"version {version} does not exist")
+        metadata = self._latest_metadata()
+        return VersionInfo(
+            version, version, self._timestamp(version, None, metadata), version - 1 if version > 0 else None
+        )
+
+    def version_at(self, timestamp_ms: int) -> int:
+        """The latest version committed at or before ``timestamp_ms``."""
+        best = None
+        for info in self.versions():
+            if info.timestamp_ms <= timestamp_ms:
+                best = info.version
+        if best is None:
+            raise VersionNotFoundError(f"no version was committed at or before {timestamp_ms} ms")
+        return best
+
+    # ------------------------------------------------------------------ changes & diffs
+
+    def changes(self, after: int | None, upto: int | None = None) -> Iterator[Change]:
+        """One Change per commit in (after, upto]; reads only the commit files after ``after``.
+
+        With ``upto=None`` it reads commits after ``after`` until the next one does not
+        exist yet. Raises HistoryTruncatedError when commits after ``after`` were
+        cleaned up (resync from ``snapshot()``), TableFormatError on a gap.
+        """
+        start = -1 if after is None else after
+        if upto is not None and upto < start:
+            raise VersionNotFoundError(f"changes: upto {upto} is before after {after}")
+        return self._changes(start, upto)
+
+    def _changes(self, start: int, upto: int | None) -> Iterator[Change]:
+        state = self._start_state(start)
+        v = start + 1
+        while upto is None or v <= upto:
+            actions = self._read_commit(v)
+            if actions is None:
+                err = self._missing_commit(v)
+                if (
+                    upto is None
+                    and isinstance(err, VersionNotFoundError)
+                    and not isinstance(err, HistoryTruncatedError)
+                ):
+                    return  # no newer commit yet
+                raise err
+            if state.version != v - 1:
+                # Another iterator advanced the shared tail state: rebuild ours.
+                state = self._state_at(v - 1).copy()
+            change = self._apply(state, v, actions, want_change=True)
+            assert change is not None
+            self._tail = state
+            yield change
+            v += 1
+
+    def _start_state(self, start: int) -> _State:
+        if self._tail is not None and self._tail.version == start:
+            return self._tail
+        if start == -1:
+            return _State(-1, None, None, {})
+        if start in self._states:
+            return self._states[start].copy()
+        return self._state_at(start).copy()
+
+    def diff(self, a: int, b: int) -> Diff:
+        """Live-state difference from ``a`` to ``b`` (either direction), from snapshots."""
+        return diff_snapshots(self.snapshot(a), self.snapshot(b))
+
+    # ------------------------------------------------------------------ deletion vectors
+
+    def deleted_positions(self, entry: FileEntry) -> BitMap64:
+        """Row positions deleted by the entry's deletion vector (empty when it has none)."""
+        d = entry.deletes
+        if d is None:
+            return BitMap64()
+        if not isinstance(d, DeletionVectorDescriptor):
+            raise TypeError(f"{entry.path}: deletes {d!r} do not come from a Delta table")
+        bitmap = read_deletion_vector(d, self._io, self._dv_cache)
+        total = sum(len(b) for b in self._dv_cache.values())
+        while total > self.MAX_CACHED_DV_BYTES and len(self._dv_cache) > 1:
+            _, dropped = self._dv_cache.popitem(last=False)
+            total -= len(dropped)
+        return bitmap

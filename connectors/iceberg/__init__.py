@@ -1,0 +1,9 @@
+"""Apache Iceberg connector: snapshots, tailing, diffs and row-level deletes of Iceberg tables.
+
+Registered under the ``lakehouse_index.connectors`` entry point as ``iceberg``.
+"""
+
+from connectors.iceberg.deletes import IcebergRowDeletes
+from connectors.iceberg.source import IcebergSource
+
+__all__ = ["IcebergRowDeletes", "IcebergSource"]

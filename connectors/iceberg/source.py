@@ -1,0 +1,602 @@
+"""IcebergSource: the connector contract over Iceberg table metadata, manifests and deletes.
+
+Reading model
+-------------
+* A snapshot's live files are the ADDED/EXISTING entries of every manifest in its
+  manifest list; manifests are immutable, so parsed manifests are cached by path and
+  shared between snapshots.
+* Tailing (``changes``) walks the parent chain of the target snapshot and, per
+  snapshot, reads only the manifest list and the manifests whose
+  ``added_snapshot_id`` is that snapshot: their ADDED entries were added and their
+  DELETED entries removed by it (EXISTING entries are carried over). Keying on the
+  manifest, not on the entry's snapshot id, sidesteps two pyiceberg bugs: 0.12 carries
+  a deleted-only manifest into later snapshots, and <=0.11 stamped DELETED entries
+  with the adding snapshot's id.
+* Versions are snapshot ids. A tailer whose position is no longer an ancestor of the
+  target (rollback, a snapshot on another branch) or whose snapshots expired gets
+  HistoryTruncatedError and must resync from :meth:`snapshot`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import uuid
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlparse
+
+import pyarrow as pa
+from pyiceberg.io.pyarrow import schema_to_pyarrow
+from pyiceberg.schema import Schema
+from pyiceberg.table.snapshots import Snapshot as IcebergSnapshot
+from pyiceberg.transforms import IdentityTransform
+from pyiceberg.types import (
+    DateType,
+    IcebergType,
+    TimestampNanoType,
+    TimestampType,
+    TimestamptzNanoType,
+    TimestamptzType,
+    TimeType,
+)
+from pyroaring import BitMap64
+
+from connectors.iceberg.deletes import (
+    DeleteIndex,
+    DeleteReader,
+    IcebergRowDeletes,
+    normalize_path,
+    read_equality_delete_rows,
+)
+from connectors.iceberg.manifests import (
+    ContentFile,
+    EntryStatus,
+    FileContent,
+    ManifestEntry,
+    ManifestFile,
+    live,
+    read_manifest,
+    read_manifest_list,
+)
+from connectors.iceberg.table_metadata import (
+    History,
+    MetadataLocator,
+    find_metadata_file,
+    has_metadata,
+    operation_of,
+    parse_metadata,
+)
+from lakehouse_index.source import (
+    Change,
+    Column,
+    DeleteChange,
+    EqualityDeletes,
+    FileEntry,
+    FileIO,
+    HistoryTruncatedError,
+    NotATableError,
+    Snapshot,
+    TableSource,
+    UnsupportedFeatureError,
+    VersionInfo,
+    VersionNotFoundError,
+)
+
+#: Name under which v3 row lineage is exposed (Iceberg's reserved ``_row_id`` column).
+ROW_ID_COLUMN = "_row_id"
+#: Field id of the materialized ``_row_id`` column in v3 data files.
+ROW_ID_FIELD_ID = 2147483540
+_MANIFEST_CACHE = 4096
+_STATE_CACHE = 8
+_EPOCH = dt.datetime(1970, 1, 1)
+
+
+@dataclass(frozen=True)
+class _State:
+    """Live content of one snapshot: data entries by raw path, delete index, file entries."""
+
+    snapshot_id: int
+    schema_id: int | None
+    data: dict[str, ManifestEntry]
+    deletes: DeleteIndex
+    files: dict[str, FileEntry]
+
+
+class IcebergSource(TableSource):
+    """An Iceberg table (format v1, v2 or v3), opened by path or through a pyiceberg catalog."""
+
+    format_name = "iceberg"
+
+    def __init__(self, io: FileIO, locator: MetadataLocator, name: str) -> None:
+        self._io = io
+        self._locator = locator
+        self._name = name
+        self._history: History | None = None
+        self._manifest_lists: OrderedDict[str, tuple[ManifestFile, ...]] = OrderedDict()
+        self._manifests: OrderedDict[str, tuple[ManifestEntry, ...]] = OrderedDict()
+        self._states: OrderedDict[int, _State] = OrderedDict()
+        self._reader = DeleteReader(io)
+        self._eq_files: dict[str, ContentFile] = {}
+        #: Counts of metadata files read (manifest lists, manifests): the benchmark reports them.
+        self.reads = {"metadata": 0, "manifest_list": 0, "manifest": 0}
+
+    # ------------------------------------------------------------------ opening
+
+    @classmethod
+    def detect(cls, uri: str, io: FileIO, **options: Any) -> bool:
+        """True when a catalog is given, or ``<uri>/metadata`` holds a metadata JSON file."""
+        if options.get("catalog") is not None:
+            return True
+        return has_metadata(io, _table_uri(uri))
+
+    @classmethod
+    def open(cls, uri: str, io: FileIO, **options: Any) -> IcebergSource:
+        """Open by catalog (``uri`` is ``"db.table"``, ``catalog`` a name or Catalog) or by path."""
+        catalog = options.get("catalog")
+        if catalog is not None:
+            locator = _catalog_locator(catalog, uri)
+        else:
+            root = _table_uri(uri)
+            if not has_metadata(io, root):
+                raise NotATableError(f"{uri} is not an Iceberg table: no metadata/*.metadata.json")
+
+            def locator() -> str:
+                return find_metadata_file(io, root)
+
+        src = cls(io, locator, uri)
+        src._refresh()
+        return src
+
+    def _refresh(self) -> History:
+        location = self._locator()
+        if self._history is None or self._history.location != location:
+            self.reads["metadata"] += 1
+            meta = parse_metadata(self._io, location)
+            if int(meta.format_version) > 3:
+                raise UnsupportedFeatureError(f"Iceberg format version {meta.format_version} in {location}")
+            self._history = History(meta, location)
+        return self._history
+
+    def _hist(self) -> History:
+        return self._history if self._history is not None else self._refresh()
+
+    def _snap(self, version: int) -> IcebergSnapshot:
+        """The snapshot, re-reading the metadata once if it is not known yet."""
+        h = self._hist()
+        if version not in h.snapshots():
+            h = self._refresh()
+        return h.get(version)
+
+    @property
+    def uri(self) -> str:
+        """The table location recorded in its metadata, as a canonical URI."""
+        return normalize_path(self._hist().metadata.location.rstrip("/"))
+
+    @property
+    def io(self) -> FileIO:
+        """Storage access for data and delete files."""
+        return self._io
+
+    @property
+    def format_version(self) -> int:
+        """Iceberg table format version of the current metadata."""
+        return self._hist().format_version
+
+    @property
+    def metadata_location(self) -> str:
+        """The metadata file currently read."""
+        return self._hist().location
+
+    # ------------------------------------------------------------------ versions
+
+    def latest_version(self) -> int:
+        """Head of the main branch, from freshly read metadata."""
+        head = self._refresh().main_head
+        if head is None:
+            raise VersionNotFoundError(f"Iceberg table {self._name} has no snapshot yet")
+        return head
+
+    def _info(self, h: History, s: IcebergSnapshot) -> VersionInfo:
+        return VersionInfo(s.snapshot_id, h.ordinals()[s.snapshot_id], s.timestamp_ms, s.parent_snapshot_id)
+
+    def versions(self) -> list[VersionInfo]:
+        """Main-branch lineage oldest first, then every other snapshot by ordinal."""
+        h = self._refresh()
+        head = h.main_head
+        lineage = list(reversed(h.ancestors(head))) if head is not None else []
+        on_main = {s.snapshot_id for s in lineage}
+        others = sorted(
+            (s for s in h.metadata.snapshots if s.snapshot_id not in on_main),
+            key=lambda s: h.ordinals()[s.snapshot_id],
+        )
+        return [self._info(h, s) for s in lineage + others]
+
+    def version_info(self, version: int) -> VersionInfo:
+        """Ordinal, timestamp and parent of a snapshot."""
+        s = self._snap(version)
+        return self._info(self._hist(), s)
+
+    def version_at(self, timestamp_ms: int) -> int:
+        """The main branch's snapshot at ``timestamp_ms``, from the snapshot log."""
+        h = self._refresh()
+        log = [e for e in h.metadata.snapshot_log if e.timestamp_ms <= timestamp_ms]
+        if not log:
+            raise VersionNotFoundError(
+                f"Iceberg table {self._name} has no snapshot at or before {timestamp_ms}"
+            )
+        sid = log[-1].snapshot_id
+        if sid not in h.snapshots():
+            raise VersionNotFoundError(f"snapshot {sid}, current at {timestamp_ms}, has expired")
+        return sid
+
+    def resolve_version(self, ref: int | str | None) -> int:
+        """None → main head; int → snapshot id; str → tag or branch name (or a numeric id)."""
+        if ref is None:
+            return self.latest_version()
+        if isinstance(ref, int):
+            self._snap(ref)
+            return ref
+        h = self._hist()
+        sid = h.ref(ref)
+        if sid is None:
+            sid = self._refresh().ref(ref)
+        if sid is None and ref.lstrip("-").isdigit():
+            return self.resolve_version(int(ref))
+        if sid is None:
+            names = sorted(self._hist().metadata.refs)
+            raise VersionNotFoundError(
+                f"Iceberg table {self._name} has no branch or tag {ref!r} (refs: {names})"
+            )
+        self._snap(sid)
+        return sid
+
+    # ------------------------------------------------------------------ manifests
+
+    def _manifest_list(self, snap: IcebergSnapshot) -> tuple[ManifestFile, ...]:
+        path = snap.manifest_list
+        if not path:
+            raise UnsupportedFeatureError(
+                f"snapshot {snap.snapshot_id} lists manifests inline (v1 'manifests' field); not supported"
+            )
+        hit = self._manifest_lists.get(path)
+        if hit is None:
+            self.reads["manifest_list"] += 1
+            hit = read_manifest_list(self._io, path)
+            self._manifest_lists[path] = hit
+            if len(self._manifest_lists) > _MANIFEST_CACHE:
+                self._manifest_lists.popitem(last=False)
+        return hit
+
+    def _manifest(self, m: ManifestFile) -> tuple[ManifestEntry, ...]:
+        hit = self._manifests.get(m.path)
+        if hit is None:
+            self.reads["manifest"] += 1
+            hit = read_manifest(self._io, m)
+            self._manifests[m.path] = hit
+            if len(self._manifests) > _MANIFEST_CACHE:
+                self._manifests.popitem(last=False)
+        else:
+            self._manifests.move_to_end(m.path)
+        return hit
+
+    # ------------------------------------------------------------------ snapshots
+
+    def snapshot(self, version: int | None = None) -> Snapshot:
+        """Schema and every live data file (with its row-level deletes) at ``version``."""
+        v = self.latest_version() if version is None else version
+        snap = self._snap(v)
+        h = self._hist()
+        state = self._state(snap)
+        schema = h.schema_for(snap)
+        return Snapshot(
+            version=v,
+            ordinal=h.ordinals()[v],
+            timestamp_ms=snap.timestamp_ms,
+            columns=_columns(schema),
+            files=dict(state.files),
+            partition_columns=self._partition_columns(schema),
+            row_id_column=ROW_ID_COLUMN if h.format_version >= 3 else None,
+        )
+
+    def _partition_columns(self, schema: Schema) -> tuple[str, ...]:
+        spec = self._hist().metadata.spec()
+        out = []
+        for pf in spec.fields:
+            if isinstance(pf.transform, IdentityTransform):
+                f = schema.find_field(pf.source_id) if pf.source_id in schema.field_ids else None
+                if f is not None:
+                    out.append(f.name)
+        return tuple(out)
+
+    def _state(self, snap: IcebergSnapshot) -> _State:
+        hit = self._states.get(snap.snapshot_id)
+        if hit is not None:
+            self._states.move_to_end(snap.snapshot_id)
+            return hit
+        data: dict[str, ManifestEntry] = {}
+        deletes: list[ManifestEntry] = []
+        for m in self._manifest_list(snap):
+            for e in live(self._manifest(m)):
+                if e.file.content == FileContent.DATA:
+                    data[e.file.path] = e
+                else:
+                    deletes.append(e)
+        state = self._build_state(snap, data, deletes, None)
+        self._remember(state)
+        return state
+
+    def _remember(self, state: _State) -> None:
+        self._states[state.snapshot_id] = state
+        if len(self._states) > _STATE_CACHE:
+            self._states.popitem(last=False)
+
+    def _build_state(
+        self,
+        snap: IcebergSnapshot,
+        data: dict[str, ManifestEntry],
+        deletes: Sequence[ManifestEntry],
+        prev: _State | None,
+        added: Sequence[str] = (),
+        removed: Sequence[str] = (),
+    ) -> _State:
+        """A state from its live entries (reusing ``prev``'s file entries if deletes and schema match)."""
+        h = self._hist()
+        schema = h.schema_for(snap)
+        reuse = (
+            prev is not None and prev.schema_id == schema.schema_id and prev.deletes.entries == tuple(deletes)
+        )
+        if reuse and prev is not None:
+            index = prev.deletes
+            files = dict(prev.files)
+            for p in removed:
+                files.pop(normalize_path(p), None)
+            for p in added:
+                files[normalize_path(p)] = self._file_entry(data[p], index, schema)
+        else:
+            names = {f.field_id: f.name for f in schema.fields}
+            unpartitioned = frozenset(sid for sid, spec in h.metadata.specs().items() if not spec.fields)
+            index = DeleteIndex(deletes, self._reader, unpartitioned, names)
+            for e in index.entries:
+                if e.file.content == FileContent.EQUALITY_DELETES:
+                    self._eq_files[normalize_path(e.file.path)] = e.file
+            files = {normalize_path(p): self._file_entry(e, index, schema) for p, e in data.items()}
+        return _State(snap.snapshot_id, schema.schema_id, data, index, files)
+
+    def _file_entry(self, e: ManifestEntry, index: DeleteIndex, schema: Schema) -> FileEntry:
+        f = e.file
+        return FileEntry(
+            path=normalize_path(f.path),
+            size=f.size,
+            mtime_ms=0,  # Iceberg records no modification time; paths are never reused
+            num_records=f.record_count,
+            partition_values=self._partition_values(f, schema),
+            deletes=index.row_deletes(e),
+            equality_deletes=index.equality_deletes(e, f.spec_id),
+            first_row_id=f.first_row_id if self._hist().format_version >= 3 else None,
+        )
+
+    def _partition_values(self, f: ContentFile, schema: Schema) -> tuple[tuple[str, Any], ...]:
+        """Identity-partition values keyed by the source column's current name, typed."""
+        spec = self._hist().metadata.specs().get(f.spec_id)
+        if spec is None:
+            return ()
+        out = []
+        for i, pf in enumerate(spec.fields):
+            if not isinstance(pf.transform, IdentityTransform) or i >= len(f.partition):
+                continue
+            if pf.source_id not in schema.field_ids:
+                continue
+            col = schema.find_field(pf.source_id)
+            out.append((col.name, _typed(f.partition[i], col.field_type)))
+        return tuple(out)
+
+    # ------------------------------------------------------------------ tailing
+
+    def changes(self, after: int | None, upto: int | None = None) -> Iterator[Change]:
+        """One Change per snapshot on the lineage of ``upto`` (main head) after ``after``."""
+        h = self._refresh()
+        target = h.main_head if upto is None else upto
+        if target is None:
+            return iter(())
+        self._snap(target)
+        h = self._hist()
+        snaps = h.snapshots()
+        chain: list[IcebergSnapshot] = []
+        cur: int | None = target
+        while cur is not None and cur != after:
+            s = snaps.get(cur)
+            if s is None:
+                raise HistoryTruncatedError(
+                    f"snapshot {cur}, an ancestor of {target}, has expired: resync from a snapshot"
+                )
+            chain.append(s)
+            cur = s.parent_snapshot_id
+        if after is not None and cur != after:
+            if after in snaps:
+                raise HistoryTruncatedError(
+                    f"snapshot {after} is not an ancestor of {target} (rollback or another branch): resync"
+                )
+            raise HistoryTruncatedError(
+                f"snapshot {after} has expired or never existed: resync from a snapshot"
+            )
+        chain.reverse()
+        if after is None and chain:
+            # Expiry may clear the parent id of the oldest retained snapshot (pyiceberg does):
+            # a true first commit lists only manifests it wrote itself.
+            root = chain[0]
+            if any(m.added_snapshot_id != root.snapshot_id for m in self._manifest_list(root)):
+                raise HistoryTruncatedError(
+                    f"history before snapshot {root.snapshot_id} has expired: resync from a snapshot"
+                )
+        return self._walk(after, chain)
+
+    def _walk(self, after: int | None, chain: list[IcebergSnapshot]) -> Iterator[Change]:
+        prev = self._state(self._hist().get(after)) if after is not None else self._empty_state()
+        for s in chain:
+            hit = self._states.get(s.snapshot_id)
+            state, change = self._advance(prev, s)
+            if hit is None:
+                self._remember(state)
+            yield change
+            prev = state
+
+    def _empty_state(self) -> _State:
+        schema = self._hist().metadata.schema()
+        return _State(-1, schema.schema_id, {}, DeleteIndex((), self._reader, frozenset(), {}), {})
+
+    def _advance(self, prev: _State, snap: IcebergSnapshot) -> tuple[_State, Change]:
+        """The state after ``snap`` from its parent's, reading only manifests ``snap`` added."""
+        added_data: dict[str, ManifestEntry] = {}
+        removed_data: list[str] = []
+        added_del: list[ManifestEntry] = []
+        removed_del: set[tuple[str, int | None]] = set()
+        for m in self._manifest_list(snap):
+            if m.added_snapshot_id != snap.snapshot_id:
+                continue
+            for e in self._manifest(m):
+                if e.status == EntryStatus.EXISTING:
+                    continue
+                is_data = e.file.content == FileContent.DATA
+                if e.status == EntryStatus.ADDED:
+                    if is_data:
+                        added_data[e.file.path] = e
+                    else:
+                        added_del.append(e)
+                elif is_data:
+                    removed_data.append(e.file.path)
+                else:
+                    removed_del.add((e.file.path, e.file.content_offset))
+        data = dict(prev.data)
+        for p in removed_data:
+            data.pop(p, None)
+        data.update(added_data)
+        deletes = [e for e in prev.deletes.entries if (e.file.path, e.file.content_offset) not in removed_del]
+        deletes += added_del
+        state = self._build_state(snap, data, deletes, prev, tuple(added_data), removed_data)
+        removed = tuple(
+            prev.files[normalize_path(p)]
+            for p in removed_data
+            if normalize_path(p) in prev.files and p not in added_data
+        )
+        added = tuple(state.files[normalize_path(p)] for p in added_data)
+        changed = []
+        if state.deletes is not prev.deletes or state.schema_id != prev.schema_id:
+            skip = {normalize_path(p) for p in added_data}
+            for path, after_entry in state.files.items():
+                before = prev.files.get(path)
+                if before is None or path in skip:
+                    continue
+                if _deletes_key(before) != _deletes_key(after_entry):
+                    changed.append(DeleteChange(before=before, after=after_entry))
+        op = operation_of(snap)
+        change = Change(
+            version=snap.snapshot_id,
+            ordinal=self._hist().ordinals()[snap.snapshot_id],
+            timestamp_ms=snap.timestamp_ms,
+            added=added,
+            removed=removed,
+            delete_changes=tuple(changed),
+            data_change=op != "replace",
+            operation=op,
+        )
+        return state, change
+
+    # ------------------------------------------------------------------ row-level deletes
+
+    def deleted_positions(self, entry: FileEntry) -> BitMap64:
+        """Positions deleted by the entry's position-delete files or deletion vector."""
+        if entry.deletes is None:
+            return BitMap64()
+        if not isinstance(entry.deletes, IcebergRowDeletes):
+            raise UnsupportedFeatureError(f"not an Iceberg delete descriptor: {entry.deletes!r}")
+        return self._reader.positions(entry.deletes)
+
+    def equality_delete_rows(self, deletes: EqualityDeletes, columns: Sequence[Column]) -> pa.Table:
+        """Rows of an equality-delete file, columns matched by field id, logical names."""
+        f = self._eq_files.get(deletes.path)
+        if f is None:
+            raise VersionNotFoundError(f"unknown equality-delete file {deletes.path}: load a snapshot first")
+        return read_equality_delete_rows(self._io, f.path, f.equality_ids, columns)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _deletes_key(f: FileEntry) -> tuple[str | None, tuple[str, ...]]:
+    return (f.deletes.id if f.deletes else None, tuple(e.path for e in f.equality_deletes))
+
+
+def _columns(schema: Schema) -> tuple[Column, ...]:
+    arrow = schema_to_pyarrow(schema, include_field_ids=False)
+    return tuple(
+        Column(
+            name=f.name, type=_plain(arrow.field(f.name).type), nullable=not f.required, field_id=f.field_id
+        )
+        for f in schema.fields
+    )
+
+
+def _plain(t: pa.DataType) -> pa.DataType:
+    """pyiceberg maps strings/binaries/lists to Arrow's large variants; use the plain ones."""
+    if pa.types.is_large_string(t):
+        return pa.string()
+    if pa.types.is_large_binary(t):
+        return pa.binary()
+    if pa.types.is_large_list(t) or pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(_plain(t.value_type)))
+    if pa.types.is_struct(t):
+        return pa.struct([t.field(i).with_type(_plain(t.field(i).type)) for i in range(t.num_fields)])
+    if pa.types.is_map(t):
+        return pa.map_(t.key_field.with_type(_plain(t.key_type)), t.item_field.with_type(_plain(t.item_type)))
+    return t
+
+
+def _typed(value: Any, t: IcebergType) -> Any:
+    """A partition value as decoded from Avro, as the Python value of the column type."""
+    if value is None:
+        return None
+    if isinstance(t, DateType):
+        return (_EPOCH + dt.timedelta(days=value)).date()
+    if isinstance(t, TimeType):
+        return (_EPOCH + dt.timedelta(microseconds=value)).time()
+    if isinstance(t, TimestampType):
+        return _EPOCH + dt.timedelta(microseconds=value)
+    if isinstance(t, TimestamptzType):
+        return (_EPOCH + dt.timedelta(microseconds=value)).replace(tzinfo=dt.timezone.utc)
+    if isinstance(t, (TimestampNanoType, TimestamptzNanoType)):
+        # Python datetimes stop at microseconds: keep nanoseconds exactly as an int.
+        return int(value)
+    if isinstance(value, bytes) and str(t) == "uuid":
+        return uuid.UUID(bytes=value)
+    return value
+
+
+def _table_uri(uri: str) -> str:
+    """A table folder as an absolute URI (local paths become ``file:///...``)."""
+    parsed = urlparse(uri)
+    if parsed.scheme in ("", "file"):
+        path = parsed.path if parsed.scheme == "file" else uri
+        return "file://" + os.path.abspath(os.path.expanduser(path)).rstrip("/")
+    return uri.rstrip("/")
+
+
+def _catalog_locator(catalog: Any, identifier: str) -> MetadataLocator:
+    from pyiceberg.catalog import Catalog, load_catalog
+    from pyiceberg.exceptions import NoSuchTableError
+
+    cat = load_catalog(catalog) if isinstance(catalog, str) else catalog
+    if not isinstance(cat, Catalog):
+        raise TypeError(
+            f"catalog must be a catalog name or a pyiceberg Catalog, got {type(catalog).__name__}"
+        )
+
+    def locate() -> str:
+        try:
+            return str(cat.load_table(identifier).metadata_location)
+        except NoSuchTableError as e:
+            raise NotATableError(f"catalog {cat.name!r} has no Iceberg table {identifier!r}") from e
+
+    return locate

@@ -1,0 +1,319 @@
+"""The public facade: :func:`open_table` and :class:`Table`.
+
+Example::
+
+    import lakehouse_index as li
+
+    t = li.open_table("/data/events")                       # Delta or Iceberg, auto-detected
+    t.create_index(li.SecondaryIndex("by_email", key="email", record_key="id"))
+    t.lookup("by_email", ["ada@example.com"])               # pyarrow.Table, no JVM
+    t.locate("by_email", ["ada@example.com"])               # key, record key, _file, _row
+
+Control-plane calls (opening, listing, lookups, explain) never start a JVM; building and
+refreshing indexes and :meth:`Table.read` run on Spark (local by default).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lakehouse_index import expr
+from lakehouse_index.errors import IllegalIndexStateError, IndexNotFoundError
+from lakehouse_index.log.entry import IndexState, LogEntry, Operation, SourceState
+from lakehouse_index.log.lifecycle import OpContext, OpResult, run_operation
+from lakehouse_index.log.store import IndexCatalog, IndexLog
+from lakehouse_index.maintenance.build import full_build
+from lakehouse_index.query import lookup as lk
+from lakehouse_index.registry import open_source
+from lakehouse_index.scan import scan_snapshot
+from lakehouse_index.source import Snapshot, TableSource
+from lakehouse_index.spec import IndexKind, IndexSpec, validate_index_name
+from lakehouse_index.storage import Storage, join_uri, normalize_uri
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+INDEX_DIR_NAME = "_lakehouse_index"
+REFRESH_MODES = ("full", "incremental", "quick")
+OPTIMIZE_MODES = ("quick", "full")
+
+Where = str | expr.Predicate | Any  # SQL text, a parsed predicate, or a pyarrow Expression
+
+
+@dataclass(frozen=True)
+class IndexInfo:
+    """What ``Table.indexes()`` reports about one index."""
+
+    name: str
+    kind: IndexKind
+    state: IndexState
+    indexed_version: int | None
+    size_bytes: int
+    rows: int
+    files: int
+    spec: IndexSpec
+    log_entry: int
+
+
+def open_table(
+    uri: str,
+    *,
+    catalog: Any = None,
+    storage_options: Mapping[str, str] | None = None,
+    index_root: str | None = None,
+) -> Table:
+    """Open a Delta or Iceberg table (format auto-detected through the installed connectors).
+
+    ``catalog`` (Iceberg): a pyiceberg catalog name or object; ``uri`` is then a table
+    identifier. ``index_root`` puts the side-car indexes elsewhere (for read-only tables);
+    by default they live in ``<table>/_lakehouse_index/``.
+    """
+    source = open_source(uri, catalog=catalog, storage_options=storage_options)
+    root = normalize_uri(index_root) if index_root else join_uri(source.uri, INDEX_DIR_NAME)
+    return Table(source, Storage.for_uri(root, storage_options), root)
+
+
+class Table:
+    """A table with its side-car indexes. Obtain one with :func:`open_table`."""
+
+    def __init__(self, source: TableSource, storage: Storage, index_root: str) -> None:
+        self.source = source
+        self.storage = storage
+        self.index_root = index_root
+        self._catalog = IndexCatalog(storage, index_root)
+        self._logs: dict[str, IndexLog] = {}
+
+    def __repr__(self) -> str:
+        return f"Table({self.source.uri!r}, format={self.format!r})"
+
+    # ------------------------------------------------------------------ table
+
+    @property
+    def format(self) -> str:
+        """``"delta"`` or ``"iceberg"`` (the connector's name)."""
+        return self.source.format_name
+
+    @property
+    def uri(self) -> str:
+        """The table root URI."""
+        return self.source.uri
+
+    def latest_version(self) -> int:
+        """The newest table version (re-reads the table's log)."""
+        return self.source.latest_version()
+
+    def resolve_version(
+        self, version_as_of: int | str | None = None, timestamp_as_of: dt.datetime | int | None = None
+    ) -> int:
+        """The table version a query at (``version_as_of`` | ``timestamp_as_of``) reads."""
+        if version_as_of is not None and timestamp_as_of is not None:
+            raise ValueError("give version_as_of or timestamp_as_of, not both")
+        if timestamp_as_of is not None:
+            return self.source.version_at(_epoch_ms(timestamp_as_of))
+        return self.source.resolve_version(version_as_of)
+
+    def snapshot(self, version_as_of: int | str | None = None, timestamp_as_of: Any = None) -> Snapshot:
+        """The table state at a version (latest by default)."""
+        return self.source.snapshot(self.resolve_version(version_as_of, timestamp_as_of))
+
+    def scan(
+        self,
+        *,
+        version_as_of: int | str | None = None,
+        timestamp_as_of: dt.datetime | int | None = None,
+        columns: Sequence[str] | None = None,
+        where: Where | None = None,
+    ) -> pa.Table:
+        """Plain read of a table version with deletes applied (pyarrow, no index, no JVM)."""
+        snap = self.snapshot(version_as_of, timestamp_as_of)
+        return scan_snapshot(self.source, snap, columns=columns, where=where)
+
+    def read(
+        self,
+        spark: SparkSession | None = None,
+        *,
+        version_as_of: int | str | None = None,
+        timestamp_as_of: dt.datetime | int | None = None,
+        where: Where | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> DataFrame:
+        """A Spark DataFrame of a table version (data files read directly; deletes applied)."""
+        from lakehouse_index.spark import get_spark
+        from lakehouse_index.spark_read import spark_frame
+
+        snap = self.snapshot(version_as_of, timestamp_as_of)
+        return spark_frame(get_spark(spark), self.source, snap, columns=columns, where=where)
+
+    # ------------------------------------------------------------------ index lifecycle
+
+    def _log(self, name: str) -> IndexLog:
+        validate_index_name(name)
+        log = self._logs.get(name)
+        if log is None:
+            log = self._logs[name] = self._catalog.log(name)
+        return log
+
+    def _index_dir(self, name: str) -> str:
+        return join_uri(self.index_root, name)
+
+    def create_index(self, spec: IndexSpec, *, spark: SparkSession | None = None) -> IndexInfo:
+        """Create an index and build it from the latest table version (on Spark).
+
+        The spec is checked against the table schema before anything is written.
+        """
+        from lakehouse_index.kinds.secondary import validate_spec
+        from lakehouse_index.spark import get_spark
+
+        log = self._log(spec.name)
+        snap = self.source.snapshot(self.source.latest_version())
+        validate_spec(spec, snap)
+        session = get_spark(spark)
+        start = SourceState(self.format, self.uri, snap.version, snap.ordinal, snap.timestamp_ms)
+
+        def body(ctx: OpContext) -> OpResult:
+            state, content = full_build(
+                session, self.source, snap, spec, self.storage, log.index_dir, ctx.data_uri, None
+            )
+            return OpResult(state, content)
+
+        return self._info(run_operation(log, Operation.CREATE, body, spec=spec, source=start))
+
+    def refresh_index(self, name: str, mode: str = "incremental", *, spark: SparkSession | None = None) -> IndexInfo:
+        """Bring an index up to the latest table version.
+
+        ``full`` rebuilds from the snapshot. A refresh with nothing to do writes nothing.
+        """
+        if mode not in REFRESH_MODES:
+            raise ValueError(f"refresh mode must be one of {REFRESH_MODES}, got {mode!r}")
+        if mode != "full":
+            raise NotImplementedError(f"refresh mode {mode!r} arrives with issue #5 (index engine)")
+        from lakehouse_index.spark import get_spark
+
+        log = self._log(name)
+        snap = self.source.snapshot(self.source.latest_version())
+
+        def precheck(stable: LogEntry) -> bool:
+            return stable.source.version != snap.version or stable.pending is not None
+
+        def body(ctx: OpContext) -> OpResult:
+            assert ctx.stable is not None
+            state, content = full_build(
+                get_spark(spark), self.source, snap, ctx.stable.spec, self.storage, log.index_dir,
+                ctx.data_uri, ctx.stable.source,
+            )
+            return OpResult(state, content)
+
+        return self._info(run_operation(log, Operation.REFRESH_FULL, body, precheck=precheck))
+
+    def optimize_index(self, name: str, mode: str = "quick") -> IndexInfo:
+        """Compact an index's delta files (``quick``) or rewrite its base (``full``)."""
+        raise NotImplementedError("optimize arrives with issue #5 (index engine)")
+
+    def delete_index(self, name: str) -> IndexInfo:
+        """Soft-delete: queries stop using the index; ``restore_index`` brings it back."""
+        return self._info(run_operation(self._log(name), Operation.DELETE))
+
+    def restore_index(self, name: str) -> IndexInfo:
+        """Undo a soft delete."""
+        return self._info(run_operation(self._log(name), Operation.RESTORE))
+
+    def cancel_index(self, name: str) -> IndexInfo:
+        """Return an index stuck in a transient state (a crashed operation) to its last stable state."""
+        return self._info(run_operation(self._log(name), Operation.CANCEL))
+
+    def vacuum_index(self, name: str) -> IndexInfo:
+        """Remove a deleted index's data, or data no retained snapshot of an active index needs."""
+        raise NotImplementedError("vacuum arrives with issue #5 (index engine)")
+
+    def indexes(self) -> list[IndexInfo]:
+        """Every index on the table that exists (vacuumed ones are not listed)."""
+        out = []
+        for name in self._catalog.names():
+            latest = self._log(name).latest()
+            if latest is not None and latest.state is not IndexState.DOES_NOT_EXIST:
+                out.append(self._info(latest))
+        return out
+
+    def _info(self, entry: LogEntry) -> IndexInfo:
+        stable = entry if entry.state.is_stable else self._log(entry.name).latest_stable() or entry
+        return IndexInfo(
+            name=entry.name,
+            kind=entry.spec.kind,
+            state=entry.state,
+            indexed_version=stable.source.version if stable.content.files or stable.source.files else None,
+            size_bytes=stable.content.size,
+            rows=stable.content.rows,
+            files=len(stable.content.files),
+            spec=entry.spec,
+            log_entry=entry.id,
+        )
+
+    # ------------------------------------------------------------------ queries
+
+    def _active(self, name: str) -> LogEntry:
+        log = self._log(name)
+        stable = log.latest_stable()
+        if stable is None or stable.state is IndexState.DOES_NOT_EXIST:
+            raise IndexNotFoundError(f"no index {name!r} on {self.uri}")
+        if stable.state is not IndexState.ACTIVE:
+            raise IllegalIndexStateError(f"index {name!r} is {stable.state.value}; restore it to query it")
+        return stable
+
+    def _plan(
+        self, name: str, keys: Sequence[Any], version_as_of: int | str | None, timestamp_as_of: Any
+    ) -> lk.LookupPlan:
+        entry = self._active(name)
+        target = self.snapshot(version_as_of, timestamp_as_of)
+        return lk.plan_lookup(self.source, entry, target, keys)
+
+    def lookup(
+        self,
+        name: str,
+        keys: Sequence[Any],
+        *,
+        version_as_of: int | str | None = None,
+        timestamp_as_of: dt.datetime | int | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> pa.Table:
+        """Rows of the table version whose index key equals one of ``keys`` (tuples for composite keys).
+
+        A ``None`` key matches rows whose key is null. Deletes of the version are applied.
+        """
+        plan = self._plan(name, keys, version_as_of, timestamp_as_of)
+        return lk.lookup(self.source, self.storage, self._index_dir(name), plan, columns)
+
+    def locate(
+        self,
+        name: str,
+        keys: Sequence[Any],
+        *,
+        version_as_of: int | str | None = None,
+        timestamp_as_of: dt.datetime | int | None = None,
+    ) -> pa.Table:
+        """Where the rows with ``keys`` live: key columns, record key columns, ``_file``, ``_row``."""
+        plan = self._plan(name, keys, version_as_of, timestamp_as_of)
+        return lk.locate(self.source, self.storage, self._index_dir(name), plan)
+
+    def explain(
+        self,
+        name: str,
+        keys: Sequence[Any] | None = None,
+        *,
+        version_as_of: int | str | None = None,
+        timestamp_as_of: dt.datetime | int | None = None,
+    ) -> str:
+        """A printable plan: which index snapshot answers, what is repaired by scanning."""
+        raise NotImplementedError("explain arrives with issue #6 (query planning)")
+
+
+def _epoch_ms(ts: dt.datetime | int) -> int:
+    if isinstance(ts, dt.datetime):
+        if ts.tzinfo is None:
+            ts = ts.replace(tzinfo=dt.timezone.utc)
+        return int(ts.timestamp() * 1000)
+    return int(ts)

@@ -1,0 +1,184 @@
+"""The ``lakehouse-index`` command line: the Table API, one sub-command per operation."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table as RichTable
+
+import lakehouse_index as li
+from lakehouse_index.errors import LakehouseIndexError
+
+app = typer.Typer(help="Side-car indexes for Delta Lake and Iceberg tables.", no_args_is_help=True)
+console = Console()
+
+TableArg = Annotated[str, typer.Argument(help="table path/URI (or identifier with --catalog)")]
+NameArg = Annotated[str, typer.Argument(help="index name")]
+CatalogOpt = Annotated[str | None, typer.Option(help="pyiceberg catalog name")]
+IndexRootOpt = Annotated[str | None, typer.Option(help="where the side-car indexes live")]
+VersionOpt = Annotated[int | None, typer.Option("--version-as-of", help="table version / snapshot id")]
+
+
+def _open(table: str, catalog: str | None, index_root: str | None) -> li.Table:
+    return li.open_table(table, catalog=catalog, index_root=index_root)
+
+
+def _print_infos(infos: list[li.IndexInfo]) -> None:
+    out = RichTable()
+    for col in ("name", "kind", "state", "version", "rows", "files", "size", "columns"):
+        out.add_column(col)
+    for i in infos:
+        out.add_row(
+            i.name, i.kind.value, i.state.value, str(i.indexed_version), f"{i.rows:,}", str(i.files),
+            f"{i.size_bytes / 1e6:.2f} MB", ", ".join(i.spec.columns),
+        )
+    console.print(out)
+
+
+def _parse_keys(keys: list[str]) -> list[Any]:
+    """Keys as JSON values where they parse (numbers, arrays for composite keys), else strings."""
+    out = []
+    for k in keys:
+        try:
+            v = json.loads(k)
+        except ValueError:
+            v = k
+        out.append(tuple(v) if isinstance(v, list) else v)
+    return out
+
+
+@app.command()
+def create(
+    table: TableArg,
+    name: NameArg,
+    key: Annotated[list[str], typer.Option(help="key column (repeat for composite)")],
+    record_key: Annotated[list[str] | None, typer.Option(help="record key column (repeatable)")] = None,
+    covering: Annotated[bool, typer.Option(help="create a covering index (key = indexed)")] = False,
+    include: Annotated[list[str] | None, typer.Option(help="included column (covering)")] = None,
+    buckets: Annotated[int, typer.Option(help="buckets (covering)")] = 8,
+    catalog: CatalogOpt = None,
+    index_root: IndexRootOpt = None,
+) -> None:
+    """Create an index and build it (on Spark)."""
+    spec: li.SecondaryIndex | li.CoveringIndex
+    if covering:
+        spec = li.CoveringIndex(name, indexed=key, included=include or [], num_buckets=buckets)
+    else:
+        spec = li.SecondaryIndex(name, key=key, record_key=record_key or None)
+    _print_infos([_open(table, catalog, index_root).create_index(spec)])
+
+
+@app.command()
+def refresh(
+    table: TableArg,
+    name: NameArg,
+    mode: Annotated[str, typer.Option(help="full | incremental | quick")] = "incremental",
+    catalog: CatalogOpt = None,
+    index_root: IndexRootOpt = None,
+) -> None:
+    """Bring an index up to the latest table version."""
+    _print_infos([_open(table, catalog, index_root).refresh_index(name, mode=mode)])
+
+
+@app.command()
+def optimize(
+    table: TableArg,
+    name: NameArg,
+    mode: Annotated[str, typer.Option(help="quick | full")] = "quick",
+    catalog: CatalogOpt = None,
+    index_root: IndexRootOpt = None,
+) -> None:
+    """Compact an index."""
+    _print_infos([_open(table, catalog, index_root).optimize_index(name, mode=mode)])
+
+
+@app.command("list")
+def list_(table: TableArg, catalog: CatalogOpt = None, index_root: IndexRootOpt = None) -> None:
+    """List the table's indexes."""
+    _print_infos(_open(table, catalog, index_root).indexes())
+
+
+@app.command()
+def lookup(
+    table: TableArg,
+    name: NameArg,
+    keys: Annotated[list[str], typer.Argument(help="keys (JSON arrays for composite keys)")],
+    version_as_of: VersionOpt = None,
+    locate: Annotated[bool, typer.Option(help="print file and row position instead of rows")] = False,
+    catalog: CatalogOpt = None,
+    index_root: IndexRootOpt = None,
+) -> None:
+    """Look up keys through an index."""
+    t = _open(table, catalog, index_root)
+    parsed = _parse_keys(keys)
+    rows = (
+        t.locate(name, parsed, version_as_of=version_as_of)
+        if locate
+        else t.lookup(name, parsed, version_as_of=version_as_of)
+    )
+    out = RichTable(title=f"{rows.num_rows} row(s)")
+    for col in rows.column_names:
+        out.add_column(col)
+    for rec in rows.to_pylist():
+        out.add_row(*(str(v) for v in rec.values()))
+    console.print(out)
+
+
+@app.command()
+def explain(
+    table: TableArg,
+    name: NameArg,
+    keys: Annotated[list[str] | None, typer.Argument()] = None,
+    version_as_of: VersionOpt = None,
+    catalog: CatalogOpt = None,
+    index_root: IndexRootOpt = None,
+) -> None:
+    """Show how a lookup would be answered."""
+    t = _open(table, catalog, index_root)
+    console.print(str(t.explain(name, _parse_keys(keys or []) or None, version_as_of=version_as_of)))
+
+
+def _simple(op: str) -> Any:
+    def command(table: TableArg, name: NameArg, catalog: CatalogOpt = None, index_root: IndexRootOpt = None) -> None:
+        t = _open(table, catalog, index_root)
+        _print_infos([getattr(t, f"{op}_index")(name)])
+
+    command.__doc__ = {
+        "delete": "Soft-delete an index (restore brings it back).",
+        "restore": "Restore a soft-deleted index.",
+        "vacuum": "Remove a deleted index's data, or unneeded data of an active one.",
+        "cancel": "Recover an index stuck by a crashed operation.",
+    }[op]
+    return command
+
+
+for _op in ("delete", "restore", "vacuum", "cancel"):
+    app.command(_op)(_simple(_op))
+
+
+@app.command()
+def demo(
+    path: Annotated[str | None, typer.Option(help="work directory (default: a temp dir, removed after)")] = None,
+    rows: Annotated[int, typer.Option(help="rows in the sample table")] = 300_000,
+    files: Annotated[int, typer.Option(help="Delta commits / data files")] = 50,
+) -> None:
+    """Write a sample Delta table, index it, look up keys next to plain scans."""
+    from lakehouse_index.demo import run_demo
+
+    run_demo(path, rows=rows, files=files)
+
+
+def main() -> None:
+    """Entry point: clear one-line errors for the library's own errors."""
+    try:
+        app()
+    except LakehouseIndexError as e:
+        console.print(f"[red]error:[/] {e}")
+        raise SystemExit(2) from e
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,399 @@
+"""Reading one data file of a snapshot with pyarrow, in the snapshot's logical schema.
+
+Connectors describe data files (:class:`~lakehouse_index.source.FileEntry`); the core
+reads them here, for plain scans, the lookup fast path and index builds.
+
+Column resolution (the same rules the Spark reader uses, see :func:`resolve_columns`):
+
+* a column with a field id is found by the Parquet field id (``PARQUET:field_id``)
+  when the file carries field ids; a file with field ids but without that id does
+  not hold the column (it was added later, or a column of the same name was dropped
+  and re-added: matching by name would return the old column's values);
+* otherwise by :attr:`Column.stored_name` (Delta column mapping physical name, or
+  the logical name);
+* a column the file does not hold reads as nulls (schema evolution);
+* values are cast to the snapshot's Arrow type (type widening int → long, ...);
+* partition columns (``in_data_files=False``) are constants from
+  :attr:`FileEntry.partition_values`.
+
+Row-level deletes are applied unless ``apply_deletes=False``: positions from
+:meth:`TableSource.deleted_positions` and rows matched (null-safe) by the equality
+deletes attached to the entry.
+
+Parquet footers are cached in a small LRU keyed by (path, size): repeated point
+reads of a file do not re-read its footer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakehouse_index.errors import QueryError, TableFormatError
+from lakehouse_index.source import Column, FileEntry, Snapshot, TableSource
+
+__all__ = [
+    "ROW_COLUMN",
+    "FileLayout",
+    "Resolved",
+    "clear_footer_cache",
+    "deleted_positions_array",
+    "equality_delete_mask",
+    "file_layout",
+    "read_file",
+    "resolve_columns",
+]
+
+#: Name of the row-position column added by ``with_positions=True``.
+ROW_COLUMN = "_row"
+
+_FIELD_ID_KEY = b"PARQUET:field_id"
+
+
+# --------------------------------------------------------------------------- footer cache
+
+
+@dataclass(frozen=True)
+class FileLayout:
+    """What the core needs from one Parquet footer, computed once per file."""
+
+    metadata: pq.FileMetaData
+    schema: pa.Schema
+    #: First row position of each row group, plus the total row count at the end.
+    row_group_starts: np.ndarray
+    #: Top-level field id → field name, for files written with field ids.
+    by_field_id: dict[int, str]
+    names: frozenset[str]
+    #: Top-level columns stored as legacy INT96 timestamps (Spark reads them only as TIMESTAMP).
+    int96: frozenset[str] = frozenset()
+
+    @property
+    def num_rows(self) -> int:
+        """Rows in the file."""
+        return int(self.metadata.num_rows)
+
+
+class _LRU:
+    """A small thread-safe LRU of footers (Python objects, a few KB each)."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._items: OrderedDict[tuple[str, int], FileLayout] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, int]) -> FileLayout | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None:
+                self._items.move_to_end(key)
+            return item
+
+    def put(self, key: tuple[str, int], value: FileLayout) -> None:
+        with self._lock:
+            self._items[key] = value
+            self._items.move_to_end(key)
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+_FOOTERS = _LRU(1024)
+
+
+def clear_footer_cache() -> None:
+    """Forget every cached footer (tests, benchmarks of cold reads)."""
+    _FOOTERS.clear()
+
+
+def _layout(metadata: pq.FileMetaData) -> FileLayout:
+    schema = metadata.schema.to_arrow_schema()
+    starts = np.zeros(metadata.num_row_groups + 1, dtype=np.int64)
+    for i in range(metadata.num_row_groups):
+        starts[i + 1] = starts[i] + metadata.row_group(i).num_rows
+    by_id: dict[int, str] = {}
+    for f in schema:
+        raw = (f.metadata or {}).get(_FIELD_ID_KEY)
+        if raw is not None:
+            by_id[int(raw)] = f.name
+    int96 = frozenset(
+        metadata.schema.column(i).path
+        for i in range(metadata.num_columns)
+        if metadata.schema.column(i).physical_type == "INT96"
+    )
+    return FileLayout(metadata, schema, starts, by_id, frozenset(schema.names), int96)
+
+
+def _open(source: TableSource, entry: FileEntry) -> tuple[pq.ParquetFile, FileLayout]:
+    fs, path = source.io.arrow(entry.path)
+    key = (entry.path, entry.size)
+    layout = _FOOTERS.get(key)
+    try:
+        handle = fs.open_input_file(path)
+    except FileNotFoundError as e:
+        raise TableFormatError(f"data file {entry.path} of the table is missing") from e
+    try:
+        pf = pq.ParquetFile(handle, metadata=layout.metadata if layout else None)
+    except (pa.ArrowInvalid, OSError) as e:
+        handle.close()
+        raise TableFormatError(f"data file {entry.path} is not a readable Parquet file: {e}") from e
+    if layout is None:
+        layout = _layout(pf.metadata)
+        _FOOTERS.put(key, layout)
+    return pf, layout
+
+
+def file_layout(source: TableSource, entry: FileEntry) -> FileLayout:
+    """The (cached) footer facts of one data file."""
+    key = (entry.path, entry.size)
+    layout = _FOOTERS.get(key)
+    if layout is None:
+        pf, layout = _open(source, entry)
+        pf.close()
+    return layout
+
+
+# --------------------------------------------------------------------------- column resolution
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """Where a logical column comes from in one data file.
+
+    Exactly one of: ``stored`` (name of the top-level Parquet column, whose Arrow type
+    is ``stored_type``), ``constant`` (a partition column), or neither (absent: nulls).
+    """
+
+    column: Column
+    stored: str | None = None
+    stored_type: pa.DataType | None = None
+    is_constant: bool = False
+    constant: object = None
+
+
+def resolve_columns(snapshot: Snapshot, entry: FileEntry, layout: FileLayout,
+                    columns: Sequence[str]) -> list[Resolved]:
+    """Resolve logical ``columns`` in one file (rules in the module docstring)."""
+    partition = entry.partition_dict
+    out = []
+    for name in columns:
+        col = snapshot.column(name)
+        if not col.in_data_files:
+            if name not in partition:
+                raise TableFormatError(
+                    f"partition column {name!r} has no value for data file {entry.path}"
+                )
+            out.append(Resolved(col, is_constant=True, constant=partition[name]))
+            continue
+        stored: str | None
+        if col.field_id is not None and layout.by_field_id:
+            stored = layout.by_field_id.get(col.field_id)
+        else:
+            stored = col.stored_name if col.stored_name in layout.names else None
+        if stored is None:
+            out.append(Resolved(col))
+        else:
+            out.append(Resolved(col, stored=stored, stored_type=layout.schema.field(stored).type))
+    return out
+
+
+def _check_columns(snapshot: Snapshot, columns: Sequence[str] | None) -> list[str]:
+    names = snapshot.schema.names
+    if columns is None:
+        return list(names)
+    missing = [c for c in columns if c not in names]
+    if missing:
+        raise QueryError(f"unknown column(s) {missing}; the table has {', '.join(names)}")
+    return list(dict.fromkeys(columns))
+
+
+# --------------------------------------------------------------------------- deletes
+
+
+def deleted_positions_array(source: TableSource, entry: FileEntry) -> np.ndarray:
+    """Positions deleted from ``entry`` by its deletion vector / position deletes (sorted int64)."""
+    if entry.deletes is None:
+        return np.zeros(0, dtype=np.int64)
+    bitmap = source.deleted_positions(entry)
+    return np.frombuffer(bitmap.to_array(), dtype=np.uint64).astype(np.int64)
+
+
+def equality_delete_mask(source: TableSource, snapshot: Snapshot, entry: FileEntry,
+                         rows: pa.Table) -> np.ndarray | None:
+    """Boolean mask of ``rows`` (holding the delete columns) deleted by the entry's equality deletes.
+
+    None when the entry has no equality deletes. Matching is null-safe: a null in a
+    delete row matches a null in the data row.
+    """
+    if not entry.equality_deletes:
+        return None
+    deleted = np.zeros(rows.num_rows, dtype=bool)
+    for eq in entry.equality_deletes:
+        cols = [snapshot.column(c) for c in eq.columns]
+        dels = source.equality_delete_rows(eq, cols)
+        if dels.num_rows == 0 or rows.num_rows == 0:
+            continue
+        deleted |= _null_safe_match(rows, dels, list(eq.columns), entry.path)
+    return deleted
+
+
+def _null_safe_match(rows: pa.Table, dels: pa.Table, columns: list[str], path: str) -> np.ndarray:
+    # Encode each key column over data and delete values with nulls as their own code,
+    # then anti-join on the integer codes: null-safe equality for any Arrow type.
+    n = rows.num_rows
+    left: dict[str, pa.Array] = {"_i": pa.array(np.arange(n, dtype=np.int64))}
+    right: dict[str, pa.Array] = {}
+    for i, c in enumerate(columns):
+        if c not in dels.column_names:
+            raise TableFormatError(f"equality delete rows for {path} lack column {c!r}")
+        data = rows.column(c)
+        other = dels.column(c).cast(data.type)
+        both = pa.chunked_array(data.chunks + other.chunks, type=data.type)
+        codes = pc.dictionary_encode(both, null_encoding="encode").combine_chunks().indices
+        key = f"k{i}"
+        left[key] = codes.slice(0, n)
+        right[key] = codes.slice(n)
+    keys = [f"k{i}" for i in range(len(columns))]
+    matched = pa.table(left).join(pa.table(right).group_by(keys).aggregate([]), keys, join_type="left semi")
+    mask = np.zeros(n, dtype=bool)
+    mask[matched.column("_i").to_numpy()] = True
+    return mask
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _constant(value: object, t: pa.DataType, n: int, path: str, name: str) -> pa.Array:
+    if value is None:
+        return pa.nulls(n, t)
+    try:
+        one = pa.array([value], type=t)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as e:
+        raise TableFormatError(f"partition value {value!r} of {name!r} in {path} is not a {t}: {e}") from e
+    return one.take(pa.array(np.zeros(n, dtype=np.int32)))
+
+
+def _cast(arr: pa.ChunkedArray, t: pa.DataType, path: str, name: str) -> pa.ChunkedArray:
+    if arr.type.equals(t):
+        return arr
+    try:
+        return arr.cast(t, safe=True)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        raise TableFormatError(
+            f"column {name!r} of {path} is stored as {arr.type}, which does not convert to {t}: {e}"
+        ) from e
+
+
+def read_file(
+    source: TableSource,
+    snapshot: Snapshot,
+    entry: FileEntry,
+    columns: Sequence[str] | None = None,
+    *,
+    positions: Sequence[int] | np.ndarray | None = None,
+    with_positions: bool = False,
+    apply_deletes: bool = True,
+) -> pa.Table:
+    """Rows of one data file in the snapshot's logical schema.
+
+    ``columns`` are logical names (default: every column, in schema order).
+    ``positions`` restricts the read to those row positions (sorted, duplicates
+    dropped; out of range → QueryError); only the row groups holding them are decoded.
+    ``with_positions`` appends ``_row`` (int64 position in the file). With
+    ``apply_deletes`` (default) rows deleted by the entry's deletion vector / position
+    deletes / equality deletes are left out.
+    """
+    wanted = _check_columns(snapshot, columns)
+    eq_cols: list[str] = []
+    if apply_deletes and entry.equality_deletes:
+        for eq in entry.equality_deletes:
+            for c in eq.columns:
+                if c not in snapshot.schema.names:
+                    raise TableFormatError(f"equality delete {eq.path} names unknown column {c!r}")
+                if c not in wanted and c not in eq_cols:
+                    eq_cols.append(c)
+    read_cols = wanted + eq_cols
+
+    pf, layout = _open(source, entry)
+    try:
+        resolved = resolve_columns(snapshot, entry, layout, read_cols)
+        stored = list(dict.fromkeys(r.stored for r in resolved if r.stored is not None))
+        rows, data = _read_rows(pf, layout, entry, stored, positions, source if apply_deletes else None)
+    finally:
+        pf.close()
+
+    n = len(rows)
+    out: dict[str, pa.ChunkedArray | pa.Array] = {}
+    for r in resolved:
+        name = r.column.name
+        if r.is_constant:
+            out[name] = _constant(r.constant, r.column.type, n, entry.path, name)
+        elif r.stored is None:
+            out[name] = pa.nulls(n, r.column.type)
+        else:
+            out[name] = _cast(data.column(r.stored), r.column.type, entry.path, name)
+    table = pa.table(out, schema=pa.schema([snapshot.schema.field(c) for c in read_cols]))
+    if with_positions:
+        table = table.append_column(ROW_COLUMN, pa.array(rows, type=pa.int64()))
+    if apply_deletes and entry.equality_deletes:
+        mask = equality_delete_mask(source, snapshot, entry, table)
+        if mask is not None and mask.any():
+            table = table.filter(pa.array(~mask))
+    if eq_cols:
+        table = table.drop_columns(eq_cols)
+    return table
+
+
+def _read_rows(
+    pf: pq.ParquetFile,
+    layout: FileLayout,
+    entry: FileEntry,
+    stored: list[str],
+    positions: Sequence[int] | np.ndarray | None,
+    deletes_from: TableSource | None,
+) -> tuple[np.ndarray, pa.Table]:
+    """(row positions, table of the ``stored`` columns for those rows)."""
+    total = layout.num_rows
+    deleted = deleted_positions_array(deletes_from, entry) if deletes_from is not None else None
+
+    if positions is None:
+        if deleted is not None and len(deleted) and int(deleted[-1]) >= total:
+            raise TableFormatError(
+                f"deletes of {entry.path} name row {int(deleted[-1])} but the file has {total} rows"
+            )
+        data = pf.read(columns=stored) if stored else pa.table({})
+        rows = np.arange(total, dtype=np.int64)
+        if deleted is not None and len(deleted):
+            keep = np.ones(total, dtype=bool)
+            keep[deleted] = False
+            rows = rows[keep]
+            data = data.filter(pa.array(keep)) if stored else data
+        return rows, data
+
+    pos = np.unique(np.asarray(positions, dtype=np.int64))
+    if len(pos) and (pos[0] < 0 or pos[-1] >= total):
+        bad = int(pos[0]) if pos[0] < 0 else int(pos[-1])
+        raise QueryError(f"row position {bad} is outside {entry.path}, which has {total} rows")
+    if deleted is not None and len(deleted):
+        pos = pos[~np.isin(pos, deleted, assume_unique=True)]
+    if len(pos) == 0 or not stored:
+        return pos, pa.table({c: pa.array([], type=layout.schema.field(c).type) for c in stored})
+    # Decode only the row groups that hold the wanted rows, then take them.
+    starts = layout.row_group_starts
+    groups = np.searchsorted(starts, pos, side="right") - 1
+    wanted_groups = np.unique(groups)
+    data = pf.read_row_groups([int(g) for g in wanted_groups], columns=stored)
+    # Offset of each wanted group inside the concatenated read.
+    sizes = starts[wanted_groups + 1] - starts[wanted_groups]
+    base = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    local = pos - starts[groups] + base[np.searchsorted(wanted_groups, groups)]
+    return pos, data.take(pa.array(local))

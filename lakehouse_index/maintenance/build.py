@@ -1,0 +1,180 @@
+"""Full build of an index from one table snapshot, on Spark.
+
+Reads the key (and payload) columns of every live file with their lineage
+(``_file_path``, ``_row`` from Spark's ``_metadata``), attaches file ids, range-partitions
+and sorts by key, and writes Parquet under a fresh data directory. The root index
+(per file: row count, size, per-column key bounds) is read back from the written
+footers and recorded in the log entry.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+import pyarrow.parquet as pq
+
+from lakehouse_index.kinds import secondary as sec
+from lakehouse_index.kinds.keys import file_bounds
+from lakehouse_index.log.entry import Content, IndexFile, Level, SourceFile, SourceState
+from lakehouse_index.source import FileEntry, Snapshot, TableSource
+from lakehouse_index.spec import IndexSpec
+from lakehouse_index.storage import Storage, join_uri
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+#: Target rows per index file and per row group; small row groups keep point reads cheap.
+ROWS_PER_FILE = 4_000_000
+ROW_GROUP_BYTES = 1 << 20
+PAGE_BYTES = 64 << 10
+
+
+def qcol(name: str) -> Column:
+    """A Spark column reference that survives dots and backticks in names."""
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def assign_file_ids(
+    files: Mapping[str, FileEntry], previous: SourceState | None, ordinal: int
+) -> tuple[tuple[SourceFile, ...], int]:
+    """File-id map for ``files``: ids of paths the previous state knew are kept (stable lineage)."""
+    known = previous.by_path() if previous else {}
+    next_id = previous.next_file_id if previous else 0
+    out = []
+    for path in sorted(files):
+        entry = files[path]
+        old = known.get(path)
+        if old is not None and old.removed_ordinal is None:
+            fid, added = old.id, old.added_ordinal
+        else:
+            fid, added, next_id = next_id, ordinal, next_id + 1
+        out.append(source_file(entry, fid, added))
+    return tuple(out), next_id
+
+
+def source_file(entry: FileEntry, file_id: int, added_ordinal: int) -> SourceFile:
+    """The log's record of one covered data file."""
+    return SourceFile(
+        id=file_id,
+        path=entry.path,
+        size=entry.size,
+        mtime_ms=entry.mtime_ms,
+        num_records=entry.num_records,
+        deletes_id=entry.deletes.id if entry.deletes else None,
+        deleted_count=entry.deleted_count,
+        added_ordinal=added_ordinal,
+    )
+
+
+def entries_frame(
+    spark: SparkSession,
+    source: TableSource,
+    snapshot: Snapshot,
+    spec: IndexSpec,
+    files: tuple[SourceFile, ...],
+    *,
+    op: int = sec.PUT,
+) -> DataFrame:
+    """Index entries ``(columns…, _file_id, _row, _version, _op)`` for the rows of ``files``."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StringType, StructField, StructType
+
+    from lakehouse_index.spark_read import spark_frame
+
+    paths = {f.path for f in files}
+    entries = [snapshot.files[p] for p in sorted(paths)]
+    rows = spark_frame(spark, source, snapshot, files=entries, columns=list(spec.columns), with_lineage=True)
+    id_schema = StructType([StructField("_file_path", StringType(), False), StructField(sec.FILE_ID, LongType(), False)])
+    ids = spark.createDataFrame([(f.path, f.id) for f in files], id_schema)
+    return rows.join(F.broadcast(ids), "_file_path").select(
+        *[qcol(c) for c in spec.columns],
+        F.col(sec.FILE_ID),
+        F.col("_row").cast("long").alias(sec.ROW),
+        F.lit(snapshot.ordinal).cast("long").alias(sec.VERSION),
+        F.lit(op).cast("byte").alias(sec.OP),
+    )
+
+
+def write_sorted(
+    df: DataFrame, spec: IndexSpec, storage: Storage, index_dir: str, data_dir: str, level: Level, est_rows: int
+) -> tuple[IndexFile, ...]:
+    """Range-partition and sort ``df`` by key, write Parquet to ``data_dir``, return the root index."""
+    n_files = max(1, math.ceil(est_rows / ROWS_PER_FILE))
+    (
+        df.repartitionByRange(n_files, *[qcol(c) for c in spec.key])
+        .sortWithinPartitions(*[qcol(c) for c in sec.sort_columns(spec)])
+        .write.option("parquet.block.size", ROW_GROUP_BYTES)
+        .option("parquet.page.size", PAGE_BYTES)
+        .option("compression", "zstd")
+        .mode("errorifexists")
+        .parquet(data_dir)
+    )
+    return read_root_index(spec, storage, index_dir, data_dir, level)
+
+
+def read_root_index(
+    spec: IndexSpec, storage: Storage, index_dir: str, data_dir: str, level: Level
+) -> tuple[IndexFile, ...]:
+    """Per written Parquet file: rows, size, key bounds and version bounds (from footers)."""
+    out = []
+    for status in sorted(storage.list_dir(data_dir), key=lambda s: s.path):
+        if not status.path.endswith(".parquet"):
+            continue
+        fs, path = storage.arrow(status.path)
+        meta = pq.read_metadata(path, filesystem=fs)
+        if meta.num_rows == 0:
+            continue
+        lo, hi = file_bounds(meta, spec.key)
+        vlo, vhi = file_bounds(meta, [sec.VERSION])
+        out.append(
+            IndexFile(
+                path=status.path[len(index_dir.rstrip("/")) + 1 :],
+                rows=meta.num_rows,
+                size=status.size,
+                level=level,
+                min_key=lo,
+                max_key=hi,
+                min_ordinal=int(vlo[0]) if vlo[0] is not None else None,
+                max_ordinal=int(vhi[0]) if vhi[0] is not None else None,
+            )
+        )
+    return tuple(out)
+
+
+def full_build(
+    spark: SparkSession,
+    source: TableSource,
+    snapshot: Snapshot,
+    spec: IndexSpec,
+    storage: Storage,
+    index_dir: str,
+    data_dir: str,
+    previous: SourceState | None,
+) -> tuple[SourceState, Content]:
+    """Index every live row of ``snapshot``; the result answers exactly from its ordinal on."""
+    sec.validate_spec(spec, snapshot)
+    files, next_id = assign_file_ids(snapshot.files, previous, snapshot.ordinal)
+    est_rows = sum((f.num_records or f.size // 64) - f.deleted_count for f in files)
+    content_files: tuple[IndexFile, ...] = ()
+    if files:
+        df = entries_frame(spark, source, snapshot, spec, files)
+        content_files = write_sorted(df, spec, storage, index_dir, data_dir, Level.BASE, est_rows)
+    state = SourceState(
+        format=source.format_name,
+        table_uri=source.uri,
+        version=snapshot.version,
+        ordinal=snapshot.ordinal,
+        timestamp_ms=snapshot.timestamp_ms,
+        files=files,
+        next_file_id=next_id,
+    )
+    return state, Content(files=content_files, base_ordinal=snapshot.ordinal)
+
+
+def data_dir_for(index_dir: str, token: str) -> str:
+    """The fresh data directory an operation writes into."""
+    return join_uri(index_dir, "data", token)

@@ -1,0 +1,109 @@
+"""Coverage: how one index snapshot relates to the table version a query asks for.
+
+For a target version v and an index snapshot s (a stable log entry):
+
+* **Exact window** — v is s itself or an ancestor of s no older than the index's base
+  ordinal: the LSM entries capped at v are exactly the live rows of v for the files
+  covered at v (``added_ordinal <= v < removed_ordinal``). Nothing is scanned.
+* **Hybrid** — any other v (newer than s, older than the base, or on another branch):
+  entries are taken as of s and repaired against v's snapshot:
+  files live in v and not covered by s are scanned; entries of covered files not live in
+  v are dropped; a covered file whose row-level deletes differ is filtered by v's deletes
+  when it had none when indexed, else scanned (rows deleted then may be live in v).
+
+In both, rows of files with equality deletes are re-read and filtered (they match by value).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lakehouse_index.log.entry import LogEntry, SourceFile
+from lakehouse_index.source import FileEntry, Snapshot, TableSource
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """What a query at one version reads from the index and what it scans."""
+
+    #: LSM entries with ``_version`` above this ordinal are ignored.
+    cap: int
+    #: Covered file id → the target's live entry: index rows of these files are answers.
+    answered: dict[int, FileEntry]
+    #: File ids (subset of ``answered``) whose rows must be filtered by the target's deletes.
+    filter_deletes: frozenset[int]
+    #: Target files the index cannot answer for: read and filtered directly.
+    scan: tuple[FileEntry, ...]
+    exact_window: bool
+
+    @property
+    def scan_bytes(self) -> int:
+        """Bytes of data files the hybrid scan must read."""
+        return sum(f.size for f in self.scan)
+
+
+def is_ancestor(source: TableSource, older: int, newer: int, min_ordinal: int) -> bool:
+    """Whether version ``older`` is ``newer`` or one of its ancestors (not below ``min_ordinal``)."""
+    v: int | None = newer
+    while v is not None:
+        if v == older:
+            return True
+        info = source.version_info(v)
+        if info.ordinal < min_ordinal:
+            return False
+        v = info.parent
+    return False
+
+
+def coverage(source: TableSource, entry: LogEntry, target: Snapshot) -> Coverage:
+    """Plan the repair of ``entry``'s index data for the table state ``target``."""
+    base = entry.content.base_ordinal if entry.content.base_ordinal is not None else entry.source.ordinal
+    window = base <= target.ordinal <= entry.source.ordinal and is_ancestor(
+        source, target.version, entry.source.version, base
+    )
+    if window:
+        return _window(entry, target)
+    return _hybrid(entry, target)
+
+
+def _covered_at(f: SourceFile, ordinal: int) -> bool:
+    return f.added_ordinal <= ordinal and (f.removed_ordinal is None or f.removed_ordinal > ordinal)
+
+
+def _window(entry: LogEntry, target: Snapshot) -> Coverage:
+    v = target.ordinal
+    covered = {f.path: f for f in entry.source.files if _covered_at(f, v)}
+    answered: dict[int, FileEntry] = {}
+    filtered = set()
+    scan = []
+    for path, fe in target.files.items():
+        sf = covered.get(path)
+        if sf is None:
+            scan.append(fe)
+            continue
+        answered[sf.id] = fe
+        if fe.equality_deletes:
+            filtered.add(sf.id)
+    return Coverage(v, answered, frozenset(filtered), tuple(scan), True)
+
+
+def _hybrid(entry: LogEntry, target: Snapshot) -> Coverage:
+    covered = {f.path: f for f in entry.source.files if f.removed_ordinal is None}
+    answered: dict[int, FileEntry] = {}
+    filtered = set()
+    scan = []
+    for path, fe in target.files.items():
+        sf = covered.get(path)
+        target_deletes = fe.deletes.id if fe.deletes else None
+        if sf is None:
+            scan.append(fe)
+        elif sf.deletes_id == target_deletes:
+            answered[sf.id] = fe
+            if fe.equality_deletes:
+                filtered.add(sf.id)
+        elif sf.deleted_count == 0:
+            answered[sf.id] = fe
+            filtered.add(sf.id)
+        else:
+            scan.append(fe)
+    return Coverage(entry.source.ordinal, answered, frozenset(filtered), tuple(scan), False)

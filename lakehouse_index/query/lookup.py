@@ -1,0 +1,158 @@
+"""The pyarrow executor for point lookups (no JVM).
+
+``locate`` answers *where* the rows with the given keys are (key, record key, file,
+row position); ``lookup`` fetches those rows from the data files, reading only the row
+groups that hold them, with the target version's deletes applied and the key re-checked.
+Both repair the index snapshot's difference to the target version (see ``coverage``):
+files the index does not cover are scanned with the same key filter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakehouse_index.datafiles import read_file
+from lakehouse_index.kinds import keys as K
+from lakehouse_index.kinds import secondary as sec
+from lakehouse_index.log.entry import LogEntry
+from lakehouse_index.query.coverage import Coverage, coverage
+from lakehouse_index.query.index_reader import KeySet, ReadStats, read_entries
+from lakehouse_index.source import FileEntry, Snapshot, TableSource
+from lakehouse_index.storage import Storage
+
+FILE = "_file"
+
+
+@dataclass
+class LookupPlan:
+    """One lookup: the index snapshot used, the target table state, and the repair."""
+
+    entry: LogEntry
+    target: Snapshot
+    coverage: Coverage
+    keys: KeySet
+    stats: ReadStats
+
+    @property
+    def key_columns(self) -> tuple[str, ...]:
+        """The index key columns."""
+        return self.entry.spec.key
+
+
+def plan_lookup(source: TableSource, entry: LogEntry, target: Snapshot, keys: Sequence[object]) -> LookupPlan:
+    """Type the keys against the target schema and work out the coverage."""
+    spec = entry.spec
+    sec.validate_spec(spec, target)
+    norm = K.normalize_keys(keys, spec.key)  # type: ignore[arg-type]
+    keyset = KeySet.build(norm, target.schema, spec.key)
+    return LookupPlan(entry, target, coverage(source, entry, target), keyset, ReadStats())
+
+
+def _index_hits(
+    source: TableSource, storage: Storage, index_dir: str, plan: LookupPlan, *, apply_deletes: bool
+) -> pa.Table:
+    """Live index entries for the keys among the files the index answers for.
+
+    ``apply_deletes`` drops rows deleted in the target from files whose deletes changed
+    since indexing; callers that re-read the rows (which applies deletes) skip it.
+    """
+    spec = plan.entry.spec
+    schema = sec.index_schema(spec, plan.target)
+    raw = read_entries(
+        storage, index_dir, plan.entry.content.files, schema, spec.key, plan.keys, plan.coverage.cap,
+        stats=plan.stats,
+    )
+    live = sec.merge(raw, None)
+    answered = pa.array(sorted(plan.coverage.answered), pa.int64())
+    live = live.filter(pc.is_in(live[sec.FILE_ID], value_set=answered))
+    if not apply_deletes or not plan.coverage.filter_deletes or live.num_rows == 0:
+        return live
+    keep = np.ones(live.num_rows, dtype=bool)
+    fids = live[sec.FILE_ID].to_numpy()
+    rows = live[sec.ROW].to_numpy()
+    for fid in plan.coverage.filter_deletes:
+        sel = np.nonzero(fids == fid)[0]
+        if not len(sel):
+            continue
+        fe = plan.coverage.answered[fid]
+        alive = _live_positions(source, plan.target, fe, rows[sel])
+        keep[sel] = np.isin(rows[sel], alive)
+    return live.filter(pa.array(keep))
+
+
+def _live_positions(source: TableSource, target: Snapshot, fe: FileEntry, positions: np.ndarray) -> np.ndarray:
+    """The subset of ``positions`` not deleted in ``target`` (DVs, position and equality deletes)."""
+    if fe.equality_deletes:
+        t = read_file(source, target, fe, columns=[], positions=positions, with_positions=True)
+        return t[sec.ROW].to_numpy()
+    deleted = source.deleted_positions(fe)
+    return np.array([p for p in positions.tolist() if p not in deleted], dtype=np.int64)
+
+
+def _scan_hits(source: TableSource, plan: LookupPlan, columns: Sequence[str]) -> list[tuple[FileEntry, pa.Table]]:
+    """Rows with the keys in files the index does not answer for (read directly)."""
+    out = []
+    need = list(dict.fromkeys([*plan.key_columns, *columns]))
+    for fe in plan.coverage.scan:
+        t = read_file(source, plan.target, fe, columns=need, with_positions=True)
+        t = t.filter(K.match_mask(t, plan.keys.table))
+        if t.num_rows:
+            out.append((fe, t))
+    return out
+
+
+def locate(source: TableSource, storage: Storage, index_dir: str, plan: LookupPlan) -> pa.Table:
+    """Key, record key, file path (``_file``) and row position (``_row``) of every matching live row."""
+    spec = plan.entry.spec
+    cols = list(spec.key) + list(getattr(spec, "record_key", ()))
+    hits = _index_hits(source, storage, index_dir, plan, apply_deletes=True)
+    paths = {fid: fe.path for fid, fe in plan.coverage.answered.items()}
+    id_list = hits[sec.FILE_ID].to_pylist()
+    parts = [
+        pa.table(
+            [*(hits[c] for c in cols), pa.array([paths[i] for i in id_list], pa.string()), hits[sec.ROW]],
+            names=[*cols, FILE, sec.ROW],
+        )
+    ]
+    for fe, t in _scan_hits(source, plan, cols):
+        parts.append(
+            pa.table(
+                [*(t[c] for c in cols), pa.array([fe.path] * t.num_rows, pa.string()), t[sec.ROW]],
+                names=[*cols, FILE, sec.ROW],
+            )
+        )
+    schema = parts[0].schema
+    return pa.concat_tables([p.cast(schema) for p in parts])
+
+
+def lookup(
+    source: TableSource, storage: Storage, index_dir: str, plan: LookupPlan, columns: Sequence[str] | None
+) -> pa.Table:
+    """Full rows (or ``columns``) of the table version whose key is one of the keys."""
+    out_cols = list(columns) if columns is not None else [c.name for c in plan.target.columns]
+    unknown = [c for c in out_cols if c not in plan.target.schema.names]
+    if unknown:
+        from lakehouse_index.errors import QueryError
+
+        raise QueryError(f"unknown columns {unknown}; the table has {plan.target.schema.names}")
+    need = list(dict.fromkeys([*plan.key_columns, *out_cols]))
+    hits = _index_hits(source, storage, index_dir, plan, apply_deletes=False)
+    parts = []
+    fids = hits[sec.FILE_ID].to_numpy()
+    rows = hits[sec.ROW].to_numpy()
+    for fid in np.unique(fids).tolist():
+        fe = plan.coverage.answered[fid]
+        positions = np.sort(rows[fids == fid])
+        t = read_file(source, plan.target, fe, columns=need, positions=positions)
+        parts.append(t.filter(K.match_mask(t, plan.keys.table)).select(out_cols))
+    for _, t in _scan_hits(source, plan, need):
+        parts.append(t.select(out_cols))
+    schema = pa.schema([plan.target.schema.field(c) for c in out_cols])
+    if not parts:
+        return schema.empty_table()
+    return pa.concat_tables([p.cast(schema) for p in parts])

@@ -1,0 +1,44 @@
+"""Finding the connector for a table: entry points, then ``detect``."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from lakehouse_index.errors import NotATableError
+from lakehouse_index.source import TableSource, load_connectors
+from lakehouse_index.storage import Storage, normalize_uri
+
+_log = logging.getLogger(__name__)
+
+
+def open_source(
+    uri: str,
+    *,
+    catalog: Any = None,
+    storage_options: Mapping[str, str] | None = None,
+    format: str | None = None,
+) -> TableSource:
+    """Open ``uri`` with the first registered connector that recognises it.
+
+    ``format`` forces a connector by its entry-point name (``"delta"``, ``"iceberg"``).
+    With ``catalog``, ``uri`` is a table identifier resolved by that catalog.
+    """
+    connectors = load_connectors()
+    if format is not None and format not in connectors:
+        raise NotATableError(f"no connector named {format!r}; installed: {sorted(connectors)}")
+    location = uri if catalog is not None else normalize_uri(uri)
+    io = Storage.for_uri(location if catalog is None else "file:///", storage_options)
+    options: dict[str, Any] = {"storage_options": dict(storage_options or {})}
+    if catalog is not None:
+        options["catalog"] = catalog
+    candidates = {format: connectors[format]} if format else connectors
+    for name, cls in candidates.items():
+        if cls.detect(location, io, **options):
+            _log.debug("opening %s as %s", location, name)
+            return cls.open(location, io, **options)
+    raise NotATableError(
+        f"{uri!r} is not a table any installed connector recognises "
+        f"(tried {', '.join(sorted(candidates)) or 'none'}): no _delta_log/ or Iceberg metadata/ found"
+    )

@@ -1,0 +1,391 @@
+"""Reading a snapshot's data files directly as Parquet with Spark (no Delta/Iceberg jars).
+
+:func:`spark_frame` is the Spark executor's plain read: the same rows as
+:func:`lakehouse_index.scan.scan_snapshot`, as a lazy DataFrame.
+
+How the snapshot's logical schema is rebuilt on Spark:
+
+* **Columns.** Every file's footer is read once on the driver (cached, see
+  :mod:`lakehouse_index.datafiles`) and each logical column is resolved exactly as
+  the pyarrow reader does (field id, then stored name; absent → null). Files with the
+  same resolution (stored names and stored types) are read together with an explicit
+  read schema in *their* types and cast to the snapshot's types afterwards. This is
+  used instead of ``spark.sql.parquet.fieldId.read.enabled`` because Spark 3.5 does
+  not widen types while reading (an INT32 column read as BIGINT fails), the field-id
+  switch is session-wide, and one resolution rule for both executors keeps them equal.
+* **Partition values and lineage.** A small broadcast table of the files
+  (file key → file number, FileEntry path, partition values) is joined on
+  ``_metadata.file_path``. Spark reports that path URI-encoded (``%20``, ``%25``...),
+  so it is decoded back before the join; ``_file_path`` is the FileEntry path exactly.
+* **Row-level deletes.** Deleted positions (deletion vectors, position deletes) are
+  anti-joined on (file, ``_metadata.row_index``); equality deletes are anti-joined
+  null-safely (``<=>``) on their columns, for the files they apply to.
+* **where** is applied last, on logical names; Spark pushes it down into the scans.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlparse
+
+import pyarrow as pa
+
+from lakehouse_index.datafiles import (
+    ROW_COLUMN,
+    FileLayout,
+    deleted_positions_array,
+    file_layout,
+    resolve_columns,
+)
+from lakehouse_index.errors import QueryError, UnsupportedFeatureError
+from lakehouse_index.expr import Predicate, Where, quote_identifier
+from lakehouse_index.scan import prune_files
+from lakehouse_index.source import EqualityDeletes, FileEntry, Snapshot, TableSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column as SparkColumn
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.types import DataType, StructType
+
+__all__ = ["FILE_PATH_COLUMN", "arrow_to_spark_type", "spark_frame", "spark_schema"]
+
+#: Lineage column holding the FileEntry path of each row (``with_lineage=True``).
+FILE_PATH_COLUMN = "_file_path"
+
+# Internal column names, unlikely to clash with a user's columns.
+_FID = "__li_fid"
+_KEY = "__li_key"
+_PATH = "__li_path"
+_ROW = "__li_row"
+_SPARK_PATH = "__li_spark_path"
+_EQ = "__li_eq"
+
+# Below this many deleted positions the delete table is broadcast to every task.
+_BROADCAST_DELETES = 2_000_000
+
+_GLOB_CHARS = re.compile(r"([{}\[\]*?\\])")
+
+
+# --------------------------------------------------------------------------- types
+
+
+def arrow_to_spark_type(t: pa.DataType, *, int96: bool = False) -> DataType:
+    """The Spark SQL type for an Arrow type (UnsupportedFeatureError when Spark has none)."""
+    from pyspark.sql import types as T
+
+    if pa.types.is_boolean(t):
+        return T.BooleanType()
+    if pa.types.is_int8(t):
+        return T.ByteType()
+    if pa.types.is_int16(t):
+        return T.ShortType()
+    if pa.types.is_int32(t):
+        return T.IntegerType()
+    if pa.types.is_int64(t):
+        return T.LongType()
+    if pa.types.is_float32(t):
+        return T.FloatType()
+    if pa.types.is_float64(t):
+        return T.DoubleType()
+    if pa.types.is_decimal(t):
+        assert isinstance(t, (pa.Decimal128Type, pa.Decimal256Type))
+        if t.precision > 38:
+            raise UnsupportedFeatureError(f"Spark has no decimal with precision {t.precision} > 38")
+        return T.DecimalType(t.precision, t.scale)
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return T.StringType()
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return T.BinaryType()
+    if pa.types.is_fixed_size_binary(t):
+        return T.BinaryType()
+    if pa.types.is_date32(t) or pa.types.is_date64(t):
+        return T.DateType()
+    if pa.types.is_timestamp(t):
+        assert isinstance(t, pa.TimestampType)
+        return T.TimestampType() if (t.tz is not None or int96) else T.TimestampNTZType()
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_list_view(t):
+        return T.ArrayType(arrow_to_spark_type(t.value_type), True)
+    if pa.types.is_struct(t):
+        assert isinstance(t, pa.StructType)
+        return T.StructType(
+            [T.StructField(t.field(i).name, arrow_to_spark_type(t.field(i).type), True)
+             for i in range(t.num_fields)]
+        )
+    if pa.types.is_map(t):
+        assert isinstance(t, pa.MapType)
+        return T.MapType(arrow_to_spark_type(t.key_type), arrow_to_spark_type(t.item_type), True)
+    if pa.types.is_null(t):
+        return T.NullType()
+    raise UnsupportedFeatureError(f"the Arrow type {t} has no Spark equivalent")
+
+
+def spark_schema(schema: pa.Schema) -> StructType:
+    """A Spark StructType for an Arrow schema (all fields nullable)."""
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(f.name, arrow_to_spark_type(f.type), True) for f in schema])
+
+
+def _col(name: str) -> SparkColumn:
+    from pyspark.sql import functions as F
+
+    return F.col(quote_identifier(name))
+
+
+# --------------------------------------------------------------------------- paths
+
+
+def _spark_location(path: str) -> str:
+    """The location to hand to ``spark.read`` for a FileEntry path."""
+    parsed = urlparse(path)
+    loc = path
+    if parsed.scheme == "s3":
+        loc = "s3a" + path[2:]  # Hadoop's S3 connector is s3a
+    elif parsed.scheme == "":
+        loc = "file://" + path
+    # spark.read expands glob characters; a backslash makes Hadoop's glob take them literally.
+    return _GLOB_CHARS.sub(r"\\\1", loc)
+
+
+def _path_key(path: str) -> str:
+    """The join key of a FileEntry path, matching :func:`_spark_key` of Spark's file_path."""
+    parsed = urlparse(path)
+    if parsed.scheme in ("", "file"):
+        rest = path[5:] if parsed.scheme == "file" else path
+        return "/" + rest.lstrip("/")
+    if parsed.scheme == "s3":
+        return "s3a" + path[2:]
+    return path
+
+
+def _spark_key() -> SparkColumn:
+    """Spark's URI-encoded ``_metadata.file_path`` (column ``__li_spark_path``), decoded
+    into :func:`_path_key` form."""
+    from pyspark.sql import functions as F
+
+    # url_decode follows HTML form rules ('+' means space); Spark leaves '+' unencoded
+    # in paths, so protect it first.
+    decoded = F.expr(f"url_decode(replace({_SPARK_PATH}, '+', '%2B'))")
+    return F.regexp_replace(decoded, r"^file:/+", "/")
+
+
+# --------------------------------------------------------------------------- the read
+
+
+def spark_frame(
+    spark: SparkSession,
+    source: TableSource,
+    snapshot: Snapshot,
+    *,
+    files: Iterable[FileEntry] | None = None,
+    columns: Sequence[str] | None = None,
+    where: Where | None = None,
+    with_lineage: bool = False,
+) -> DataFrame:
+    """A DataFrame of the live rows of ``snapshot`` (or of ``files`` only), deletes applied.
+
+    ``columns`` selects logical columns (default all, schema order); ``where`` is a SQL
+    string or Predicate (a pyarrow Expression raises QueryError: Spark cannot run it).
+    ``with_lineage`` appends ``_file_path`` (the FileEntry path, string) and ``_row``
+    (int64 row position in the file).
+    """
+    from pyspark.sql import functions as F
+
+    schema = snapshot.schema
+    out_cols = list(dict.fromkeys(columns)) if columns is not None else list(schema.names)
+    unknown = [c for c in out_cols if c not in schema.names]
+    if unknown:
+        raise QueryError(f"unknown column(s) {unknown}; the table has {', '.join(schema.names)}")
+    if with_lineage and {FILE_PATH_COLUMN, ROW_COLUMN} & set(schema.names):
+        raise QueryError(
+            f"the table has a column named {FILE_PATH_COLUMN} or {ROW_COLUMN}; lineage columns would clash"
+        )
+    predicate = Predicate.of(where, schema)
+    where_sql = predicate.to_spark_sql() if predicate is not None else None
+
+    entries = prune_files(files if files is not None else snapshot.files.values(), predicate)
+    out_fields = [schema.field(c) for c in out_cols]
+    if with_lineage:
+        out_fields += [pa.field(FILE_PATH_COLUMN, pa.string()), pa.field(ROW_COLUMN, pa.int64())]
+    if not entries:
+        return spark.createDataFrame([], spark_schema(pa.schema(out_fields)))
+
+    read_cols = list(out_cols)
+    if predicate is not None:
+        read_cols += [c for c in schema.names if c in predicate.columns and c not in read_cols]
+    eq_cols = {c for e in entries for eq in e.equality_deletes for c in eq.columns}
+    read_cols += [c for c in schema.names if c in eq_cols and c not in read_cols]
+
+    data_cols = [c for c in read_cols if snapshot.column(c).in_data_files]
+    part_cols = [c for c in read_cols if not snapshot.column(c).in_data_files]
+
+    df = _read_groups(spark, source, snapshot, entries, data_cols)
+    df = df.withColumn(_KEY, _spark_key()).drop(_SPARK_PATH)
+    files_df = _files_frame(spark, snapshot, entries, part_cols)
+    df = df.join(F.broadcast(files_df), on=_KEY, how="inner").drop(_KEY)
+
+    df = _apply_position_deletes(spark, source, entries, df)
+    df = _apply_equality_deletes(spark, source, snapshot, entries, df)
+
+    if where_sql is not None:
+        df = df.filter(F.expr(where_sql))
+    selected = [_col(c) for c in out_cols]
+    if with_lineage:
+        selected += [_col(_PATH).alias(FILE_PATH_COLUMN), _col(_ROW).alias(ROW_COLUMN)]
+    return df.select(*selected)
+
+
+def _read_groups(
+    spark: SparkSession, source: TableSource, snapshot: Snapshot, entries: list[FileEntry],
+    data_cols: list[str],
+) -> DataFrame:
+    """Union of one Parquet read per column resolution: logical data columns + path + row index."""
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    with ThreadPoolExecutor(8) as pool:
+        layouts: list[FileLayout] = list(pool.map(lambda e: file_layout(source, e), entries))
+
+    groups: dict[tuple[Any, ...], list[FileEntry]] = {}
+    for entry, layout in zip(entries, layouts, strict=True):
+        resolved = resolve_columns(snapshot, entry, layout, data_cols)
+        signature = tuple(
+            (r.stored, str(r.stored_type), r.stored in layout.int96) if r.stored else None for r in resolved
+        )
+        groups.setdefault(signature, []).append(entry)
+
+    frames = []
+    for signature, group in groups.items():
+        fields: dict[str, T.StructField] = {}
+        selected = []
+        for name, sig in zip(data_cols, signature, strict=True):
+            target = arrow_to_spark_type(snapshot.column(name).type)
+            if sig is None:
+                selected.append(F.lit(None).cast(target).alias(name))
+                continue
+            stored, _, is_int96 = sig
+            layout = file_layout(source, group[0])
+            stored_type = arrow_to_spark_type(layout.schema.field(stored).type, int96=is_int96)
+            fields[stored] = T.StructField(stored, stored_type, True)
+            selected.append(_col(stored).cast(target).alias(name))
+        selected += [
+            F.col("_metadata.file_path").alias(_SPARK_PATH),
+            F.col("_metadata.row_index").alias(_ROW),
+        ]
+        reader = spark.read.schema(T.StructType(list(fields.values())))
+        frames.append(reader.parquet(*[_spark_location(e.path) for e in group]).select(*selected))
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.unionByName(f)
+    return out
+
+
+def _files_frame(spark: SparkSession, snapshot: Snapshot, entries: list[FileEntry],
+                 part_cols: list[str]) -> DataFrame:
+    """(file key, file number, FileEntry path, partition values...) per file."""
+    from pyspark.sql import types as T
+
+    fields = [
+        T.StructField(_KEY, T.StringType(), False),
+        T.StructField(_FID, T.IntegerType(), False),
+        T.StructField(_PATH, T.StringType(), False),
+    ]
+    fields += [T.StructField(c, arrow_to_spark_type(snapshot.column(c).type), True) for c in part_cols]
+    rows = []
+    for fid, e in enumerate(entries):
+        values = e.partition_dict
+        missing = [c for c in part_cols if c not in values]
+        if missing:
+            raise QueryError(f"data file {e.path} has no partition value for {missing}")
+        rows.append(
+            (_path_key(e.path), fid, e.path,
+             *[_python_value(values[c], snapshot.column(c).type) for c in part_cols])
+        )
+    return spark.createDataFrame(rows, T.StructType(fields))
+
+
+def _python_value(value: Any, t: pa.DataType) -> Any:
+    """A partition value as pyspark converts it faithfully."""
+    if value is None:
+        return None
+    # Check and normalize through Arrow (e.g. an int for a date column is refused here).
+    value = pa.array([value], type=t)[0].as_py()
+    if isinstance(value, dt.datetime) and isinstance(t, pa.TimestampType) and t.tz is not None:
+        # pyspark converts naive datetimes in the Python process's local zone: pass UTC instants.
+        return value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
+    return value
+
+
+def _apply_position_deletes(spark: SparkSession, source: TableSource, entries: list[FileEntry],
+                            df: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    rows = []
+    total = 0
+    for fid, e in enumerate(entries):
+        if e.deletes is None:
+            continue
+        positions = deleted_positions_array(source, e)
+        if len(positions):
+            rows.append((fid, positions.tolist()))
+            total += len(positions)
+    if not rows:
+        return df
+    schema = T.StructType([
+        T.StructField(_FID, T.IntegerType(), False),
+        T.StructField("__li_positions", T.ArrayType(T.LongType(), False), False),
+    ])
+    deletes = spark.createDataFrame(rows, schema).select(
+        _col(_FID), F.explode(_col("__li_positions")).alias(_ROW)
+    )
+    if total <= _BROADCAST_DELETES:
+        deletes = F.broadcast(deletes)
+    return df.join(deletes, on=[_FID, _ROW], how="left_anti")
+
+
+def _apply_equality_deletes(spark: SparkSession, source: TableSource, snapshot: Snapshot,
+                            entries: list[FileEntry], df: DataFrame) -> DataFrame:
+    from pyspark.sql import functions as F
+    from pyspark.sql import types as T
+
+    # Delete files grouped by their column tuple; each applies to some of the files.
+    by_cols: dict[tuple[str, ...], dict[str, tuple[EqualityDeletes, list[int]]]] = {}
+    for fid, e in enumerate(entries):
+        for eq in e.equality_deletes:
+            slot = by_cols.setdefault(eq.columns, {}).setdefault(eq.path, (eq, []))
+            slot[1].append(fid)
+    for cols, deletes in by_cols.items():
+        columns = [snapshot.column(c) for c in cols]
+        del_rows: list[tuple[Any, ...]] = []
+        applies: list[tuple[int, int]] = []
+        for eq_id, (eq, fids) in enumerate(deletes.values()):
+            table = source.equality_delete_rows(eq, columns)
+            for rec in table.select(list(cols)).to_pylist():
+                del_rows.append((eq_id, *[_python_value(rec[c.name], c.type) for c in columns]))
+            applies.extend((eq_id, fid) for fid in fids)
+        if not del_rows:
+            continue
+        names = [f"__li_d{i}" for i in range(len(cols))]
+        del_schema = T.StructType(
+            [T.StructField(_EQ, T.IntegerType(), False)]
+            + [
+                T.StructField(n, arrow_to_spark_type(c.type), True)
+                for n, c in zip(names, columns, strict=True)
+            ]
+        )
+        app_schema = T.StructType(
+            [T.StructField(_EQ, T.IntegerType(), False), T.StructField("__li_dfid", T.IntegerType(), False)]
+        )
+        matches = spark.createDataFrame(applies, app_schema).join(
+            spark.createDataFrame(del_rows, del_schema), on=_EQ
+        ).drop(_EQ)
+        cond = _col(_FID) == _col("__li_dfid")
+        for n, c in zip(names, cols, strict=True):
+            cond = cond & _col(c).eqNullSafe(_col(n))
+        df = df.join(F.broadcast(matches), on=cond, how="left_anti")
+    return df
