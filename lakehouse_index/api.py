@@ -245,7 +245,7 @@ class Table:
             name=entry.name,
             kind=entry.spec.kind,
             state=entry.state,
-            indexed_version=stable.source.version if stable.content.files or stable.source.files else None,
+            indexed_version=stable.source.version if stable.state is not IndexState.DOES_NOT_EXIST else None,
             size_bytes=stable.content.size,
             rows=stable.content.rows,
             files=len(stable.content.files),

@@ -47,6 +47,15 @@ class ConcurrentIndexUpdate(LakehouseIndexError):
     """Another writer committed the log entry this operation wanted to write; retry."""
 
 
+class IndexBusyError(ConcurrentIndexUpdate, IllegalIndexStateError):
+    """Another operation on the index is in progress (its transient entry is the latest).
+
+    Both a ``ConcurrentIndexUpdate`` (retry once it finishes) and an
+    ``IllegalIndexStateError`` (the operation is not allowed in a transient state); if
+    the writer of the transient entry died, ``cancel`` the index.
+    """
+
+
 class IndexLogError(LakehouseIndexError):
     """An index log entry is unreadable or of an unknown format version."""
 

@@ -50,7 +50,15 @@ class Storage:
     """Object access for one URI scheme, configured by ``storage_options``."""
 
     scheme: str
-    options: Mapping[str, str] = field(default_factory=dict)
+    options: Mapping[str, str] = field(default_factory=dict, hash=False)
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Cached clients (boto3, pyarrow filesystem) belong to one process; rebuilt after unpickling.
+        return {"scheme": self.scheme, "options": dict(self.options)}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        object.__setattr__(self, "scheme", state["scheme"])
+        object.__setattr__(self, "options", state["options"])
 
     @classmethod
     def for_uri(cls, uri: str, storage_options: Mapping[str, str] | None = None) -> Storage:
@@ -181,6 +189,12 @@ class Storage:
                 raise ObjectExistsError(path) from e
         finally:
             os.unlink(tmp)
+        # Make the new name durable: a committed log entry must survive a power loss.
+        dir_fd = os.open(os.path.dirname(path), os.O_RDONLY)
+        try:
+            os.fsync(dir_fd)
+        finally:
+            os.close(dir_fd)
 
     def _s3_client(self) -> Any:
         client = self.__dict__.get("_s3")

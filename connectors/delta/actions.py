@@ -12,7 +12,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from connectors.delta.deletion_vectors import DeletionVectorDescriptor
 from connectors.delta.paths import resolve_path
@@ -21,9 +21,12 @@ from lakehouse_index.source import TableFormatError
 _NUM_RECORDS = re.compile(r'"numRecords"\s*:\s*(\d+)')
 
 
-@dataclass(frozen=True)
-class AddFile:
-    """An ``add`` action: a logical file (path + deletion vector) becomes live."""
+class AddFile(NamedTuple):
+    """An ``add`` action: a logical file (path + deletion vector) becomes live.
+
+    A NamedTuple rather than a frozen dataclass: checkpoints hold 10^5+ of them and
+    tuple construction is several times cheaper; it is just as immutable.
+    """
 
     path: str  # canonical absolute URI, percent-decoded once
     size: int
@@ -41,8 +44,7 @@ class AddFile:
         return (self.path, self.deletion_vector.id if self.deletion_vector else None)
 
 
-@dataclass(frozen=True)
-class RemoveFile:
+class RemoveFile(NamedTuple):
     """A ``remove`` action: the logical file (path + deletion vector) stops being live."""
 
     path: str

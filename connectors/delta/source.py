@@ -19,6 +19,7 @@ commits) work. Parsed commits, snapshot states and DV files are cached (bounded 
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -95,12 +96,15 @@ class DeltaSource(TableSource):
     MAX_CACHED_COMMITS = 100_000
     MAX_CACHED_STATES = 4
     MAX_CACHED_DV_BYTES = 64 << 20
+    #: A tailer re-lists ``_delta_log`` at most this often when probing finds no new commit.
+    LISTING_MAX_AGE_S = 10.0
 
     def __init__(self, uri: str, io: FileIO) -> None:
         self._uri = canonical_root(uri)
         self._log = self._uri + "/_delta_log"
         self._io = io
         self._listing: LogListing | None = None
+        self._listed_at = 0.0
         self._commits: OrderedDict[int, Actions] = OrderedDict()
         self._commit_mtime: dict[int, int] = {}
         self._states: OrderedDict[int, _State] = OrderedDict()
@@ -143,6 +147,7 @@ class DeltaSource(TableSource):
 
     def _list(self) -> LogListing:
         self._listing = list_log(self._io, self._log)
+        self._listed_at = time.monotonic()
         for v, st in self._listing.commits.items():
             self._commit_mtime[v] = st.mtime_ms
         return self._listing
@@ -393,7 +398,7 @@ class DeltaSource(TableSource):
         return Snapshot(
             version=state.version,
             ordinal=state.version,
-            timestamp_ms=self.version_info(state.version).timestamp_ms,
+            timestamp_ms=self._timestamp(state.version, None, state.metadata),
             columns=schema.columns,
             files=MappingProxyType(files),
             partition_columns=schema.partition_columns,
@@ -534,13 +539,11 @@ class DeltaSource(TableSource):
         while upto is None or v <= upto:
             actions = self._read_commit(v)
             if actions is None:
+                if upto is None and not self._may_exist_later(v, start):
+                    return  # commit v is not written yet
                 err = self._missing_commit(v)
-                if (
-                    upto is None
-                    and isinstance(err, VersionNotFoundError)
-                    and not isinstance(err, HistoryTruncatedError)
-                ):
-                    return  # no newer commit yet
+                if upto is None and type(err) is VersionNotFoundError:
+                    return  # the fresh listing confirms: no newer commit yet
                 raise err
             if state.version != v - 1:
                 # Another iterator advanced the shared tail state: rebuild ours.
@@ -550,6 +553,24 @@ class DeltaSource(TableSource):
             self._tail = state
             yield change
             v += 1
+
+    def _may_exist_later(self, v: int, start: int) -> bool:
+        """Whether a missing commit ``v`` might be a gap or cleaned up rather than not yet written.
+
+        Answered without listing the log when possible, so an idle poll costs one probe:
+        a listing that already shows a newer version means a gap or cleanup; a listing
+        older than LISTING_MAX_AGE_S is refreshed (bounding how long a gap can go
+        unnoticed); otherwise commit v-1 being present (just read, or checked) means v
+        is simply not written yet, since cleanup deletes commits oldest first.
+        """
+        listing = self._listing
+        if listing is None or time.monotonic() - self._listed_at > self.LISTING_MAX_AGE_S:
+            return True
+        if listing.latest_version is not None and listing.latest_version >= v:
+            return True
+        if v - 1 > start:
+            return False
+        return v == 0 or not self._io.exists(self._commit_uri(v - 1))
 
     def _start_state(self, start: int) -> _State:
         if self._tail is not None and self._tail.version == start:

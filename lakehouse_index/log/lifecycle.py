@@ -3,8 +3,9 @@ and the one template every operation runs through.
 
 Every operation writes two log entries, each put-if-absent:
 
-1. entry ``n+1`` in the operation's *transient* state (REFRESHING, ...), a copy of the
-   stable entry ``n`` it starts from (``base_id = n``): from now on the index is busy;
+1. entry ``n+1`` in the operation's *transient* state (REFRESHING, ...), naming the
+   stable entry ``n`` it starts from (``base_id = n``; source version fields copied,
+   file map and content left empty): from now on the index is busy;
 2. the body writes index data under a fresh ``<index_dir>/data/<uuid>/`` directory;
 3. entry ``n+2`` in the *final* state, naming the new data.
 
@@ -47,6 +48,7 @@ from typing import TypeVar
 from lakehouse_index.errors import (
     ConcurrentIndexUpdate,
     IllegalIndexStateError,
+    IndexBusyError,
     IndexExistsError,
     IndexNotFoundError,
     InvalidIndexSpecError,
@@ -60,15 +62,6 @@ _log = logging.getLogger(__name__)
 
 S = IndexState
 O = Operation  # noqa: E741 - short alias keeps the table readable
-
-
-class IndexBusyError(ConcurrentIndexUpdate, IllegalIndexStateError):
-    """Another operation on the index is in progress (its transient entry is the latest).
-
-    Both a ``ConcurrentIndexUpdate`` (retry once it finishes) and an
-    ``IllegalIndexStateError`` (the operation is not allowed in a transient state); if
-    the writer of the transient entry died, ``cancel`` the index.
-    """
 
 
 # --------------------------------------------------------------------------- the table
@@ -264,6 +257,8 @@ def run_operation(
     if operation is Operation.CREATE:
         if spec is None or source is None:
             raise TypeError("create needs spec= and source=")
+        if precheck is not None:
+            raise TypeError("precheck= is not for create")
         if spec.name != log.name:
             raise InvalidIndexSpecError(
                 f"index spec name {spec.name!r} does not match the index folder {log.index_dir!r}"
@@ -274,7 +269,7 @@ def run_operation(
             spec=spec,
             state=rule.transient,
             operation=operation,
-            source=source,
+            source=replace(source, files=()),
             timestamp_ms=_now_ms(),
             writer=writer,
             base_id=None if latest is None else latest.id,
@@ -286,9 +281,14 @@ def run_operation(
         stable = latest
         if precheck is not None and not precheck(stable):
             return stable
+        # Transient entries are markers: readers never use them and cancel restores from
+        # the base entry, so they do not repeat its (possibly large) file map and content.
         transient = stable.next(
             state=rule.transient,
             operation=operation,
+            source=replace(stable.source, files=()),
+            content=Content(),
+            pending=None,
             timestamp_ms=_now_ms(),
             writer=writer,
             base_id=stable.id,

@@ -163,9 +163,7 @@ class IndexLog:
         if entry.id != entry_id:
             raise IndexLogError(f"index log entry {path} holds id {entry.id}, not {entry_id}")
         if entry.name != self.name:
-            raise IndexLogError(
-                f"index log entry {path} belongs to index {entry.name!r}, not {self.name!r}"
-            )
+            raise IndexLogError(f"index log entry {path} belongs to index {entry.name!r}, not {self.name!r}")
         self._entries[entry_id] = entry
         return entry
 

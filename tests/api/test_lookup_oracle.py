@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, write_deltalake
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import lakehouse_index as li
@@ -79,7 +79,12 @@ def oracle_rows(path: str, keys: list[Any]) -> pa.Table:
     return full.filter(pa.array(mask, pa.bool_()))
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=8,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),  # each example builds on Spark: no slow shrinking
+)
 @given(spec=tables())
 def test_lookup_and_locate_equal_a_plain_read(spark: Any, spec: dict[str, Any]) -> None:
     with tempfile.TemporaryDirectory() as tmp:

@@ -333,6 +333,6 @@ def duckdb_filter(table: pa.Table, where: str | None) -> pa.Table:
     con = duckdb.connect()
     con.register("t", table)
     sql = "SELECT * FROM t" + (f" WHERE {where}" if where else "")
-    out = con.execute(sql).fetch_arrow_table()
+    out = con.sql(sql).to_arrow_table()
     con.close()
     return out

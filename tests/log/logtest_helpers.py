@@ -40,7 +40,7 @@ def append_body(token: str):
         f = write_token(ctx, token)
         return OpResult(
             source=source(ctx.stable.source.version + 1),
-            content=Content(ctx.stable.content.files + (f,)),
+            content=Content((*ctx.stable.content.files, f)),
         )
 
     return body

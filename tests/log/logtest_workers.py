@@ -45,13 +45,30 @@ def slow(body):
     return wrapped
 
 
-def race_worker(index_dir: str, options: dict[str, str], wid: int, n_ops: int, barrier: Any, queue: Any) -> None:
-    """Run ``n_ops`` refresh/optimize operations on one index, retrying when losing a race."""
+def race_worker(
+    index_dir: str, options: dict[str, str], wid: int, n_ops: int, barrier: Any, queue: Any
+) -> None:
+    """Race the others to create the index, then run ``n_ops`` refresh/optimize operations on
+    it, retrying whenever a race is lost."""
     log = _log(index_dir, options)
     writer = f"w{wid}"
+    barrier.wait()
+    try:
+        entry = run_operation(
+            log, Operation.CREATE, slow(create_body(f"c{wid}")), spec=spec(), source=source(0), writer=writer
+        )
+        created = f"created {entry.id}"
+    except IndexBusyError:
+        created = "busy"
+    except ConcurrentIndexUpdate:
+        created = "lost"
+    except IndexExistsError:
+        created = "exists"
+    queue.put(("created", wid, created))
+    barrier.wait()  # everyone knows the create outcome; now race the operations
+
     done: list[tuple[str, int]] = []
     lost_slot = busy = 0
-    barrier.wait()
     for k in range(n_ops):
         token = f"w{wid}-{k}"
         op = Operation.OPTIMIZE_QUICK if k == 1 else Operation.REFRESH_INCREMENTAL
@@ -64,27 +81,9 @@ def race_worker(index_dir: str, options: dict[str, str], wid: int, n_ops: int, b
                 busy += 1
             except ConcurrentIndexUpdate:
                 lost_slot += 1
-            time.sleep(random.uniform(0.001, 0.02))
+            time.sleep(random.uniform(0.02, 0.1))  # fewer polls of a busy index
         done.append((op.value, entry.id))
-    queue.put({"wid": wid, "done": done, "lost_slot": lost_slot, "busy": busy})
-
-
-def create_worker(index_dir: str, options: dict[str, str], wid: int, barrier: Any, queue: Any) -> None:
-    """Try once to create the index; report the outcome."""
-    log = _log(index_dir, options)
-    barrier.wait()
-    try:
-        entry = run_operation(
-            log, Operation.CREATE, slow(create_body(f"c{wid}")), spec=spec(), source=source(0), writer=f"w{wid}"
-        )
-        outcome = f"created {entry.id}"
-    except IndexBusyError:
-        outcome = "busy"
-    except ConcurrentIndexUpdate:
-        outcome = "lost"
-    except IndexExistsError:
-        outcome = "exists"
-    queue.put((wid, outcome))
+    queue.put(("ops", wid, {"done": done, "lost_slot": lost_slot, "busy": busy}))
 
 
 def crash_worker(index_dir: str, options: dict[str, str], step: str, how: str, info_path: str) -> None:

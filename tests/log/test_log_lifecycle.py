@@ -158,7 +158,8 @@ def test_every_operation_from_every_state(local, op: Operation, state: IndexStat
         else:
             assert (final.state, final.content, final.source) == (base.state, base.content, base.source)
     elif op is not O.CREATE:
-        assert transient.base_id == n and transient.content == latest.content
+        assert transient.base_id == n and transient.content == Content()
+        assert transient.source.version == latest.source.version and transient.source.files == ()
 
 
 def test_precheck_false_is_a_noop(local) -> None:

@@ -9,14 +9,18 @@ from __future__ import annotations
 
 import json
 import multiprocessing as mp
+import os
 from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+from conftest import Backend, make_backend
 from logtest_helpers import create_body, source, spec, tokens_of
-from logtest_workers import crash_worker, create_worker, race_worker
+from logtest_workers import crash_worker, race_worker
 
 from lakehouse_index.errors import IllegalIndexStateError
-from lakehouse_index.log.entry import IndexState, Operation
+from lakehouse_index.log.entry import IndexState, LogEntry, Operation
 from lakehouse_index.log.garbage import orphans, referenced_paths
 from lakehouse_index.log.lifecycle import IndexBusyError, cancel, run_operation
 from lakehouse_index.log.store import IndexLog
@@ -27,63 +31,48 @@ N_OPS = 3
 
 
 def raw_log(backend) -> dict[int, dict]:
-    """Every log slot, parsed with json from a plain listing."""
+    """Every log slot, parsed with json from a plain listing, by id."""
     out = {}
     for status in backend.storage.list_dir(f"{backend.index_dir}/_log"):
         name = status.path.rsplit("/", 1)[-1]
         assert name.endswith(".json") and len(name) == 25, f"stray file in the log: {name}"
         out[int(name[:20])] = json.loads(backend.storage.read_bytes(status.path))
-    return out
+    return dict(sorted(out.items()))
 
 
-def _run_all(procs, queue, n) -> list:
-    for p in procs:
-        p.start()
-    results = [queue.get(timeout=120) for _ in range(n)]
-    for p in procs:
-        p.join(timeout=60)
-        assert p.exitcode == 0
-    return results
-
-
-def test_processes_racing_to_create_one_index(backend) -> None:
-    barrier, queue = SPAWN.Barrier(N_PROCS), SPAWN.Queue()
-    procs = [
-        SPAWN.Process(target=create_worker, args=(backend.index_dir, backend.options, w, barrier, queue))
-        for w in range(N_PROCS)
-    ]
-    outcomes = dict(_run_all(procs, queue, N_PROCS))
-    winners = [w for w, o in outcomes.items() if o.startswith("created")]
-    assert len(winners) == 1, outcomes
-    assert set(outcomes.values()) - {"created 1"} <= {"busy", "lost", "exists"}
-    log = raw_log(backend)
-    assert sorted(log) == [0, 1]
-    assert [log[0]["state"], log[1]["state"]] == ["CREATING", "ACTIVE"]
-    assert {log[0]["writer"], log[1]["writer"]} == {f"w{winners[0]}"}
-    index = IndexLog(backend.storage, backend.index_dir)
-    assert tokens_of(index, index.latest_stable()) == [f"c{winners[0]}"]
-    assert orphans(index) == []
-
-
-def test_processes_racing_operations_on_one_index(backend) -> None:
-    log = IndexLog(backend.storage, backend.index_dir)
-    run_operation(log, Operation.CREATE, create_body(), spec=spec(), source=source(0), writer="setup")
+def test_processes_racing_to_create_then_operate_on_one_index(backend) -> None:
     barrier, queue = SPAWN.Barrier(N_PROCS), SPAWN.Queue()
     procs = [
         SPAWN.Process(target=race_worker, args=(backend.index_dir, backend.options, w, N_OPS, barrier, queue))
         for w in range(N_PROCS)
     ]
-    results = _run_all(procs, queue, N_PROCS)
-
+    for p in procs:
+        p.start()
+    messages = [queue.get(timeout=300) for _ in range(2 * N_PROCS)]
+    for p in procs:
+        p.join(timeout=60)
+        assert p.exitcode == 0
+    created = {wid: o for kind, wid, o in messages if kind == "created"}
+    results = {wid: r for kind, wid, r in messages if kind == "ops"}
     entries = raw_log(backend)
+
+    # Phase 1, eight processes create the same index: exactly one succeeds, the others get a
+    # concurrency error (lost the slot / saw it in progress) or find it existing.
+    winners = [w for w, o in created.items() if o == "created 1"]
+    assert len(winners) == 1, created
+    assert set(created.values()) - {"created 1"} <= {"busy", "lost", "exists"}
+    assert [entries[0]["state"], entries[1]["state"]] == ["CREATING", "ACTIVE"]
+    assert entries[0]["writer"] == entries[1]["writer"] == f"w{winners[0]}"
+
+    # Phase 2, everyone runs refresh / optimize / refresh at once, retrying lost races.
     n_entries = 2 + 2 * N_PROCS * N_OPS
-    assert sorted(entries) == list(range(n_entries))  # contiguous, no torn or doubled slot
+    assert list(entries) == list(range(n_entries))  # contiguous, no torn or doubled slot
     claimed: dict[int, int] = {}
-    for r in results:
+    for wid, r in results.items():
         assert len(r["done"]) == N_OPS
         for op, final_id in r["done"]:
             assert final_id not in claimed  # every slot has exactly one writer
-            claimed[final_id] = r["wid"]
+            claimed[final_id] = wid
             assert entries[final_id]["operation"] == op
     # The log is a valid sequence: transient n+1 then final n+2 by the same writer, based on n.
     for i in range(2, n_entries, 2):
@@ -91,15 +80,15 @@ def test_processes_racing_operations_on_one_index(backend) -> None:
         assert t["state"] in ("REFRESHING", "OPTIMIZING") and f["state"] == "ACTIVE"
         assert t["writer"] == f["writer"] == f"w{claimed[i + 1]}"
         assert t["operation"] == f["operation"]
-        assert t["baseId"] == i - 1 and t["content"] == entries[i - 1]["content"]
+        assert t["baseId"] == i - 1 and t["content"] == {"files": [], "baseOrdinal": None}
     # No lost update: the final index holds every operation's token exactly once.
     index = IndexLog(backend.storage, backend.index_dir)
     final = index.latest_stable()
     assert final.id == n_entries - 1
-    expected = ["create"] + [f"w{w}-{k}" for w in range(N_PROCS) for k in range(N_OPS)]
+    expected = [f"c{winners[0]}"] + [f"w{w}-{k}" for w in range(N_PROCS) for k in range(N_OPS)]
     assert Counter(tokens_of(index, final)) == Counter(expected)
-    assert sum(r["lost_slot"] + r["busy"] for r in results) > 0  # there was contention
-    assert orphans(index) == []  # losers lose before writing data
+    assert sum(r["lost_slot"] + r["busy"] for r in results.values()) > 0  # there was contention
+    assert orphans(index) == []  # losers lose before writing any data
 
 
 def _data_files(backend, data_uri: str) -> list[str]:
@@ -107,27 +96,52 @@ def _data_files(backend, data_uri: str) -> list[str]:
 
 
 STEPS = [
-    ("precheck", "sigkill"),
-    ("before-data", "sigkill"),
+    ("precheck", "sigkill"),  # before the transient entry
+    ("before-data", "sigkill"),  # after the transient entry
     ("mid-data", "exit"),
-    ("after-data", "sigkill"),
+    ("after-data", "sigkill"),  # before the final entry
     ("after-final", "sigkill"),
 ]
 
 
-@pytest.mark.parametrize(("step", "how"), STEPS, ids=[s for s, _ in STEPS])
-def test_kill_at_each_step(backend, tmp_path, step: str, how: str) -> None:
-    log = IndexLog(backend.storage, backend.index_dir)
-    before = run_operation(log, Operation.CREATE, create_body(), spec=spec(), source=source(0))
-    cached_reader = IndexLog(backend.storage, backend.index_dir)
-    assert cached_reader.latest_stable() == before
+@dataclass
+class Crash:
+    backend: Backend
+    before: LogEntry
+    cached_reader: IndexLog
+    exitcode: int | None
+    info: dict | None
 
-    info_path = str(tmp_path / "info.json")
-    p = SPAWN.Process(target=crash_worker, args=(backend.index_dir, backend.options, step, how, info_path))
-    p.start()
-    p.join(timeout=120)
-    assert p.exitcode == (-9 if how == "sigkill" else 9)
-    info = json.load(open(info_path)) if step != "precheck" else None
+
+@pytest.fixture(scope="module", params=["local", "s3"])
+def crashes(request, tmp_path_factory) -> dict[str, Crash]:
+    """One index per step; a child per index, all killed at once (spawning is the slow part)."""
+    s3 = request.getfixturevalue("s3_options") if request.param == "s3" else None
+    runs = {}
+    for step, how in STEPS:
+        tmp = tmp_path_factory.mktemp(f"crash-{step}")
+        b = make_backend(request.param, tmp, s3)
+        log = IndexLog(b.storage, b.index_dir)
+        before = run_operation(log, Operation.CREATE, create_body(), spec=spec(), source=source(0))
+        cached = IndexLog(b.storage, b.index_dir)
+        assert cached.latest_stable() == before
+        info_path = str(tmp / "info.json")
+        proc = SPAWN.Process(target=crash_worker, args=(b.index_dir, b.options, step, how, info_path))
+        proc.start()
+        runs[step] = (b, before, cached, proc, info_path)
+    out = {}
+    for step, (b, before, cached, proc, info_path) in runs.items():
+        proc.join(timeout=120)
+        info = json.loads(Path(info_path).read_text()) if os.path.exists(info_path) else None
+        out[step] = Crash(b, before, cached, proc.exitcode, info)
+    return out
+
+
+@pytest.mark.parametrize(("step", "how"), STEPS, ids=[s for s, _ in STEPS])
+def test_kill_at_each_step(crashes, step: str, how: str) -> None:
+    crash = crashes[step]
+    backend, before, cached_reader, info = crash.backend, crash.before, crash.cached_reader, crash.info
+    assert crash.exitcode == (-9 if how == "sigkill" else 9)
 
     fresh = IndexLog(backend.storage, backend.index_dir)
     if step == "after-final":
@@ -143,9 +157,10 @@ def test_kill_at_each_step(backend, tmp_path, step: str, how: str) -> None:
         assert reader.latest_stable() == before
         assert tokens_of(reader, reader.latest_stable()) == ["create"]
     if step == "precheck":
-        assert sorted(raw_log(backend)) == [0, 1] and orphans(fresh) == []
+        assert list(raw_log(backend)) == [0, 1] and orphans(fresh) == [] and info is None
         return
 
+    assert info is not None
     stuck = fresh.latest()
     assert stuck.id == info["transient"] == 2 and stuck.state is IndexState.REFRESHING
     with pytest.raises(IndexBusyError, match=r"refresh-full of index 'idx' refused: a refresh-incremental"):
@@ -158,8 +173,13 @@ def test_kill_at_each_step(backend, tmp_path, step: str, how: str) -> None:
     assert recovered.state is IndexState.ACTIVE and recovered.id == 4
     assert (recovered.content, recovered.source) == (before.content, before.source)
     assert [e["state"] for e in raw_log(backend).values()] == [
-        "CREATING", "ACTIVE", "REFRESHING", "CANCELLING", "ACTIVE"
+        "CREATING",
+        "ACTIVE",
+        "REFRESHING",
+        "CANCELLING",
+        "ACTIVE",
     ]
+    assert cached_reader.latest_stable() == recovered
     # Vacuum's part: delete the orphans; everything the log names is still there.
     for o in orphans(fresh):
         backend.storage.delete(o.path)

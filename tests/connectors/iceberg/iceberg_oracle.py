@@ -91,3 +91,20 @@ def pyiceberg_files(table: Any, snapshot_id: int) -> set[str]:
     from connectors.iceberg.deletes import normalize_path
 
     return {normalize_path(t.file.file_path) for t in table.scan(snapshot_id=snapshot_id).plan_files()}
+
+
+def row_ids(src: IcebergSource, entry: FileEntry, positions: Sequence[int]) -> list[int | None]:
+    """v3 row ids of the given positions: the materialized ``_row_id`` else first_row_id + position."""
+    from connectors.iceberg.source import ROW_ID_FIELD_ID
+
+    fs, p = src.io.arrow(entry.path)
+    pf = pq.ParquetFile(p, filesystem=fs)
+    materialized: list[Any] = [None] * pf.metadata.num_rows
+    for fld in pf.schema_arrow:
+        if (fld.metadata or {}).get(b"PARQUET:field_id") == str(ROW_ID_FIELD_ID).encode():
+            materialized = pf.read(columns=[fld.name])[fld.name].to_pylist()
+    base = entry.first_row_id
+    return [
+        m if m is not None else (None if base is None else base + pos)
+        for m, pos in ((materialized[q], q) for q in positions)
+    ]

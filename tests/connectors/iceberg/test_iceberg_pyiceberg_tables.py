@@ -230,7 +230,7 @@ def test_open_by_catalog_object_and_detect(catalog):
 
 
 def test_open_by_catalog_name_uses_pyiceberg_configuration(catalog, tmp_path):
-    """``catalog="name"`` goes through pyiceberg's own configuration (env vars; SqlCatalog keys rows by name)."""
+    """``catalog="name"`` goes through pyiceberg's own configuration (env vars here)."""
     table = make_history(catalog, 2, partitioned=False)
     env = dict(os.environ)
     env["PYICEBERG_CATALOG__TEST__TYPE"] = "sql"

@@ -1,0 +1,256 @@
+"""Benchmark of the Delta connector on a large generated log.
+
+The table has ``--versions`` commits of ``--files-per-commit`` added files each (so
+versions x files-per-commit live files) and a classic checkpoint every
+``--checkpoint-interval`` commits, written by deltalake. Commit JSON is generated directly
+(add actions with stats and a date partition); data files are not written because neither
+the connector nor ``deltalake.DeltaTable(path)`` reads them when loading a snapshot.
+
+Measured (each cold measurement in a fresh subprocess, peak RSS from ``ru_maxrss``):
+
+* cold ``snapshot(latest)`` of the connector vs ``deltalake.DeltaTable(path)`` load;
+* ``changes`` of one new commit on a warm connector (files read, time);
+* backward ``diff`` across 1,000 versions (warm: latest snapshot cached; and cold).
+
+Run: ``python -m integration.bench.bench_delta_connector [--versions N] [--files-per-commit F]``.
+Results go to docs/BENCHMARKS.md through ``integration.bench.report.write_section``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+SCHEMA = {
+    "type": "struct",
+    "fields": [
+        {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+        {"name": "email", "type": "string", "nullable": True, "metadata": {}},
+        {"name": "day", "type": "date", "nullable": True, "metadata": {}},
+    ],
+}
+
+
+def _commit_lines(version: int, files: int) -> str:
+    ts = 1_700_000_000_000 + version * 1000
+    lines: list[dict[str, Any]] = [{"commitInfo": {"timestamp": ts, "operation": "WRITE"}}]
+    if version == 0:
+        lines.append({"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}})
+        lines.append(
+            {
+                "metaData": {
+                    "id": "bench",
+                    "format": {"provider": "parquet", "options": {}},
+                    "schemaString": json.dumps(SCHEMA),
+                    "partitionColumns": ["day"],
+                    "configuration": {},
+                    "createdTime": ts,
+                }
+            }
+        )
+    day = f"2024-01-{1 + version % 28:02d}"
+    for i in range(files):
+        stats = {
+            "numRecords": 1000,
+            "minValues": {"id": i},
+            "maxValues": {"id": i + 999},
+            "nullCount": {"id": 0},
+        }
+        lines.append(
+            {
+                "add": {
+                    "path": f"day={day}/part-{version:06d}-{i:03d}.parquet",
+                    "partitionValues": {"day": day},
+                    "size": 123_456,
+                    "modificationTime": ts,
+                    "dataChange": True,
+                    "stats": json.dumps(stats),
+                }
+            }
+        )
+    return "\n".join(json.dumps(x) for x in lines) + "\n"
+
+
+def generate(path: Path, versions: int, files: int, interval: int) -> float:
+    """Write the log; returns seconds taken."""
+    import deltalake
+
+    t0 = time.perf_counter()
+    log = path / "_delta_log"
+    log.mkdir(parents=True)
+    for v in range(versions):
+        (log / f"{v:020d}.json").write_text(_commit_lines(v, files))
+        if v and v % interval == 0:
+            deltalake.DeltaTable(str(path), version=v).create_checkpoint()
+    return time.perf_counter() - t0
+
+
+_COLD = r"""
+import json, resource, sys, time
+mode, path = sys.argv[1], sys.argv[2]
+import pyarrow, deltalake
+from connectors.delta import DeltaSource
+from lakehouse_index.storage import Storage
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+t0 = time.perf_counter()
+if mode == "connector":
+    src = DeltaSource.open(path, Storage.for_uri(path))
+    n = len(src.snapshot().files)
+elif mode == "connector-diff":
+    src = DeltaSource.open(path, Storage.for_uri(path))
+    latest = src.latest_version()
+    d = src.diff(latest, latest - int(sys.argv[3]))
+    n = len(d.removed) + len(d.added)
+else:
+    n = len(deltalake.DeltaTable(path).file_uris())
+secs = time.perf_counter() - t0
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(json.dumps({"seconds": secs, "files": n, "peak_mb": peak / 1024, "delta_mb": (peak - base) / 1024}))
+"""
+
+
+def cold(mode: str, path: Path, *extra: str) -> dict[str, Any]:
+    out = subprocess.run(
+        [sys.executable, "-c", _COLD, mode, str(path), *extra],
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+class CountingIO:
+    """Local storage that counts reads (to show tailing reads only the new commit)."""
+
+    def __init__(self, uri: str) -> None:
+        from lakehouse_index.storage import Storage
+
+        self.inner = Storage.for_uri(uri)
+        self.reads = 0
+        self.misses = 0
+
+    def read_bytes(self, path: str) -> bytes:
+        try:
+            data = self.inner.read_bytes(path)
+        except FileNotFoundError:
+            self.misses += 1
+            raise
+        self.reads += 1
+        return data
+
+    def read_range(self, path: str, offset: int, length: int) -> bytes:
+        self.reads += 1
+        return self.inner.read_range(path, offset, length)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
+def warm_measurements(path: Path, files: int, diff_span: int, rounds: int) -> dict[str, Any]:
+    from connectors.delta import DeltaSource
+
+    io = CountingIO(str(path))
+    src = DeltaSource.open(str(path), io)
+    latest = src.latest_version()
+    list(src.changes(latest - 1))  # the tailer is positioned at latest
+    tail_times, tail_reads, tail_misses = [], [], []
+    for _ in range(rounds):
+        latest += 1
+        (path / "_delta_log" / f"{latest:020d}.json").write_text(_commit_lines(latest, files))
+        io.reads = io.misses = 0
+        t0 = time.perf_counter()
+        got = list(src.changes(latest - 1))
+        tail_times.append(time.perf_counter() - t0)
+        tail_reads.append(io.reads)
+        tail_misses.append(io.misses)
+        assert [c.version for c in got] == [latest] and len(got[0].added) == files
+    t0 = time.perf_counter()
+    src.snapshot(latest)
+    snap_secs = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    d = src.diff(latest, latest - diff_span)
+    diff_secs = time.perf_counter() - t0
+    assert len(d.removed) == diff_span * files and not d.added
+    return {
+        "tail_ms": statistics.median(tail_times) * 1000,
+        "tail_max_ms": max(tail_times) * 1000,
+        "tail_reads": max(tail_reads),
+        "tail_misses": max(tail_misses),
+        "snapshot_after_tail_s": snap_secs,
+        "diff_s": diff_secs,
+    }
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--versions", type=int, default=10_000)
+    ap.add_argument("--files-per-commit", type=int, default=10)
+    ap.add_argument("--checkpoint-interval", type=int, default=100)
+    ap.add_argument("--diff-span", type=int, default=1000)
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--dir", default=None, help="where to generate (default: a temp dir)")
+    ap.add_argument("--no-report", action="store_true", help="print only; do not touch docs/BENCHMARKS.md")
+    args = ap.parse_args(argv)
+    base = Path(args.dir or tempfile.mkdtemp(prefix="bench-delta-"))
+    path = base / "table"
+    gen_secs = generate(path, args.versions, args.files_per_commit, args.checkpoint_interval)
+    live = args.versions * args.files_per_commit
+    print(f"generated {args.versions} versions / {live} files in {gen_secs:.1f}s at {path}", flush=True)
+    conn = cold("connector", path)
+    dl = cold("deltalake", path)
+    assert conn["files"] == dl["files"] == live, (conn, dl)
+    cold_diff = cold("connector-diff", path, str(args.diff_span))
+    warm = warm_measurements(path, args.files_per_commit, args.diff_span, args.rounds)
+    from integration.bench.report import markdown_table, write_section
+
+    rows = [
+        [
+            "cold `snapshot(latest)` (connector)",
+            f"{conn['seconds']:.2f} s",
+            f"{conn['peak_mb']:.0f} MB peak RSS (+{conn['delta_mb']:.0f} MB)",
+        ],
+        [
+            "cold `deltalake.DeltaTable(path)` + `file_uris()`",
+            f"{dl['seconds']:.2f} s",
+            f"{dl['peak_mb']:.0f} MB peak RSS (+{dl['delta_mb']:.0f} MB)",
+        ],
+        [
+            "warm `changes` of one new commit",
+            f"{warm['tail_ms']:.2f} ms median (max {warm['tail_max_ms']:.2f})",
+            f"{warm['tail_reads']} file read + {warm['tail_misses']} probe of the next (absent) commit, "
+            f"no listing; {args.rounds} rounds",
+        ],
+        [
+            f"backward `diff` across {args.diff_span} versions, warm",
+            f"{warm['diff_s']:.2f} s",
+            "latest snapshot cached; older one from its checkpoint",
+        ],
+        [
+            f"backward `diff` across {args.diff_span} versions, cold",
+            f"{cold_diff['seconds']:.2f} s",
+            f"{cold_diff['peak_mb']:.0f} MB peak RSS",
+        ],
+    ]
+    body = (
+        f"Size run: **{args.versions:,} versions, {live:,} live files**, checkpoint every "
+        f"{args.checkpoint_interval} commits ({args.files_per_commit} adds per commit, date-partitioned; "
+        f"log generated in {gen_secs:.0f} s, checkpoints by deltalake).\n\n"
+        + markdown_table(["measurement", "time", "notes"], rows)
+    )
+    print(body)
+    if not args.no_report:
+        write_section(
+            "delta-connector", "Delta connector", "integration/bench/bench_delta_connector.py", body
+        )
+
+
+if __name__ == "__main__":
+    main()

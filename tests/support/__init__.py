@@ -1,0 +1,1 @@
+"""Test support shared by several test folders (e.g. Spark with Iceberg)."""
