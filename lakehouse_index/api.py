@@ -24,9 +24,10 @@ import pyarrow as pa
 
 from lakehouse_index import expr
 from lakehouse_index.errors import IllegalIndexStateError, IndexNotFoundError
-from lakehouse_index.log.entry import IndexState, LogEntry, Operation, SourceState
+from lakehouse_index.log.entry import Content, IndexState, LogEntry, Operation, SourceState
 from lakehouse_index.log.lifecycle import OpContext, OpResult, run_operation
 from lakehouse_index.log.store import IndexCatalog, IndexLog
+from lakehouse_index.maintenance import optimize, refresh, vacuum
 from lakehouse_index.maintenance.build import full_build
 from lakehouse_index.query import lookup as lk
 from lakehouse_index.registry import open_source
@@ -183,36 +184,95 @@ class Table:
 
         return self._info(run_operation(log, Operation.CREATE, body, spec=spec, source=start))
 
-    def refresh_index(self, name: str, mode: str = "incremental", *, spark: SparkSession | None = None) -> IndexInfo:
+    def refresh_index(
+        self, name: str, mode: str = "incremental", *, spark: SparkSession | None = None
+    ) -> IndexInfo:
         """Bring an index up to the latest table version.
 
-        ``full`` rebuilds from the snapshot. A refresh with nothing to do writes nothing.
+        * ``full`` rebuilds from the latest snapshot (Spark);
+        * ``incremental`` applies each commit since the indexed version, stamped with its
+          own version, so every version in between stays exactly answerable; appended
+          files are indexed on Spark, row-level deletes without a JVM;
+        * ``quick`` only records what changed (no index data written); queries repair
+          the difference by hybrid scan.
+
+        A refresh with nothing to do writes nothing.
         """
         if mode not in REFRESH_MODES:
             raise ValueError(f"refresh mode must be one of {REFRESH_MODES}, got {mode!r}")
-        if mode != "full":
-            raise NotImplementedError(f"refresh mode {mode!r} arrives with issue #5 (index engine)")
         from lakehouse_index.spark import get_spark
 
         log = self._log(name)
-        snap = self.source.snapshot(self.source.latest_version())
+        target = self.source.snapshot(self.source.latest_version())
 
         def precheck(stable: LogEntry) -> bool:
-            return stable.source.version != snap.version or stable.pending is not None
+            indexed = stable.pending.version if mode == "quick" and stable.pending else stable.source.version
+            return indexed != target.version or (mode != "quick" and stable.pending is not None)
 
         def body(ctx: OpContext) -> OpResult:
-            assert ctx.stable is not None
-            state, content = full_build(
-                get_spark(spark), self.source, snap, ctx.stable.spec, self.storage, log.index_dir,
-                ctx.data_uri, ctx.stable.source,
-            )
+            stable = ctx.stable
+            assert stable is not None
+            if mode == "quick":
+                return OpResult(stable.source, stable.content, refresh.quick(self.source, stable, target))
+            if mode == "incremental":
+                state, content = refresh.incremental(
+                    lambda: get_spark(spark),
+                    self.source,
+                    stable,
+                    target,
+                    self.storage,
+                    log.index_dir,
+                    ctx.data_uri,
+                )
+            else:
+                state, content = full_build(
+                    get_spark(spark),
+                    self.source,
+                    target,
+                    stable.spec,
+                    self.storage,
+                    log.index_dir,
+                    ctx.data_uri,
+                    stable.source,
+                )
             return OpResult(state, content)
 
-        return self._info(run_operation(log, Operation.REFRESH_FULL, body, precheck=precheck))
+        op = {
+            "full": Operation.REFRESH_FULL,
+            "incremental": Operation.REFRESH_INCREMENTAL,
+            "quick": Operation.REFRESH_QUICK,
+        }[mode]
+        return self._info(run_operation(log, op, body, precheck=precheck))
 
-    def optimize_index(self, name: str, mode: str = "quick") -> IndexInfo:
-        """Compact an index's delta files (``quick``) or rewrite its base (``full``)."""
-        raise NotImplementedError("optimize arrives with issue #5 (index engine)")
+    def optimize_index(
+        self, name: str, mode: str = "quick", *, spark: SparkSession | None = None
+    ) -> IndexInfo:
+        """Compact an index: ``quick`` merges delta files; ``full`` writes a new base without tombstones.
+
+        Older snapshots keep their data for time travel until ``vacuum_index``.
+        """
+        if mode not in OPTIMIZE_MODES:
+            raise ValueError(f"optimize mode must be one of {OPTIMIZE_MODES}, got {mode!r}")
+        from lakehouse_index.spark import get_spark
+
+        log = self._log(name)
+
+        def body(ctx: OpContext) -> OpResult:
+            stable = ctx.stable
+            assert stable is not None
+            session = get_spark(spark)
+            if mode == "quick":
+                content = optimize.optimize_quick(session, stable, self.storage, log.index_dir, ctx.data_uri)
+                return OpResult(stable.source, content, stable.pending)
+            state, content = optimize.optimize_full(
+                session, stable, self.storage, log.index_dir, ctx.data_uri
+            )
+            return OpResult(state, content, stable.pending)
+
+        op = Operation.OPTIMIZE_QUICK if mode == "quick" else Operation.OPTIMIZE_FULL
+        return self._info(
+            run_operation(log, op, body, precheck=lambda stable: optimize.needs_optimize(stable, mode))
+        )
 
     def delete_index(self, name: str) -> IndexInfo:
         """Soft-delete: queries stop using the index; ``restore_index`` brings it back."""
@@ -226,9 +286,25 @@ class Table:
         """Return an index stuck in a transient state (a crashed operation) to its last stable state."""
         return self._info(run_operation(self._log(name), Operation.CANCEL))
 
-    def vacuum_index(self, name: str) -> IndexInfo:
-        """Remove a deleted index's data, or data no retained snapshot of an active index needs."""
-        raise NotImplementedError("vacuum arrives with issue #5 (index engine)")
+    def vacuum_index(
+        self, name: str, *, retention_hours: float = vacuum.DEFAULT_RETENTION_HOURS
+    ) -> IndexInfo:
+        """Remove data physically.
+
+        A deleted index loses all its data and ceases to exist. An active index drops
+        snapshots older than ``retention_hours`` (never the latest) and every data file
+        no retained snapshot names (including leftovers of crashed operations).
+        """
+        log = self._log(name)
+
+        def body(ctx: OpContext) -> OpResult | None:
+            if ctx.stable is not None and ctx.stable.state is IndexState.DELETED:
+                vacuum.vacuum_deleted(log)
+                return OpResult(ctx.stable.source, Content(), None)
+            vacuum.vacuum_active(log, retention_hours)
+            return None
+
+        return self._info(run_operation(log, Operation.VACUUM, body))
 
     def indexes(self) -> list[IndexInfo]:
         """Every index on the table that exists (vacuumed ones are not listed)."""

@@ -396,4 +396,18 @@ def _read_rows(
     sizes = starts[wanted_groups + 1] - starts[wanted_groups]
     base = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     local = pos - starts[groups] + base[np.searchsorted(wanted_groups, groups)]
-    return pos, data.take(pa.array(local))
+    return pos, _without_views(data).take(pa.array(local))
+
+
+def _without_views(data: pa.Table) -> pa.Table:
+    # pyarrow has no take kernel for string_view/binary_view (delta-rs writes Utf8View
+    # in the Arrow schema it embeds): cast those to the plain types first.
+    fields = []
+    for f in data.schema:
+        if pa.types.is_string_view(f.type):
+            f = f.with_type(pa.large_string())
+        elif pa.types.is_binary_view(f.type):
+            f = f.with_type(pa.large_binary())
+        fields.append(f)
+    schema = pa.schema(fields)
+    return data if schema.equals(data.schema) else data.cast(schema)

@@ -8,12 +8,12 @@ sidecar names look like multi-part checkpoint names). Recognised names:
 * ``<v:20>.checkpoint.<part:10>.<parts:10>.parquet``: one part of a multi-part checkpoint;
 * ``<v:20>.checkpoint.<uuid>.json|parquet``: V2 checkpoint;
 * ``<x:20>.<y:20>.compacted.json``: log compaction of commits x..y;
-* ``_last_checkpoint``: a hint, never trusted blindly.
+* ``_last_checkpoint`` is not needed: the listing already shows every checkpoint, and
+  trusting it would make a stale or corrupt hint matter.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 
@@ -111,16 +111,3 @@ def list_log(io: FileIO, log_uri: str) -> LogListing:
     checkpoints.sort(key=lambda c: c.version)
     compactions.sort(key=lambda c: (c.start, c.end))
     return LogListing(log_uri, commits, tuple(checkpoints), tuple(sorted(incomplete)), tuple(compactions))
-
-
-def read_last_checkpoint(io: FileIO, log_uri: str) -> int | None:
-    """The version named by ``_last_checkpoint``, or None when it is missing, empty or corrupt.
-
-    It is only a hint: the listing decides which checkpoints exist and are complete.
-    """
-    try:
-        data = io.read_bytes(log_uri + "/_last_checkpoint")
-        version = json.loads(data)["version"]
-        return int(version)
-    except (FileNotFoundError, ValueError, KeyError, TypeError):
-        return None

@@ -49,7 +49,6 @@ from lakehouse_index.source import (
     TableSource,
     VersionInfo,
     VersionNotFoundError,
-    diff_snapshots,
 )
 
 #: Name under which row ids are exposed when row tracking is on but no materialized
@@ -70,6 +69,27 @@ class _State:
 
     def copy(self) -> _State:
         return _State(self.version, self.protocol, self.metadata, dict(self.files))
+
+
+def _check_file_actions(actions: Actions, source: str) -> None:
+    """Reject commits the protocol calls invalid because their outcome depends on action order.
+
+    Actions in a commit are unordered, so a path may appear at most once among the adds
+    and once among the removes, and an add and a remove of one path must name different
+    deletion vectors.
+    """
+    for kind, files in (("add", actions.adds), ("remove", actions.removes)):
+        paths = [f.path for f in files]
+        if len(paths) != len(set(paths)):
+            dup = next(p for p in paths if paths.count(p) > 1)
+            raise TableFormatError(f"{source}: invalid commit, {dup} appears in two {kind} actions")
+    if actions.adds and actions.removes:
+        both = {a.key for a in actions.adds} & {r.key for r in actions.removes}
+        if both:
+            path, dv = next(iter(both))
+            raise TableFormatError(
+                f"{source}: invalid commit, {path} is added and removed with the same deletion vector ({dv})"
+            )
 
 
 class DeltaSource(TableSource):
@@ -203,11 +223,19 @@ class DeltaSource(TableSource):
             self._schemas[metadata] = s
         return s
 
-    def _apply(self, state: _State, version: int, actions: Actions, *, want_change: bool) -> Change | None:
-        """Advance ``state`` by one commit; optionally describe what it changed."""
-        source = self._commit_uri(version)
+    def _apply(
+        self, state: _State, version: int, actions: Actions, *, want_change: bool, source: str | None = None
+    ) -> Change | None:
+        """Advance ``state`` by one commit (or a compaction file, given as ``source``).
+
+        Optionally describes what the commit changed.
+        """
+        is_commit = source is None
+        source = source or self._commit_uri(version)
         if actions.protocol is not None:
             check_protocol(actions.protocol, source)
+        if is_commit:  # compaction files legitimately hold several tombstones of one path
+            _check_file_actions(actions, source)
         before_meta = state.metadata
         removed: list[AddFile] = []
         for r in actions.removes:
@@ -330,7 +358,7 @@ class DeltaSource(TableSource):
                 comp = self._compaction(listing, v, version)
                 if comp is not None:
                     actions = parse_json_lines(self._io.read_bytes(comp.file.path), self._uri, comp.file.path)
-                    self._apply(state, comp.end, actions, want_change=False)
+                    self._apply(state, comp.end, actions, want_change=False, source=comp.file.path)
                     v = comp.end + 1
                     continue
             actions_or_none = self._read_commit(v)
@@ -582,8 +610,27 @@ class DeltaSource(TableSource):
         return self._state_at(start).copy()
 
     def diff(self, a: int, b: int) -> Diff:
-        """Live-state difference from ``a`` to ``b`` (either direction), from snapshots."""
-        return diff_snapshots(self.snapshot(a), self.snapshot(b))
+        """Live-state difference from ``a`` to ``b`` (either direction).
+
+        Compares the two live states by logical file key and builds entries only for the
+        files that differ, so a diff of two large snapshots costs two dict scans.
+        """
+        sa, sb = self._state_at(a), self._state_at(b)
+        if sa.metadata is None or sb.metadata is None:
+            raise TableFormatError(f"{self._log}: no metaData at version {a} or {b}")
+        schema_a, schema_b = self._schema(sa.metadata), self._schema(sb.metadata)
+        only_b = {k: f for k, f in sb.files.items() if k not in sa.files}
+        only_a = {k: f for k, f in sa.files.items() if k not in sb.files}
+        a_by_path = {f.path: f for f in only_a.values()}
+        added, changed = [], []
+        for f in only_b.values():
+            before = a_by_path.pop(f.path, None)
+            if before is None:
+                added.append(self._entry(f, schema_b))
+            else:
+                changed.append(DeleteChange(self._entry(before, schema_a), self._entry(f, schema_b)))
+        removed = tuple(self._entry(f, schema_a) for f in a_by_path.values())
+        return Diff(a, b, tuple(added), removed, tuple(changed))
 
     # ------------------------------------------------------------------ deletion vectors
 

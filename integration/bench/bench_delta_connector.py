@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -95,9 +96,12 @@ def generate(path: Path, versions: int, files: int, interval: int) -> float:
 _COLD = r"""
 import json, resource, sys, time
 mode, path = sys.argv[1], sys.argv[2]
-import pyarrow, deltalake
-from connectors.delta import DeltaSource
-from lakehouse_index.storage import Storage
+import pyarrow
+if mode == "deltalake":
+    import deltalake
+else:
+    from connectors.delta import DeltaSource
+    from lakehouse_index.storage import Storage
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
 if mode == "connector":
@@ -239,11 +243,15 @@ def main(argv: list[str] | None = None) -> None:
             f"{cold_diff['peak_mb']:.0f} MB peak RSS",
         ],
     ]
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     body = (
         f"Size run: **{args.versions:,} versions, {live:,} live files**, checkpoint every "
         f"{args.checkpoint_interval} commits ({args.files_per_commit} adds per commit, date-partitioned; "
         f"log generated in {gen_secs:.0f} s, checkpoints by deltalake).\n\n"
         + markdown_table(["measurement", "time", "notes"], rows)
+        + f"\n\nLoad average when the run ended: {load} (the machine was shared with other jobs; "
+        "times are wall-clock). Peak RSS is per fresh process importing only the library measured; "
+        '"+N MB" is the growth over the process after imports.\n'
     )
     print(body)
     if not args.no_report:

@@ -23,8 +23,15 @@ from lakehouse_index.log.entry import JsonScalar
 
 KeyTuple = tuple[Any, ...]
 
-_UNSUPPORTED = (pa.types.is_map, pa.types.is_struct, pa.types.is_list, pa.types.is_large_list,
-                pa.types.is_fixed_size_list, pa.types.is_union, pa.types.is_dictionary)
+_UNSUPPORTED = (
+    pa.types.is_map,
+    pa.types.is_struct,
+    pa.types.is_list,
+    pa.types.is_large_list,
+    pa.types.is_fixed_size_list,
+    pa.types.is_union,
+    pa.types.is_dictionary,
+)
 
 
 def check_key_type(column: str, typ: pa.DataType) -> None:
@@ -138,9 +145,7 @@ def file_bounds(
     return tuple(mins), tuple(maxs)
 
 
-def may_contain(
-    bounds_lo: Sequence[Any] | None, bounds_hi: Sequence[Any] | None, key: KeyTuple
-) -> bool:
+def may_contain(bounds_lo: Sequence[Any] | None, bounds_hi: Sequence[Any] | None, key: KeyTuple) -> bool:
     """Whether a key may lie within per-column bounds (decoded values; None = unbounded)."""
     if bounds_lo is None or bounds_hi is None:
         return True

@@ -10,7 +10,8 @@ footers and recorded in the log entry.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
@@ -70,40 +71,62 @@ def source_file(entry: FileEntry, file_id: int, added_ordinal: int) -> SourceFil
     )
 
 
+@dataclass(frozen=True)
+class IndexJob:
+    """The rows of one data file to index: PUT entries stamped with ``ordinal``.
+
+    ``entry`` is the file as it was when added (its deletes then apply).
+    """
+
+    entry: FileEntry
+    file_id: int
+    ordinal: int
+
+
 def entries_frame(
-    spark: SparkSession,
-    source: TableSource,
-    snapshot: Snapshot,
-    spec: IndexSpec,
-    files: tuple[SourceFile, ...],
-    *,
-    op: int = sec.PUT,
+    spark: SparkSession, source: TableSource, snapshot: Snapshot, spec: IndexSpec, jobs: Sequence[IndexJob]
 ) -> DataFrame:
-    """Index entries ``(columns…, _file_id, _row, _version, _op)`` for the rows of ``files``."""
+    """PUT entries ``(columns…, _file_id, _row, _version, _op)`` for the live rows of the jobs' files.
+
+    ``snapshot`` supplies the schema to read with (files are resolved by field id / name).
+    """
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     from lakehouse_index.spark_read import spark_frame
 
-    paths = {f.path for f in files}
-    entries = [snapshot.files[p] for p in sorted(paths)]
-    rows = spark_frame(spark, source, snapshot, files=entries, columns=list(spec.columns), with_lineage=True)
-    id_schema = StructType([StructField("_file_path", StringType(), False), StructField(sec.FILE_ID, LongType(), False)])
-    ids = spark.createDataFrame([(f.path, f.id) for f in files], id_schema)
+    rows = spark_frame(
+        spark, source, snapshot, files=[j.entry for j in jobs], columns=list(spec.columns), with_lineage=True
+    )
+    id_schema = StructType(
+        [
+            StructField("_file_path", StringType(), False),
+            StructField(sec.FILE_ID, LongType(), False),
+            StructField(sec.VERSION, LongType(), False),
+        ]
+    )
+    ids = spark.createDataFrame([(j.entry.path, j.file_id, j.ordinal) for j in jobs], id_schema)
     return rows.join(F.broadcast(ids), "_file_path").select(
         *[qcol(c) for c in spec.columns],
         F.col(sec.FILE_ID),
         F.col("_row").cast("long").alias(sec.ROW),
-        F.lit(snapshot.ordinal).cast("long").alias(sec.VERSION),
-        F.lit(op).cast("byte").alias(sec.OP),
+        F.col(sec.VERSION),
+        F.lit(sec.PUT).cast("byte").alias(sec.OP),
     )
 
 
 def write_sorted(
-    df: DataFrame, spec: IndexSpec, storage: Storage, index_dir: str, data_dir: str, level: Level, est_rows: int
+    df: DataFrame,
+    spec: IndexSpec,
+    storage: Storage,
+    index_dir: str,
+    data_dir: str,
+    level: Level,
+    est_rows: int,
 ) -> tuple[IndexFile, ...]:
     """Range-partition and sort ``df`` by key, write Parquet to ``data_dir``, return the root index."""
     n_files = max(1, math.ceil(est_rows / ROWS_PER_FILE))
+    df = df.select(*[qcol(c) for c in (*spec.columns, *sec.META_COLUMNS)])
     (
         df.repartitionByRange(n_files, *[qcol(c) for c in spec.key])
         .sortWithinPartitions(*[qcol(c) for c in sec.sort_columns(spec)])
@@ -161,7 +184,8 @@ def full_build(
     est_rows = sum((f.num_records or f.size // 64) - f.deleted_count for f in files)
     content_files: tuple[IndexFile, ...] = ()
     if files:
-        df = entries_frame(spark, source, snapshot, spec, files)
+        jobs = [IndexJob(snapshot.files[f.path], f.id, snapshot.ordinal) for f in files]
+        df = entries_frame(spark, source, snapshot, spec, jobs)
         content_files = write_sorted(df, spec, storage, index_dir, data_dir, Level.BASE, est_rows)
     state = SourceState(
         format=source.format_name,

@@ -139,6 +139,10 @@ def read_entries(
         if t.num_rows:
             parts.append(t)
     if not parts:
-        return schema.empty_table() if columns is None else pa.schema([schema.field(c) for c in columns]).empty_table()
+        return (
+            schema.empty_table()
+            if columns is None
+            else pa.schema([schema.field(c) for c in columns]).empty_table()
+        )
     out = pa.concat_tables(parts, promote_options="permissive")
     return out.filter(pc.less_equal(out[sec.VERSION], cap))

@@ -64,7 +64,13 @@ def _index_hits(
     spec = plan.entry.spec
     schema = sec.index_schema(spec, plan.target)
     raw = read_entries(
-        storage, index_dir, plan.entry.content.files, schema, spec.key, plan.keys, plan.coverage.cap,
+        storage,
+        index_dir,
+        plan.entry.content.files,
+        schema,
+        spec.key,
+        plan.keys,
+        plan.coverage.cap,
         stats=plan.stats,
     )
     live = sec.merge(raw, None)
@@ -85,7 +91,9 @@ def _index_hits(
     return live.filter(pa.array(keep))
 
 
-def _live_positions(source: TableSource, target: Snapshot, fe: FileEntry, positions: np.ndarray) -> np.ndarray:
+def _live_positions(
+    source: TableSource, target: Snapshot, fe: FileEntry, positions: np.ndarray
+) -> np.ndarray:
     """The subset of ``positions`` not deleted in ``target`` (DVs, position and equality deletes)."""
     if fe.equality_deletes:
         t = read_file(source, target, fe, columns=[], positions=positions, with_positions=True)
@@ -94,7 +102,9 @@ def _live_positions(source: TableSource, target: Snapshot, fe: FileEntry, positi
     return np.array([p for p in positions.tolist() if p not in deleted], dtype=np.int64)
 
 
-def _scan_hits(source: TableSource, plan: LookupPlan, columns: Sequence[str]) -> list[tuple[FileEntry, pa.Table]]:
+def _scan_hits(
+    source: TableSource, plan: LookupPlan, columns: Sequence[str]
+) -> list[tuple[FileEntry, pa.Table]]:
     """Rows with the keys in files the index does not answer for (read directly)."""
     out = []
     need = list(dict.fromkeys([*plan.key_columns, *columns]))

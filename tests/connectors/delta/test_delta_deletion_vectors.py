@@ -239,3 +239,37 @@ def test_dv_with_wrong_crc_or_missing_file_names_the_file(dv_table: tuple[Path, 
     dv_file.unlink()
     with pytest.raises(TableFormatError, match=r"deletion_vector_.*missing"):
         open_source(path).deleted_positions(entry)
+
+
+def test_add_and_remove_of_same_logical_file_in_one_commit_is_refused(
+    dv_table: tuple[Path, dict[str, Any]],
+) -> None:
+    """Actions in a commit are unordered: the protocol makes this commit invalid (readers differ:
+    deltalake drops the file). The connector refuses it rather than guess."""
+    path, meta = dv_table
+    commit(path, 6, [remove(meta["A"], meta["dv1"]), add(meta["A"], meta["dv1"])])
+    src = open_source_upto(path, 5)
+    with pytest.raises(
+        TableFormatError, match=r"00000000000000000006\.json: invalid commit.*same deletion vector"
+    ):
+        src.snapshot(6)
+    with pytest.raises(TableFormatError, match="invalid commit"):
+        list(src.changes(5))
+
+
+def test_path_added_twice_in_one_commit_is_refused(table_dir: Path) -> None:
+    deltalake.write_deltalake(str(table_dir), pa.table({"id": [1]}))
+    log0 = [json.loads(x) for x in (table_dir / "_delta_log" / f"{0:020d}.json").read_text().splitlines()]
+    file_a = next(a["add"] for a in log0 if "add" in a)
+    commit(table_dir, 1, [add(file_a, None), add(file_a, None)])
+    with pytest.raises(TableFormatError, match="appears in two add actions"):
+        open_source(table_dir)
+
+
+def open_source_upto(path: Path, version: int) -> Any:
+    from connectors.delta import DeltaSource
+    from lakehouse_index.storage import Storage
+
+    src = DeltaSource(str(path), Storage.for_uri(str(path)))
+    src.snapshot(version)
+    return src

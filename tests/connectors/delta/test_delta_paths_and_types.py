@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import multiset, open_source, oracle_rows, read_snapshot_rows
+from conftest import multiset, open_source, read_snapshot_rows
 
 from connectors.delta.paths import canonical_root, resolve_path
 
@@ -94,6 +94,8 @@ def test_type_widening_schema_type_wins(table_dir: Path) -> None:
     src = open_source(table_dir)
     snap = src.snapshot()
     assert snap.column("v").type == pa.int64() and snap.column("d").type == pa.float64()
-    assert multiset(read_snapshot_rows(src, snap), snap.schema) == multiset(
-        oracle_rows(table_dir, 0), snap.schema
+    # deltalake 1.6.6 refuses the typeWidening reader feature; the oracle is the data written above.
+    expected = pa.table(
+        {"v": pa.array([1, 2, 2**40], pa.int64()), "d": pa.array([1.5, None, 0.25], pa.float64())}
     )
+    assert multiset(read_snapshot_rows(src, snap), snap.schema) == multiset(expected, snap.schema)

@@ -39,8 +39,9 @@ _counter = itertools.count()
 
 
 def rows(ids: list[int], tag: str) -> pa.Table:
-    return pa.table({"id": ids, "cat": [["a", "b"][i % 2] for i in ids], "val": [f"{tag}{i}" for i in ids]},
-                    schema=ARROW)
+    return pa.table(
+        {"id": ids, "cat": [["a", "b"][i % 2] for i in ids], "val": [f"{tag}{i}" for i in ids]}, schema=ARROW
+    )
 
 
 ids_st = st.lists(st.integers(0, 30), min_size=1, max_size=6)
@@ -55,10 +56,15 @@ class IcebergHistory(RuleBasedStateMachine):
         n = next(_counter)
         self.catalog = SqlCatalog("sm", uri=f"sqlite:///{self.dir}/c.db", warehouse=f"file://{self.dir}")
         self.catalog.create_namespace("db")
-        spec = PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "cat")) if partitioned else PartitionSpec()
+        spec = (
+            PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "cat"))
+            if partitioned
+            else PartitionSpec()
+        )
         self.name = f"db.t{n}"
-        self.table = self.catalog.create_table(self.name, SCHEMA, partition_spec=spec,
-                                               properties={"format-version": str(version)})
+        self.table = self.catalog.create_table(
+            self.name, SCHEMA, partition_spec=spec, properties={"format-version": str(version)}
+        )
         self.table.append(rows([0, 1, 2, 3], "init"))
         self.reload()
         self.src = open_path(self.table.location())
@@ -81,8 +87,10 @@ class IcebergHistory(RuleBasedStateMachine):
 
     @rule(ids=ids_st, cat=st.sampled_from(["a", "b"]))
     def overwrite(self, ids, cat):
-        self.table.overwrite(rows([i for i in ids if ["a", "b"][i % 2] == cat] or [ids[0]], self.tag()),
-                             overwrite_filter=EqualTo("cat", cat))
+        self.table.overwrite(
+            rows([i for i in ids if ["a", "b"][i % 2] == cat] or [ids[0]], self.tag()),
+            overwrite_filter=EqualTo("cat", cat),
+        )
         self.reload()
 
     @rule(bound=st.integers(0, 30))
@@ -177,7 +185,9 @@ class IcebergHistory(RuleBasedStateMachine):
 
 
 IcebergHistory.TestCase.settings = settings(
-    max_examples=40, stateful_step_count=10, deadline=None,
+    max_examples=6,
+    stateful_step_count=8,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 TestIcebergHistory = IcebergHistory.TestCase

@@ -1,0 +1,222 @@
+"""Deterministic benchmark data: Delta tables written with deltalake, and Lance copies of them.
+
+A generated table has ``rows`` rows in exactly ``files`` data files, one file per commit
+(so the table has versions ``0 .. files-1``). The row ids are a seeded permutation of
+``0 .. rows-1`` dealt out to the files in order, so every file holds ids from the whole
+range: min/max statistics prune nothing and a point lookup without an index must scan
+every file (the "needle in a haystack" case). Every other column is a pure function of
+the id, so appended rows, the Lance copy and any oracle agree without sharing state.
+
+Columns: ``id`` (int64, unique), ``email`` (unique string derived from the id),
+``ts``, ``country``, ``amount``, ``status`` and ``payload`` (24 incompressible hex
+characters, so files have a realistic size).
+
+Generated tables are cached under ``~/.cache/lakehouse-index/bench/<params>`` (or
+``$LAKEHOUSE_INDEX_BENCH_CACHE``): a rerun with the same parameters reuses them. A cache
+directory is complete only when its ``COMPLETE`` marker exists; generation writes into a
+scratch directory and renames it into place. Benchmarks that write (indexes, appends)
+work on :func:`work_copy`, which hard-links the immutable Parquet files and copies the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+#: Bump when the generated data changes, so stale caches are not reused.
+GEN_VERSION = 1
+CACHE_ENV = "LAKEHOUSE_INDEX_BENCH_CACHE"
+COMPLETE = "COMPLETE"
+
+_COUNTRIES = [f"C{i:02d}" for i in range(50)]
+_TS0 = 1_700_000_000_000_000  # microseconds since the epoch
+
+SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("email", pa.string()),
+        ("ts", pa.timestamp("us", tz="UTC")),
+        ("country", pa.string()),
+        ("amount", pa.float64()),
+        ("status", pa.int32()),
+        ("payload", pa.string()),
+    ]
+)
+
+
+def cache_root() -> Path:
+    """The benchmark data cache directory."""
+    env = os.environ.get(CACHE_ENV)
+    return Path(env) if env else Path.home() / ".cache" / "lakehouse-index" / "bench"
+
+
+def email_of(i: int) -> str:
+    """The email of row ``i`` (unique per id)."""
+    return f"user{i:010d}@example.com"
+
+
+def rows_for(ids: np.ndarray) -> pa.Table:
+    """The rows with the given ids (every column derived from the id)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    id_list = ids.tolist()
+    payload = [hashlib.blake2b(i.to_bytes(8, "little"), digest_size=12).hexdigest() for i in id_list]
+    country_idx = (ids * 7919) % len(_COUNTRIES)
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "email": pa.array([email_of(i) for i in id_list], pa.string()),
+            "ts": pa.array(_TS0 + ids * 37_000_000, pa.timestamp("us", tz="UTC")),
+            "country": pa.array([_COUNTRIES[c] for c in country_idx.tolist()], pa.string()),
+            "amount": pa.array(((ids * 2_654_435_761) % 1_000_000) / 100.0, pa.float64()),
+            "status": pa.array((ids % 5).astype(np.int32), pa.int32()),
+            "payload": pa.array(payload, pa.string()),
+        },
+        schema=SCHEMA,
+    )
+
+
+@dataclass(frozen=True)
+class TableParams:
+    """Shape of a generated Delta table."""
+
+    rows: int
+    files: int
+    seed: int = 7
+
+    @property
+    def name(self) -> str:
+        """Cache directory name (every parameter that changes the data is in it)."""
+        return f"delta-r{self.rows}-f{self.files}-s{self.seed}-g{GEN_VERSION}"
+
+    @property
+    def rows_per_file(self) -> int:
+        """Rows in each file (the last file takes the remainder)."""
+        return -(-self.rows // self.files)
+
+    def file_ids(self) -> list[np.ndarray]:
+        """The ids of each data file, in commit order."""
+        perm = np.random.default_rng(self.seed).permutation(self.rows)
+        return [perm[i : i + self.rows_per_file] for i in range(0, self.rows, self.rows_per_file)]
+
+
+def _write_files(path: Path, chunks: list[np.ndarray]) -> None:
+    from deltalake import write_deltalake
+
+    for ids in chunks:
+        # One small write_deltalake call writes exactly one data file and one commit.
+        write_deltalake(str(path), rows_for(ids), mode="append")
+
+
+def _parquet_files(path: Path) -> list[Path]:
+    return sorted(p for p in path.rglob("*.parquet") if "_delta_log" not in p.parts)
+
+
+def delta_table(params: TableParams, *, log: bool = True) -> Path:
+    """The cached Delta table for ``params`` (generated on first use)."""
+    final = cache_root() / params.name
+    if (final / COMPLETE).exists():
+        return final / "table"
+    final.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{params.name}-", dir=final.parent))
+    try:
+        chunks = params.file_ids()
+        if len(chunks) != params.files:
+            raise ValueError(f"{params.rows} rows cannot be dealt into {params.files} non-empty files")
+        if log:
+            print(f"generating {params.rows:,} rows / {params.files} files into {final}", flush=True)
+        _write_files(scratch / "table", chunks)
+        found = len(_parquet_files(scratch / "table"))
+        if found != params.files:
+            raise RuntimeError(f"deltalake wrote {found} files for {params.files} commits")
+        (scratch / COMPLETE).write_text("ok\n")
+        if final.exists():  # an incomplete earlier attempt
+            shutil.rmtree(final)
+        os.rename(scratch, final)
+    finally:
+        if scratch.exists():
+            shutil.rmtree(scratch)
+    return final / "table"
+
+
+def append_files(table: Path, first_id: int, n_files: int, rows_per_file: int, seed: int = 11) -> np.ndarray:
+    """Append ``n_files`` files (one commit each) holding ids ``first_id ..``; returns the new ids."""
+    total = n_files * rows_per_file
+    ids = first_id + np.random.default_rng(seed + first_id).permutation(total)
+    _write_files(table, [ids[i : i + rows_per_file] for i in range(0, total, rows_per_file)])
+    return ids
+
+
+def work_copy(table: Path, dest: Path) -> Path:
+    """A writable copy of ``table`` at ``dest``: Parquet data files hard-linked, everything else copied.
+
+    Data files are immutable, so sharing their inodes with the cache is safe; the Delta log
+    is copied because writers replace files in it (``_last_checkpoint``).
+    """
+
+    def link_or_copy(src: str, dst: str) -> str:
+        if src.endswith(".parquet") and "_delta_log" not in Path(src).parts:
+            try:
+                os.link(src, dst)
+                return dst
+            except OSError:
+                pass
+        return str(shutil.copy2(src, dst))
+
+    shutil.copytree(table, dest, copy_function=link_or_copy)
+    return dest
+
+
+def table_bytes(table: Path) -> int:
+    """Bytes of all Parquet data files under ``table`` (every file is live: appends only)."""
+    return sum(p.stat().st_size for p in _parquet_files(table))
+
+
+def lance_dataset(params: TableParams, key: str, *, log: bool = True) -> Path:
+    """A cached Lance dataset with the same rows as ``delta_table(params)`` and a BTREE index on ``key``."""
+    import lance
+
+    final = cache_root() / f"{params.name}-lance-{key}"
+    if (final / COMPLETE).exists():
+        return final / "data.lance"
+    source = delta_table(params, log=log)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{final.name}-", dir=final.parent))
+    try:
+        if log:
+            print(f"writing the Lance copy into {final}", flush=True)
+        import pyarrow.dataset as pads
+
+        data = pads.dataset([str(p) for p in _parquet_files(source)], format="parquet").to_table()
+        ds = lance.write_dataset(data.cast(SCHEMA), str(scratch / "data.lance"))
+        ds.create_scalar_index(key, "BTREE")
+        (scratch / COMPLETE).write_text("ok\n")
+        if final.exists():
+            shutil.rmtree(final)
+        os.rename(scratch, final)
+    finally:
+        if scratch.exists():
+            shutil.rmtree(scratch)
+    return final / "data.lance"
+
+
+def lance_work_copy(dataset: Path, dest: Path) -> Path:
+    """A writable copy of a Lance dataset: data files hard-linked, manifests and indexes copied."""
+
+    def link_or_copy(src: str, dst: str) -> str:
+        if "data" in Path(src).relative_to(dataset).parts[:1]:
+            try:
+                os.link(src, dst)
+                return dst
+            except OSError:
+                pass
+        return str(shutil.copy2(src, dst))
+
+    shutil.copytree(dataset, dest, copy_function=link_or_copy)
+    return dest

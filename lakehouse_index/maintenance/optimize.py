@@ -1,0 +1,87 @@
+"""Optimize: compact the LSM of an index (on Spark).
+
+* ``quick`` merges the delta files into one delta file (tombstones and versions kept,
+  so the exact window is unchanged);
+* ``full`` merges everything into a new base: per row address the newest entry wins,
+  tombstones and entries of removed files are dropped, removed files leave the file-id
+  map. The new snapshot answers exactly from its own version on; older snapshots (and
+  their data) stay for time travel until vacuum.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lakehouse_index.kinds import secondary as sec
+from lakehouse_index.log.entry import Content, Level, LogEntry, SourceState
+from lakehouse_index.maintenance.build import write_sorted
+from lakehouse_index.storage import Storage, join_uri
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+
+def needs_optimize(stable: LogEntry, mode: str) -> bool:
+    """Whether ``optimize(mode)`` would change anything (else it is a no-op)."""
+    deltas = [f for f in stable.content.files if f.level is Level.DELTA]
+    if mode == "quick":
+        return len(deltas) > 1
+    removed = any(f.removed_ordinal is not None for f in stable.source.files)
+    return bool(deltas) or removed
+
+
+def _read(spark: SparkSession, index_dir: str, stable: LogEntry, level: Level | None) -> DataFrame:
+    paths = [join_uri(index_dir, f.path) for f in stable.content.files if level is None or f.level is level]
+    return spark.read.parquet(*paths)
+
+
+def optimize_quick(
+    spark: SparkSession, stable: LogEntry, storage: Storage, index_dir: str, data_dir: str
+) -> Content:
+    """One delta file instead of many."""
+    deltas = [f for f in stable.content.files if f.level is Level.DELTA]
+    merged = write_sorted(
+        _read(spark, index_dir, stable, Level.DELTA),
+        stable.spec,
+        storage,
+        index_dir,
+        data_dir,
+        Level.DELTA,
+        sum(f.rows for f in deltas),
+    )
+    bases = tuple(f for f in stable.content.files if f.level is Level.BASE)
+    return Content(bases + merged, stable.content.base_ordinal)
+
+
+def optimize_full(
+    spark: SparkSession, stable: LogEntry, storage: Storage, index_dir: str, data_dir: str
+) -> tuple[SourceState, Content]:
+    """A new base holding exactly the live entries of the snapshot."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    src = stable.source
+    live_ids = [(f.id,) for f in src.files if f.removed_ordinal is None]
+    state = SourceState(
+        src.format,
+        src.table_uri,
+        src.version,
+        src.ordinal,
+        src.timestamp_ms,
+        tuple(f for f in src.files if f.removed_ordinal is None),
+        src.next_file_id,
+    )
+    if not stable.content.files or not live_ids:
+        return state, Content((), src.ordinal)
+    ids = spark.createDataFrame(live_ids, StructType([StructField(sec.FILE_ID, LongType(), False)]))
+    newest = Window.partitionBy(sec.FILE_ID, sec.ROW).orderBy(F.desc(sec.VERSION), F.desc(sec.OP))
+    entries = (
+        _read(spark, index_dir, stable, None)
+        .join(F.broadcast(ids), sec.FILE_ID)
+        .withColumn("__rank", F.row_number().over(newest))
+        .filter((F.col("__rank") == 1) & (F.col(sec.OP) == sec.PUT))
+        .drop("__rank")
+    )
+    files = write_sorted(entries, stable.spec, storage, index_dir, data_dir, Level.BASE, stable.content.rows)
+    return state, Content(files, src.ordinal)
