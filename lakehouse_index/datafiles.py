@@ -142,7 +142,11 @@ def _open(source: TableSource, entry: FileEntry) -> tuple[pq.ParquetFile, FileLa
     except FileNotFoundError as e:
         raise TableFormatError(f"data file {entry.path} of the table is missing") from e
     try:
-        pf = pq.ParquetFile(handle, metadata=layout.metadata if layout else None)
+        # INT96 (legacy Spark/Hive timestamps) as microseconds: the lakehouse formats are
+        # microsecond-based, and nanoseconds overflow for dates outside 1677..2262.
+        pf = pq.ParquetFile(
+            handle, metadata=layout.metadata if layout else None, coerce_int96_timestamp_unit="us"
+        )
     except (pa.ArrowInvalid, OSError) as e:
         handle.close()
         raise TableFormatError(f"data file {entry.path} is not a readable Parquet file: {e}") from e
@@ -282,15 +286,44 @@ def _constant(value: object, t: pa.DataType, n: int, path: str, name: str) -> pa
     return one.take(pa.array(np.zeros(n, dtype=np.int32)))
 
 
-def _cast(arr: pa.ChunkedArray, t: pa.DataType, path: str, name: str) -> pa.ChunkedArray:
+def _cast(arr: pa.ChunkedArray, t: pa.DataType, path: str, name: str) -> pa.ChunkedArray | pa.Array:
     if arr.type.equals(t):
         return arr
     try:
-        return arr.cast(t, safe=True)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
+        return _conform(arr.combine_chunks(), t)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError) as e:
         raise TableFormatError(
             f"column {name!r} of {path} is stored as {arr.type}, which does not convert to {t}: {e}"
         ) from e
+
+
+def _conform(arr: pa.Array, t: pa.DataType) -> pa.Array:
+    """``arr`` as type ``t``: a safe cast, with struct children renamed where needed.
+
+    Delta column mapping stores nested fields under physical names in their logical
+    order; the snapshot's type holds logical names. Children are matched by name when
+    the names agree, else by position when the counts agree (pyarrow casts by name).
+    """
+    if pa.types.is_struct(t) and pa.types.is_struct(arr.type):
+        assert isinstance(t, pa.StructType) and isinstance(arr, pa.StructArray)
+        have = [arr.type.field(i).name for i in range(arr.type.num_fields)]
+        want = [t.field(i).name for i in range(t.num_fields)]
+        if sorted(have) != sorted(want) and len(have) != len(want):
+            raise ValueError(f"struct fields {have} do not match {want}")
+        by_name = sorted(have) == sorted(want)
+        children = [
+            _conform(arr.field(want[i]) if by_name else arr.field(i), t.field(i).type)
+            for i in range(t.num_fields)
+        ]
+        return pa.StructArray.from_arrays(children, fields=list(t), mask=arr.is_null())
+    for is_kind, cls in ((pa.types.is_list, pa.ListArray), (pa.types.is_large_list, pa.LargeListArray)):
+        if is_kind(t) and is_kind(arr.type):
+            assert isinstance(t, (pa.ListType, pa.LargeListType))
+            if arr.offset:  # from_arrays refuses sliced offsets with a null mask: copy
+                arr = pa.concat_arrays([arr])
+            values = _conform(arr.values, t.value_type)
+            return cls.from_arrays(arr.offsets, values, type=t, mask=arr.is_null())
+    return arr.cast(t, safe=True)
 
 
 def read_file(

@@ -97,6 +97,10 @@ class FileIO(Protocol):
         """Whether an object (or directory) exists at ``path``."""
         ...
 
+    def stat(self, path: str) -> FileStatus:
+        """Size and modification time of one object; ``FileNotFoundError`` if absent."""
+        ...
+
     def arrow(self, path: str) -> tuple[pafs.FileSystem, str]:
         """A pyarrow filesystem and the path within it, for Parquet readers."""
         ...

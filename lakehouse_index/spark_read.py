@@ -381,8 +381,9 @@ def _apply_equality_deletes(spark: SparkSession, source: TableSource, snapshot: 
         app_schema = T.StructType(
             [T.StructField(_EQ, T.IntegerType(), False), T.StructField("__li_dfid", T.IntegerType(), False)]
         )
+        # Both sides are small driver-side tables: broadcast, no shuffle.
         matches = spark.createDataFrame(applies, app_schema).join(
-            spark.createDataFrame(del_rows, del_schema), on=_EQ
+            F.broadcast(spark.createDataFrame(del_rows, del_schema)), on=_EQ
         ).drop(_EQ)
         cond = _col(_FID) == _col("__li_dfid")
         for n, c in zip(names, cols, strict=True):

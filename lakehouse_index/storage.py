@@ -78,7 +78,8 @@ class Storage:
         if self.scheme == "file":
             if parsed.scheme not in ("", "file"):
                 raise LakehouseIndexError(f"{path!r} is not a local path")
-            return unquote(parsed.path) if parsed.scheme == "file" else os.path.abspath(path)
+            # Paths from connectors are already percent-decoded: never decode twice.
+            return "/" + path[len("file:") :].lstrip("/") if parsed.scheme == "file" else os.path.abspath(path)
         return parsed.netloc + parsed.path
 
     @property

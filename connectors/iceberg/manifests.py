@@ -17,7 +17,9 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
+from pyiceberg.avro.decoder import new_decoder
 from pyiceberg.avro.file import AvroFile
+from pyiceberg.avro.resolver import resolve_reader
 from pyiceberg.schema import Schema
 from pyiceberg.types import ListType, MapType, NestedField, StructType
 
@@ -164,6 +166,25 @@ def _project(struct: StructType, keep: set[int], nested: dict[int, set[int]]) ->
     return out
 
 
+# Resolved readers by (writer schema JSON, projection): every manifest of one spec and
+# writer shares a schema, and building pyiceberg's reader tree costs more than decoding.
+_READERS: dict[tuple[str, str], tuple[list[NestedField], Any]] = {}
+
+
+def _reader_for(
+    avro: AvroFile[Any], keep: set[int], nested: dict[int, set[int]]
+) -> tuple[list[NestedField], Any]:
+    key = (avro.header.meta.get("avro.schema", ""), repr((sorted(keep), sorted(nested.items()))))
+    hit = _READERS.get(key)
+    if hit is None:
+        read_schema = Schema(*_project(avro.header.get_schema().as_struct(), keep, nested))
+        file_schema = avro.header.get_schema()
+        hit = (list(read_schema.as_struct().fields), resolve_reader(file_schema, read_schema, {}, {}))
+        if len(_READERS) < 256:
+            _READERS[key] = hit
+    return hit
+
+
 def _read_avro(
     io_: FileIO, path: str, keep: set[int], nested: dict[int, set[int]], what: str
 ) -> tuple[dict[str, str], list[dict[int, Any]]]:
@@ -173,13 +194,15 @@ def _read_avro(
     except FileNotFoundError as e:
         raise TableFormatError(f"{what} {path} is missing (referenced by the table metadata)") from e
     try:
-        with AvroFile[Any](_BytesInput(data)) as probe:  # type: ignore[arg-type]
-            file_schema = probe.schema
-            meta = dict(probe.header.meta)
-        read_schema = Schema(*_project(file_schema.as_struct(), keep, nested))
-        with AvroFile[Any](_BytesInput(data), read_schema) as reader:  # type: ignore[arg-type]
-            fields = read_schema.as_struct().fields
-            rows = [_to_dict(rec, list(fields)) for rec in reader]
+        # AvroFile.__enter__ re-derives and re-resolves the schema for every file; do its
+        # steps here with the resolved reader cached (same pyiceberg decoding underneath).
+        avro: AvroFile[Any] = AvroFile(_BytesInput(data))  # type: ignore[arg-type]
+        avro.decoder = new_decoder(data)
+        avro.header = avro._read_header()
+        fields, reader = _reader_for(avro, keep, nested)
+        avro.reader = reader
+        meta = dict(avro.header.meta)
+        rows = [_to_dict(rec, fields) for rec in avro]
     except TableFormatError:
         raise
     except Exception as e:  # any decoding failure means a corrupt file

@@ -81,7 +81,7 @@ def ratio(a: float, b: float) -> float:
 
 def fmt_ratio(x: float) -> str:
     """A ratio for a table cell."""
-    return "n/a" if x != x else (f"{x:.1f}×" if x >= 10 else f"{x:.2f}×")
+    return "n/a" if x != x else (f"{x:.1f}x" if x >= 10 else f"{x:.2f}x")
 
 
 def load_average() -> float:

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
-from core_helpers import CaseSpec, FileSpec, build_case, case_specs, rows_of
+from core_helpers import CaseSpec, FileSpec, build_case, case_specs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import deltalake
 import pyarrow as pa
 import pytest
-from conftest import open_source, oracle_files
+from delta_helpers import open_source, oracle_files
 
 from connectors.delta import DeltaSource
 from lakehouse_index.source import NotATableError, TableFormatError, VersionNotFoundError

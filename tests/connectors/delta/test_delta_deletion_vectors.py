@@ -14,7 +14,7 @@ from typing import Any
 import deltalake
 import pyarrow as pa
 import pytest
-from conftest import multiset, open_source, oracle_rows, read_snapshot_rows
+from delta_helpers import multiset, open_source, oracle_rows, read_snapshot_rows
 from pyroaring import BitMap64
 
 from connectors.delta.deletion_vectors import z85_decode, z85_encode

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import deltalake
 import pyarrow as pa
-from conftest import open_source, oracle_files
+from delta_helpers import open_source, oracle_files
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 

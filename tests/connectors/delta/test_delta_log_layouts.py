@@ -13,7 +13,7 @@ import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import open_source, oracle_files
+from delta_helpers import open_source, oracle_files
 
 from connectors.delta import DeltaSource
 from lakehouse_index.source import HistoryTruncatedError, TableFormatError, VersionNotFoundError

@@ -15,7 +15,7 @@ import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import PEER_TABLES, multiset, open_source, oracle_rows, read_snapshot_rows
+from delta_helpers import PEER_TABLES, multiset, open_source, oracle_rows, read_snapshot_rows
 
 from connectors.delta.schema import parse_partition_value
 from lakehouse_index.source import TableFormatError, UnsupportedFeatureError

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from conftest import multiset, open_source, read_snapshot_rows
+from delta_helpers import multiset, open_source, read_snapshot_rows
 
 from connectors.delta.paths import canonical_root, resolve_path
 

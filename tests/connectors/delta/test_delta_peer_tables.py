@@ -10,7 +10,7 @@ from pathlib import Path
 import deltalake
 import pyarrow as pa
 import pytest
-from conftest import PEER_TABLES, multiset, open_source, oracle_files, oracle_rows, read_snapshot_rows
+from delta_helpers import PEER_TABLES, multiset, open_source, oracle_files, oracle_rows, read_snapshot_rows
 
 from lakehouse_index.source import UnsupportedFeatureError
 

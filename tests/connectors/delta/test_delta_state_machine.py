@@ -11,7 +11,7 @@ from pathlib import Path
 
 import deltalake
 import pyarrow as pa
-from conftest import open_source, oracle_files
+from delta_helpers import open_source, oracle_files
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule

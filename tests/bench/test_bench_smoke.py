@@ -1,0 +1,151 @@
+"""Smoke tests of the index and query benchmarks at a tiny scale.
+
+They check that the benchmarks run end to end and that the numbers they produce are
+sane, above all that every method's answers agree: the expected ids are derived here
+from the generator's contract (``email_of(i)`` names row ``i``, which exists iff ``i`` is
+below the number of rows written by that version) and from deltalake's reader, never from
+the benchmark's own bookkeeping. No time limits are asserted. Results go to a temporary
+BENCHMARKS file; docs/BENCHMARKS.md is never touched.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pytest
+
+from integration.bench import datagen, run_all
+from integration.bench.report import BENCHMARKS_ENV, BENCHMARKS_MD, write_section
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Private data cache and BENCHMARKS file per test; docs/BENCHMARKS.md must stay unchanged."""
+    cache = tmp_path_factory.getbasetemp() / "bench-cache"  # shared by the tests of one run
+    report = tmp_path_factory.mktemp("report") / "BENCHMARKS.md"
+    monkeypatch.setenv(datagen.CACHE_ENV, str(cache))
+    monkeypatch.setenv(BENCHMARKS_ENV, str(report))
+    before = BENCHMARKS_MD.read_bytes() if BENCHMARKS_MD.exists() else None
+    yield report
+    after = BENCHMARKS_MD.read_bytes() if BENCHMARKS_MD.exists() else None
+    assert after == before, "a smoke test wrote docs/BENCHMARKS.md"
+
+
+def _row_of(email: str) -> int:
+    assert email.startswith("user") and email.endswith("@example.com"), email
+    return int(email[4:14])
+
+
+def test_report_is_redirected(isolated: Path) -> None:
+    written = write_section("smoke", "Smoke", "tests", "| a |\n|---|\n| 1 |")
+    assert written == isolated
+    text = isolated.read_text()
+    assert "<!-- bench:smoke -->" in text and "| 1 |" in text
+    write_section("smoke", "Smoke", "tests", "second")  # replaces its own section only
+    text = isolated.read_text()
+    assert text.count("<!-- bench:smoke -->") == 1 and "second" in text and "| 1 |" not in text
+
+
+def test_generated_table_spreads_keys_over_every_file() -> None:
+    from deltalake import DeltaTable
+
+    params = datagen.TableParams(rows=2_000, files=4)
+    path = datagen.delta_table(params, log=False)
+    dt = DeltaTable(str(path))
+    assert dt.version() == params.files - 1 and len(dt.file_uris()) == params.files
+    data = dt.to_pyarrow_table()
+    ids = np.sort(data.column("id").to_numpy())
+    assert (ids == np.arange(params.rows)).all()
+    assert data.column("email").to_pylist() == [datagen.email_of(i) for i in data.column("id").to_pylist()]
+    for f in datagen._parquet_files(path):  # every file spans nearly the whole id range
+        import pyarrow.parquet as pq
+
+        fid = pq.read_table(f, columns=["id"]).column("id").to_numpy()
+        assert fid.min() < params.rows * 0.1 and fid.max() > params.rows * 0.9
+    assert datagen.delta_table(params, log=False) == path  # cached: same directory, no regeneration
+
+
+def test_run_all_finds_every_benchmark() -> None:
+    names = run_all.discover()
+    assert {"bench_lookup", "bench_build"} <= set(names)
+    import integration.bench.bench_build as bb
+    import integration.bench.bench_lookup as bl
+
+    assert run_all.args_for(bl, "bench_lookup", "tiny") == ["--scale", "tiny"]
+    assert run_all.args_for(bb, "bench_build", "full") == ["--scale", "full"]
+
+
+@pytest.mark.spark
+def test_lookup_benchmark_tiny(spark: SparkSession, isolated: Path) -> None:
+    from integration.bench import bench_lookup
+
+    res = bench_lookup.main(["--scale", "tiny"])
+    sc = bench_lookup.SCALES["tiny"]
+    assert res.disagreements == []
+
+    def check(methods: dict[str, bench_lookup.MethodResult], rows_in_version: int, only_new: bool = False
+              ) -> None:
+        for m in methods.values():
+            assert m.answers, m.name
+            for key, ids in m.answers.items():
+                i = _row_of(key)
+                exists = i < rows_in_version and not (only_new and i < sc.rows)
+                assert ids == ((i,) if exists else ()), (m.name, key, ids)
+            for t in [*m.warm.samples, *m.cold.samples]:
+                assert math.isfinite(t) and t > 0, m.name
+
+    check(res.w1, sc.rows)
+    assert {"lookup", "locate", "lance", "lance_locate", "duckdb", "pyarrow", "spark"} <= set(res.w1)
+    # Every method also answered the missing key (with nothing).
+    assert all(any(ids == () for ids in m.answers.values()) for m in res.w1.values())
+    appended = res.versions["latest"] - res.versions["indexed"]
+    rows_latest = sc.rows + appended * res.params.rows_per_file
+    check({k: m for k, m in res.w3.items() if k not in ("at_indexed", "scan_appended")}, rows_latest)
+    check({"at": res.w3["at_indexed"]}, sc.rows)
+    check({"scan": res.w3["scan_appended"]}, rows_latest, only_new=True)
+    check({"latest": res.w2["latest"]}, rows_latest)
+    between_rows = sc.rows + (res.versions["between"] - res.versions["indexed"]) * res.params.rows_per_file
+    check({"between": res.w2["between"], "oracle": res.w2["oracle"]}, between_rows)
+    # The probes really cover appended keys, and keys appended after the version in between.
+    assert any(_row_of(k) >= between_rows for k in res.w2["between"].answers)
+
+    warm = res.io["lookup, warm"]
+    assert warm["index-data reads"] >= 1 and warm["table-data reads"] >= 1
+    assert res.io["locate, warm"]["table-data reads"] == 0  # locate answers from the index alone
+    text = isolated.read_text()
+    assert "<!-- bench:lookup -->" in text and "### W1" in text and "What this shows" in text
+
+
+@pytest.mark.spark
+def test_build_benchmark_tiny(spark: SparkSession, isolated: Path) -> None:
+    from deltalake import DeltaTable
+
+    from integration.bench import bench_build
+
+    res = bench_build.main(["--scale", "tiny"])
+    sc = bench_build.SCALES["tiny"]
+    assert res.disagreements == []
+    assert res.index_rows == sc.build.rows
+    assert res.table_bytes == sum(
+        p.stat().st_size for p in datagen._parquet_files(datagen.delta_table(sc.build, log=False))
+    )
+    # Index data has at least the key of every row; it cannot be empty or larger than the table.
+    assert 0 < res.index_bytes < res.table_bytes
+    assert res.build.samples and res.baseline.samples
+    assert all(math.isfinite(t) and t > 0 for t in [*res.build.samples, *res.baseline.samples])
+    # Probes: every checked key agrees with deltalake, deleted keys return nothing.
+    assert res.checked and all(got == want for got, want in res.checked.values())
+    assert any(want == () for _, want in res.checked.values())
+    for step in res.steps:
+        assert math.isfinite(step.seconds) or "not yet available" in step.note, step
+    # The generated refresh table in the cache was not modified by the benchmark (it worked on a copy).
+    cached = DeltaTable(str(datagen.delta_table(sc.refresh, log=False)))
+    assert cached.version() == sc.refresh.files - 1
+    text = isolated.read_text()
+    assert "<!-- bench:build -->" in text and "Refresh and optimize" in text

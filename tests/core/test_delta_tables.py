@@ -1,0 +1,192 @@
+"""The readers on real Delta tables: deltalake is the independent oracle.
+
+* Peer tables (written by Spark, Databricks, delta-rs; deletion vectors, column mapping,
+  checkpoints, partition encodings, INT96): scan_snapshot at every version equals
+  ``DeltaTable(path, version=v).scan()``; spark_frame equals it on a chosen subset.
+* Random histories written with deltalake: scan_snapshot and spark_frame at every version
+  equal ``DeltaTable(path, version=v).to_pyarrow_table()`` as multisets.
+"""
+
+from __future__ import annotations
+
+import collections
+import shutil
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import deltalake
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from connectors.delta import DeltaSource
+from lakehouse_index.scan import scan_snapshot
+from lakehouse_index.source import Snapshot
+from lakehouse_index.spark_read import spark_frame
+from lakehouse_index.storage import Storage
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+PEER_TABLES = Path("/work/shared/peer-tables/delta-rs")
+
+#: Tables the connector refuses on purpose (covered by the connector's tests).
+REFUSED = {"simple_table_features", "spark-shredded-variant-preview-delta"}
+
+#: deltalake decodes INT96 as nanoseconds: 9999-12-31 overflows. Leave those columns out.
+ORACLE_BUGS = {"table_with_edge_timestamps": "timestamp"}
+
+#: Storage.arrow() percent-decodes the (already decoded) FileEntry path a second time, so a
+#: partition directory literally named ``x=A%2FA`` is looked up as ``x=A/A``.
+STORAGE_DOUBLE_DECODE = {"delta-0.8.0-special-partition"}
+
+#: Read with Spark too (one per feature, to keep the run short).
+SPARK_TABLES = [
+    "table-with-dv-small",
+    "table_with_column_mapping",
+    "delta-0.8.0-null-partition",
+    "delta-2.2.0-partitioned-types",
+    "table_with_edge_timestamps",
+    "delta-0.8.0-partitioned",
+    "table_with_partitioning_mapping",
+]
+
+
+def _peer_tables() -> list[str]:
+    return sorted(str(p.parent.relative_to(PEER_TABLES)) for p in PEER_TABLES.glob("**/_delta_log"))
+
+
+@pytest.fixture(scope="module")
+def peer_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dst = tmp_path_factory.mktemp("peer") / "delta-rs"
+    shutil.copytree(PEER_TABLES, dst, symlinks=True)
+    return dst
+
+
+def open_source(path: str) -> DeltaSource:
+    return DeltaSource.open(path, Storage.for_uri(path))
+
+
+def multiset(table: pa.Table | list[Any], schema: pa.Schema) -> collections.Counter[str]:
+    """Rows as a multiset of canonical strings, values cast to ``schema``'s types."""
+    if isinstance(table, list):  # Spark rows
+        return collections.Counter(repr(tuple(r)) for r in table)
+    cols = [table.column(f.name).cast(f.type).to_pylist() for f in schema]
+    return collections.Counter(repr(row) for row in zip(*cols, strict=True))
+
+
+def same_rows(a: pa.Table, b: pa.Table, schema: pa.Schema) -> bool:
+    """Multiset equality; large tables of sortable columns are compared sorted, in Arrow."""
+    nested = any(pa.types.is_nested(f.type) for f in schema)
+    if nested or a.num_rows < 10_000:
+        return multiset(a, schema) == multiset(b, schema)
+    keys = [(f.name, "ascending") for f in schema]
+    a2 = a.select(schema.names).cast(schema).sort_by(keys)
+    b2 = b.select(schema.names).cast(schema).sort_by(keys)
+    return bool(a2.equals(b2))
+
+
+def spark_rows(df: DataFrame, schema: pa.Schema) -> collections.Counter[str]:
+    """Spark rows through Arrow types, so both sides print values the same way."""
+    rows = df.collect()
+    cols = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
+    table = pa.table([pa.array(list(c), type=f.type) for c, f in zip(cols, schema, strict=True)],
+                     schema=schema)
+    return multiset(table, schema)
+
+
+def oracle_scan(path: str, version: int) -> pa.Table:
+    return pa.RecordBatchReader.from_stream(deltalake.DeltaTable(path, version=version).scan()).read_all()
+
+
+def compared_schema(name: str, snap: Snapshot) -> pa.Schema:
+    bug = ORACLE_BUGS.get(name)
+    return pa.schema([f for f in snap.schema if not (bug and bug in str(f.type))])
+
+
+@pytest.mark.parametrize("name", [n for n in _peer_tables() if n not in REFUSED])
+def test_scan_snapshot_on_peer_tables(name: str, peer_copy: Path) -> None:
+    if name in STORAGE_DOUBLE_DECODE:
+        pytest.xfail("Storage.arrow() decodes FileEntry paths twice (reported to the lead)")
+    path = str(peer_copy / name)
+    src = open_source(path)
+    for info in src.versions():
+        try:
+            theirs = oracle_scan(path, info.version)
+        except Exception:  # deltalake cannot read this version (data files missing in the fixture)
+            continue
+        snap = src.snapshot(info.version)
+        mine = scan_snapshot(src, snap)
+        assert mine.schema == snap.schema
+        schema = compared_schema(name, snap)
+        assert mine.num_rows == theirs.num_rows, f"{name}@{info.version}"
+        assert same_rows(mine, theirs, schema), f"{name}@{info.version}"
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("name", SPARK_TABLES)
+def test_spark_frame_on_peer_tables(name: str, peer_copy: Path, spark: SparkSession) -> None:
+    path = str(peer_copy / name)
+    src = open_source(path)
+    snap = src.snapshot()
+    schema = compared_schema(name, snap)
+    theirs = oracle_scan(path, snap.version)
+    df = spark_frame(spark, src, snap, columns=schema.names)
+    assert spark_rows(df, schema) == multiset(theirs, schema)
+
+
+# --------------------------------------------------------------------------- random histories
+
+OPS = st.one_of(
+    st.tuples(st.just("append"), st.integers(0, 12)),
+    st.tuples(st.just("overwrite"), st.integers(0, 8)),
+    st.tuples(st.just("delete"), st.sampled_from(["k < 2", "s = 'b'", "p = 'y'", "k IS NULL"])),
+)
+
+
+def _batch(start: int, n: int, rnd: st.DataObject) -> pa.Table:
+    return pa.table({
+        "id": pa.array(range(start, start + n), pa.int64()),
+        "k": pa.array([rnd.draw(st.one_of(st.none(), st.integers(0, 4))) for _ in range(n)], pa.int32()),
+        "s": pa.array([rnd.draw(st.sampled_from(["a", "b", "é", None])) for _ in range(n)], pa.string()),
+        "p": pa.array([rnd.draw(st.sampled_from(["x", "y", "z z"])) for _ in range(n)], pa.string()),
+    })
+
+
+@settings(max_examples=8, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(partitioned=st.booleans(), ops=st.lists(OPS, min_size=1, max_size=5), rnd=st.data())
+def test_random_histories(spark: SparkSession, partitioned: bool, ops: list[tuple[str, Any]],
+                          rnd: st.DataObject) -> None:
+    with tempfile.TemporaryDirectory() as root:
+        path = str(Path(root) / "t")
+        next_id = 0
+        first = True
+        for kind, arg in ops:
+            if kind == "delete" and not first:
+                deltalake.DeltaTable(path).delete(arg)
+                continue
+            n = arg if kind != "delete" else 3
+            batch = _batch(next_id, n, rnd)
+            next_id += n
+            deltalake.write_deltalake(path, batch, mode="overwrite" if kind == "overwrite" else "append",
+                                      partition_by=["p"] if partitioned else None)
+            first = False
+        src = open_source(path)
+        versions = [i.version for i in src.versions()]
+        spark_versions = {src.latest_version(), rnd.draw(st.sampled_from(versions))}
+        for info in src.versions():
+            v = info.version
+            snap = src.snapshot(v)
+            theirs = deltalake.DeltaTable(path, version=v).to_pyarrow_table()
+            mine = scan_snapshot(src, snap)
+            assert multiset(mine, snap.schema) == multiset(theirs, snap.schema), f"version {v}"
+            if v in spark_versions:
+                df = spark_frame(spark, src, snap, where="k IS NULL OR k >= 1 OR s = 'é'")
+                want = scan_snapshot(src, snap, where="k IS NULL OR k >= 1 OR s = 'é'")
+                assert spark_rows(df, snap.schema) == multiset(want, snap.schema), f"version {v}"
+                filtered = [r for r in theirs.to_pylist()
+                            if r["k"] is None or r["k"] >= 1 or r["s"] == "é"]
+                assert len(filtered) == want.num_rows
