@@ -27,7 +27,7 @@ from lakehouse_index.errors import (
     VersionNotFoundError,
 )
 from lakehouse_index.log.entry import IndexState
-from lakehouse_index.spec import AutoRefresh, CoveringIndex, IndexKind, SecondaryIndex
+from lakehouse_index.spec import AutoRefresh, CoveringIndex, IndexKind, SecondaryIndex, SkippingIndex
 
 __version__ = "0.1.0"
 
@@ -48,6 +48,7 @@ __all__ = [
     "NotATableError",
     "QueryError",
     "SecondaryIndex",
+    "SkippingIndex",
     "SparkUnavailableError",
     "Table",
     "TableFormatError",

@@ -139,7 +139,49 @@ class CoveringIndex:
         return self.indexed + self.included
 
 
-IndexSpec = SecondaryIndex | CoveringIndex
+@dataclass(frozen=True, init=False)
+class SkippingIndex:
+    """Data-skipping index: one row per data file with min/max and a bloom filter (or value list).
+
+    Prunes data files for equality, IN and range predicates on ``columns``. Columns with
+    at most ``max_values`` distinct values in a file keep the exact value list there.
+    """
+
+    name: str
+    columns: tuple[str, ...]
+    bloom_fpp: float
+    max_values: int
+    auto_refresh: AutoRefresh
+
+    def __init__(
+        self,
+        name: str,
+        columns: str | list[str] | tuple[str, ...],
+        bloom_fpp: float = 0.01,
+        max_values: int = 32,
+        auto_refresh: AutoRefresh | str = AutoRefresh.INCREMENTAL,
+    ) -> None:
+        object.__setattr__(self, "name", validate_index_name(name))
+        object.__setattr__(self, "columns", _columns(columns, "columns"))
+        object.__setattr__(self, "bloom_fpp", float(bloom_fpp))
+        object.__setattr__(self, "max_values", int(max_values))
+        object.__setattr__(self, "auto_refresh", AutoRefresh(auto_refresh))
+        if not self.columns:
+            raise InvalidIndexSpecError("a skipping index needs at least one column")
+        if not 0 < self.bloom_fpp < 1:
+            raise InvalidIndexSpecError(f"bloom_fpp must be in (0, 1), got {bloom_fpp}")
+        if self.max_values < 0:
+            raise InvalidIndexSpecError(f"max_values must be >= 0, got {max_values}")
+
+    kind = IndexKind.SKIPPING
+
+    @property
+    def key(self) -> tuple[str, ...]:
+        """The columns predicates are pruned on."""
+        return self.columns
+
+
+IndexSpec = SecondaryIndex | CoveringIndex | SkippingIndex
 
 
 def spec_to_json(spec: IndexSpec) -> dict[str, Any]:
@@ -150,6 +192,15 @@ def spec_to_json(spec: IndexSpec) -> dict[str, Any]:
             "name": spec.name,
             "key": list(spec.key),
             "recordKey": list(spec.record_key),
+            "autoRefresh": spec.auto_refresh.value,
+        }
+    if isinstance(spec, SkippingIndex):
+        return {
+            "kind": spec.kind.value,
+            "name": spec.name,
+            "columns": list(spec.columns),
+            "bloomFpp": spec.bloom_fpp,
+            "maxValues": spec.max_values,
             "autoRefresh": spec.auto_refresh.value,
         }
     return {
@@ -169,4 +220,6 @@ def spec_from_json(d: dict[str, Any]) -> IndexSpec:
         return SecondaryIndex(d["name"], d["key"], d["recordKey"] or None, d["autoRefresh"])
     if kind is IndexKind.COVERING:
         return CoveringIndex(d["name"], d["indexed"], d["included"], d["numBuckets"], d["autoRefresh"])
+    if kind is IndexKind.SKIPPING:
+        return SkippingIndex(d["name"], d["columns"], d["bloomFpp"], d["maxValues"], d["autoRefresh"])
     raise InvalidIndexSpecError(f"unsupported index kind {kind.value!r}")
