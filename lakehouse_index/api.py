@@ -30,6 +30,8 @@ from lakehouse_index.log.store import IndexCatalog, IndexLog
 from lakehouse_index.maintenance import optimize, refresh, vacuum
 from lakehouse_index.maintenance.build import full_build
 from lakehouse_index.query import lookup as lk
+from lakehouse_index.query import planner
+from lakehouse_index.query.coverage import plain_scan
 from lakehouse_index.registry import open_source
 from lakehouse_index.scan import scan_snapshot
 from lakehouse_index.source import Snapshot, TableSource
@@ -88,6 +90,8 @@ class Table:
         self.index_root = index_root
         self._catalog = IndexCatalog(storage, index_root)
         self._logs: dict[str, IndexLog] = {}
+        #: Cost-model knobs of the planner (thresholds, per-file and per-row charges).
+        self.planner_config = planner.PlannerConfig()
 
     def __repr__(self) -> str:
         return f"Table({self.source.uri!r}, format={self.format!r})"
@@ -331,21 +335,42 @@ class Table:
 
     # ------------------------------------------------------------------ queries
 
-    def _active(self, name: str) -> LogEntry:
+    def _snapshots(self, name: str) -> list[LogEntry]:
+        """The retained ACTIVE snapshots of an index; clear errors when it cannot answer."""
         log = self._log(name)
         stable = log.latest_stable()
         if stable is None or stable.state is IndexState.DOES_NOT_EXIST:
             raise IndexNotFoundError(f"no index {name!r} on {self.uri}")
         if stable.state is not IndexState.ACTIVE:
             raise IllegalIndexStateError(f"index {name!r} is {stable.state.value}; restore it to query it")
-        return stable
+        if stable.spec.kind is IndexKind.SKIPPING:
+            raise IllegalIndexStateError(
+                f"index {name!r} is a skipping index: it prunes scans, it has no lookups"
+            )
+        return log.active_snapshots()
 
-    def _plan(
+    def plan(
+        self,
+        name: str,
+        keys: Sequence[Any],
+        *,
+        version_as_of: int | str | None = None,
+        timestamp_as_of: dt.datetime | int | None = None,
+    ) -> planner.Plan:
+        """The planner's choice of snapshot for a lookup (``str(plan)`` explains it)."""
+        snapshots = self._snapshots(name)
+        target = self.snapshot(version_as_of, timestamp_as_of)
+        return planner.plan(self.source, name, snapshots, target, len(keys), self.planner_config)
+
+    def _lookup_plan(
         self, name: str, keys: Sequence[Any], version_as_of: int | str | None, timestamp_as_of: Any
     ) -> lk.LookupPlan:
-        entry = self._active(name)
-        target = self.snapshot(version_as_of, timestamp_as_of)
-        return lk.plan_lookup(self.source, entry, target, keys)
+        chosen = self.plan(name, keys, version_as_of=version_as_of, timestamp_as_of=timestamp_as_of)
+        best = chosen.chosen
+        entry = best.entry or self._log(name).latest_stable()
+        assert entry is not None
+        cov = best.coverage or plain_scan(chosen.target)
+        return lk.plan_lookup(self.source, entry, chosen.target, keys, cov)
 
     def lookup(
         self,
@@ -360,7 +385,7 @@ class Table:
 
         A ``None`` key matches rows whose key is null. Deletes of the version are applied.
         """
-        plan = self._plan(name, keys, version_as_of, timestamp_as_of)
+        plan = self._lookup_plan(name, keys, version_as_of, timestamp_as_of)
         return lk.lookup(self.source, self.storage, self._index_dir(name), plan, columns)
 
     def locate(
@@ -372,7 +397,7 @@ class Table:
         timestamp_as_of: dt.datetime | int | None = None,
     ) -> pa.Table:
         """Where the rows with ``keys`` live: key columns, record key columns, ``_file``, ``_row``."""
-        plan = self._plan(name, keys, version_as_of, timestamp_as_of)
+        plan = self._lookup_plan(name, keys, version_as_of, timestamp_as_of)
         return lk.locate(self.source, self.storage, self._index_dir(name), plan)
 
     def explain(
@@ -382,9 +407,14 @@ class Table:
         *,
         version_as_of: int | str | None = None,
         timestamp_as_of: dt.datetime | int | None = None,
-    ) -> str:
-        """A printable plan: which index snapshot answers, what is repaired by scanning."""
-        raise NotImplementedError("explain arrives with issue #6 (query planning)")
+    ) -> planner.Plan:
+        """The plan of a lookup: every candidate snapshot with its cost, the choice, and why others lost.
+
+        ``print(t.explain("by_email", ["a@x"], version_as_of=3))``.
+        """
+        return self.plan(
+            name, list(keys or [None]), version_as_of=version_as_of, timestamp_as_of=timestamp_as_of
+        )
 
 
 def _epoch_ms(ts: dt.datetime | int) -> int:

@@ -32,8 +32,14 @@ def _print_infos(infos: list[li.IndexInfo]) -> None:
         out.add_column(col)
     for i in infos:
         out.add_row(
-            i.name, i.kind.value, i.state.value, str(i.indexed_version), f"{i.rows:,}", str(i.files),
-            f"{i.size_bytes / 1e6:.2f} MB", ", ".join(i.spec.columns),
+            i.name,
+            i.kind.value,
+            i.state.value,
+            str(i.indexed_version),
+            f"{i.rows:,}",
+            str(i.files),
+            f"{i.size_bytes / 1e6:.2f} MB",
+            ", ".join(i.spec.columns),
         )
     console.print(out)
 
@@ -142,7 +148,9 @@ def explain(
 
 
 def _simple(op: str) -> Any:
-    def command(table: TableArg, name: NameArg, catalog: CatalogOpt = None, index_root: IndexRootOpt = None) -> None:
+    def command(
+        table: TableArg, name: NameArg, catalog: CatalogOpt = None, index_root: IndexRootOpt = None
+    ) -> None:
         t = _open(table, catalog, index_root)
         _print_infos([getattr(t, f"{op}_index")(name)])
 
@@ -161,7 +169,9 @@ for _op in ("delete", "restore", "vacuum", "cancel"):
 
 @app.command()
 def demo(
-    path: Annotated[str | None, typer.Option(help="work directory (default: a temp dir, removed after)")] = None,
+    path: Annotated[
+        str | None, typer.Option(help="work directory (default: a temp dir, removed after)")
+    ] = None,
     rows: Annotated[int, typer.Option(help="rows in the sample table")] = 300_000,
     files: Annotated[int, typer.Option(help="Delta commits / data files")] = 50,
 ) -> None:

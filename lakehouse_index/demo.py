@@ -68,7 +68,9 @@ def run_demo(path: str | None = None, rows: int = 300_000, files: int = 50, keep
         console.print(f"  format={t.format}, latest version={t.latest_version()}")
         with console.status("starting Spark and building index by_email (email → id)"):
             spark = get_spark()
-            info, ms = _timed(lambda: t.create_index(li.SecondaryIndex("by_email", key="email", record_key="id")))
+            info, ms = _timed(
+                lambda: t.create_index(li.SecondaryIndex("by_email", key="email", record_key="id"))
+            )
         console.print(
             f"[green]✓[/] index {info.name}: {info.rows:,} entries in {info.files} file(s), "
             f"{info.size_bytes / 1e6:.1f} MB, table version {info.indexed_version} ({ms / 1000:.1f} s)"
@@ -84,7 +86,9 @@ def run_demo(path: str | None = None, rows: int = 300_000, files: int = 50, keep
 
         _print_rows(console, rows_found)
         files_touched = sorted({p.rsplit("/", 1)[-1] for p in located["_file"].to_pylist()})
-        console.print(f"files touched by the lookup: {len(files_touched)} of {files}: {', '.join(files_touched)}")
+        console.print(
+            f"files touched by the lookup: {len(files_touched)} of {files}: {', '.join(files_touched)}"
+        )
         report = RichTable(title=f"{len(keys)} keys at version {t.latest_version()}")
         for col in ("method", "rows", "time (ms)"):
             report.add_column(col, justify="right" if col != "method" else "left")

@@ -393,4 +393,3 @@ def load_connectors() -> dict[str, type[TableSource]]:
             raise TypeError(f"entry point {ep.name} = {ep.value} is not a TableSource")
         found[ep.name] = cls
     return found
-

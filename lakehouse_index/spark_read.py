@@ -42,7 +42,7 @@ from lakehouse_index.datafiles import (
     resolve_columns,
 )
 from lakehouse_index.errors import QueryError, UnsupportedFeatureError
-from lakehouse_index.expr import Predicate, Where, quote_identifier
+from lakehouse_index.expr import Predicate, Where, quote_identifier, sql_literal
 from lakehouse_index.scan import prune_files
 from lakehouse_index.source import EqualityDeletes, FileEntry, Snapshot, TableSource
 
@@ -212,7 +212,7 @@ def spark_frame(
     if with_lineage:
         out_fields += [pa.field(FILE_PATH_COLUMN, pa.string()), pa.field(ROW_COLUMN, pa.int64())]
     if not entries:
-        return spark.createDataFrame([], spark_schema(pa.schema(out_fields)))
+        return _local_frame(spark, [], [(f.name, f.type) for f in out_fields])
 
     read_cols = list(out_cols)
     if predicate is not None:
@@ -287,14 +287,8 @@ def _read_groups(
 def _files_frame(spark: SparkSession, snapshot: Snapshot, entries: list[FileEntry],
                  part_cols: list[str]) -> DataFrame:
     """(file key, file number, FileEntry path, partition values...) per file."""
-    from pyspark.sql import types as T
-
-    fields = [
-        T.StructField(_KEY, T.StringType(), False),
-        T.StructField(_FID, T.IntegerType(), False),
-        T.StructField(_PATH, T.StringType(), False),
-    ]
-    fields += [T.StructField(c, arrow_to_spark_type(snapshot.column(c).type), True) for c in part_cols]
+    fields = [(_KEY, pa.string()), (_FID, pa.int32()), (_PATH, pa.string())]
+    fields += [(c, snapshot.column(c).type) for c in part_cols]
     rows = []
     for fid, e in enumerate(entries):
         values = e.partition_dict
@@ -305,7 +299,44 @@ def _files_frame(spark: SparkSession, snapshot: Snapshot, entries: list[FileEntr
             (_path_key(e.path), fid, e.path,
              *[_python_value(values[c], snapshot.column(c).type) for c in part_cols])
         )
-    return spark.createDataFrame(rows, T.StructType(fields))
+    return _local_frame(spark, rows, fields)
+
+
+#: Driver-side tables up to this many values become SQL VALUES (a LocalRelation,
+#: broadcast without a job); larger ones go through createDataFrame, whose
+#: Python-RDD scan costs seconds per query even for a handful of rows.
+LOCAL_VALUES_LIMIT = 200_000
+
+
+def _local_frame(spark: SparkSession, rows: list[tuple[Any, ...]],
+                 fields: list[tuple[str, pa.DataType]]) -> DataFrame:
+    """A small DataFrame from driver-side rows of Python values typed by ``fields``."""
+    from pyspark.sql import types as T
+
+    size = sum(len(v) if isinstance(v, list) else 1 for r in rows for v in r)
+    # Our string literals use backslash escapes, which that legacy parser mode turns off.
+    legacy = spark.conf.get("spark.sql.parser.escapedStringLiterals", "false") == "true"
+    if size > LOCAL_VALUES_LIMIT or legacy:
+        schema = T.StructType([T.StructField(n, arrow_to_spark_type(t), True) for n, t in fields])
+        return spark.createDataFrame(rows, schema)
+    names = ", ".join(quote_identifier(n) for n, _ in fields)
+    if not rows:
+        nulls = ", ".join(f"{_sql_value(None, t)} AS {quote_identifier(n)}" for n, t in fields)
+        return spark.sql(f"SELECT {nulls} LIMIT 0")
+    values = ",\n".join(
+        "(" + ", ".join(_sql_value(v, t) for v, (_, t) in zip(r, fields, strict=True)) + ")" for r in rows
+    )
+    return spark.sql(f"SELECT * FROM VALUES {values} AS __li_values({names})")
+
+
+def _sql_value(value: Any, t: pa.DataType) -> str:
+    ddl = arrow_to_spark_type(t).simpleString()
+    if value is None:
+        return f"CAST(NULL AS {ddl})"
+    if pa.types.is_list(t):
+        assert isinstance(t, pa.ListType)
+        return f"CAST(array({', '.join(_sql_value(v, t.value_type) for v in value)}) AS {ddl})"
+    return f"CAST({sql_literal(value, t)} AS {ddl})"
 
 
 def _python_value(value: Any, t: pa.DataType) -> Any:
@@ -323,7 +354,6 @@ def _python_value(value: Any, t: pa.DataType) -> Any:
 def _apply_position_deletes(spark: SparkSession, source: TableSource, entries: list[FileEntry],
                             df: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
     rows = []
     total = 0
@@ -336,11 +366,8 @@ def _apply_position_deletes(spark: SparkSession, source: TableSource, entries: l
             total += len(positions)
     if not rows:
         return df
-    schema = T.StructType([
-        T.StructField(_FID, T.IntegerType(), False),
-        T.StructField("__li_positions", T.ArrayType(T.LongType(), False), False),
-    ])
-    deletes = spark.createDataFrame(rows, schema).select(
+    fields = [(_FID, pa.int32()), ("__li_positions", pa.list_(pa.int64()))]
+    deletes = _local_frame(spark, rows, fields).select(
         _col(_FID), F.explode(_col("__li_positions")).alias(_ROW)
     )
     if total <= _BROADCAST_DELETES:
@@ -351,7 +378,6 @@ def _apply_position_deletes(spark: SparkSession, source: TableSource, entries: l
 def _apply_equality_deletes(spark: SparkSession, source: TableSource, snapshot: Snapshot,
                             entries: list[FileEntry], df: DataFrame) -> DataFrame:
     from pyspark.sql import functions as F
-    from pyspark.sql import types as T
 
     # Delete files grouped by their column tuple; each applies to some of the files.
     by_cols: dict[tuple[str, ...], dict[str, tuple[EqualityDeletes, list[int]]]] = {}
@@ -371,19 +397,11 @@ def _apply_equality_deletes(spark: SparkSession, source: TableSource, snapshot: 
         if not del_rows:
             continue
         names = [f"__li_d{i}" for i in range(len(cols))]
-        del_schema = T.StructType(
-            [T.StructField(_EQ, T.IntegerType(), False)]
-            + [
-                T.StructField(n, arrow_to_spark_type(c.type), True)
-                for n, c in zip(names, columns, strict=True)
-            ]
-        )
-        app_schema = T.StructType(
-            [T.StructField(_EQ, T.IntegerType(), False), T.StructField("__li_dfid", T.IntegerType(), False)]
-        )
+        del_fields = [(_EQ, pa.int32()), *[(n, c.type) for n, c in zip(names, columns, strict=True)]]
+        app_fields = [(_EQ, pa.int32()), ("__li_dfid", pa.int32())]
         # Both sides are small driver-side tables: broadcast, no shuffle.
-        matches = spark.createDataFrame(applies, app_schema).join(
-            F.broadcast(spark.createDataFrame(del_rows, del_schema)), on=_EQ
+        matches = _local_frame(spark, applies, app_fields).join(
+            F.broadcast(_local_frame(spark, del_rows, del_fields)), on=_EQ
         ).drop(_EQ)
         cond = _col(_FID) == _col("__li_dfid")
         for n, c in zip(names, cols, strict=True):

@@ -79,7 +79,9 @@ class Storage:
             if parsed.scheme not in ("", "file"):
                 raise LakehouseIndexError(f"{path!r} is not a local path")
             # Paths from connectors are already percent-decoded: never decode twice.
-            return "/" + path[len("file:") :].lstrip("/") if parsed.scheme == "file" else os.path.abspath(path)
+            return (
+                "/" + path[len("file:") :].lstrip("/") if parsed.scheme == "file" else os.path.abspath(path)
+            )
         return parsed.netloc + parsed.path
 
     @property

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from integration.bench import datagen
@@ -183,9 +184,11 @@ def _oracle_ids(path: Path, keys: list[str]) -> dict[str, tuple[int, ...]]:
     """Ids per key from deltalake's own reader (independent of the engine)."""
     from deltalake import DeltaTable
 
-    t = DeltaTable(str(path)).to_pyarrow_dataset().to_table(
-        columns=[KEY, "id"], filter=pc.field(KEY).isin(keys)
-    )
+    # Filter after reading: files rewritten by deltalake's DELETE store strings as string_view,
+    # which pyarrow's dataset filter cannot compare with string literals.
+    t = DeltaTable(str(path)).to_pyarrow_dataset().to_table(columns=[KEY, "id"])
+    t = t.cast(pa.schema([(KEY, pa.string()), ("id", pa.int64())]))
+    t = t.filter(pc.is_in(t.column(KEY), value_set=pa.array(keys, pa.string())))
     out: dict[str, list[int]] = {k: [] for k in keys}
     for k, i in zip(t.column(KEY).to_pylist(), t.column("id").to_pylist(), strict=True):
         out[k].append(i)
@@ -234,13 +237,15 @@ def measure_refresh(res: BuildResults, sc: BuildScale, spark: Any, work: Path, l
     probe_old = [datagen.email_of(int(i)) for i in rng.choice(p.rows, size=5, replace=False)]
     next_id, n_files = p.rows, p.files
     appended_probe: list[str] = []
+    spare_id = -1  # an appended row no probe uses, deleted before the reference full refresh
     for k in sc.appends:
         log(f"refresh: appending {k} files, incremental refresh")
         new_ids = datagen.append_files(path, next_id, k, p.rows_per_file)
         next_id += len(new_ids)
         n_files += k
         appended_probe.append(datagen.email_of(int(new_ids[0])))
-        label = f"incremental after appending {k} file(s) ({k} commits)"
+        spare_id = int(new_ids[-1])
+        label = f"incremental after appending {k} file(s) ({k} commit(s))"
         _refresh(res, table, spark, label, n_files, "incremental")
     _check(res, table, path, probe_old + appended_probe, "after appends")
 
@@ -275,7 +280,7 @@ def measure_refresh(res: BuildResults, sc: BuildScale, spark: Any, work: Path, l
     res.lookup_after_optimize.samples = _lookup_times(table, keys)
     _check(res, table, path, probe_old + appended_probe + deleted_probe, "after optimize")
     log("refresh: full refresh for reference")
-    DeltaTable(str(path)).delete(f"id = {doomed[-1]}")  # something to refresh
+    DeltaTable(str(path)).delete(f"id = {spare_id}")  # a change, so the full refresh is not a no-op
     _refresh(res, table, spark, "full refresh (reference: rebuild of the whole table)", len(after), "full")
 
     # The same append on a table with 10x fewer files: incremental cost must not follow table size.
@@ -285,7 +290,7 @@ def measure_refresh(res: BuildResults, sc: BuildScale, spark: Any, work: Path, l
     log(f"refresh: {ps.files}-file table, appending {sc.small_append} files")
     st_table.create_index(_spec(), spark=spark)
     datagen.append_files(small, ps.rows, sc.small_append, ps.rows_per_file)
-    label = (f"incremental after appending {sc.small_append} file(s) ({sc.small_append} commits) "
+    label = (f"incremental after appending {sc.small_append} file(s) ({sc.small_append} commit(s)) "
              f"to a {ps.files}-file table")
     _refresh(res, st_table, spark, label, ps.files + sc.small_append, "incremental")
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from lakehouse_index.errors import VersionNotFoundError
 from lakehouse_index.log.entry import LogEntry, SourceFile
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
 
@@ -48,7 +49,10 @@ def is_ancestor(source: TableSource, older: int, newer: int, min_ordinal: int) -
     while v is not None:
         if v == older:
             return True
-        info = source.version_info(v)
+        try:
+            info = source.version_info(v)
+        except VersionNotFoundError:  # history cleaned up: ancestry unknown, so not exact
+            return False
         if info.ordinal < min_ordinal:
             return False
         v = info.parent
@@ -107,3 +111,8 @@ def _hybrid(entry: LogEntry, target: Snapshot) -> Coverage:
         else:
             scan.append(fe)
     return Coverage(entry.source.ordinal, answered, frozenset(filtered), tuple(scan), False)
+
+
+def plain_scan(target: Snapshot) -> Coverage:
+    """The coverage of "no index": every live file is scanned."""
+    return Coverage(target.ordinal, {}, frozenset(), tuple(target.files.values()), False)

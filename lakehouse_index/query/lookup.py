@@ -44,13 +44,19 @@ class LookupPlan:
         return self.entry.spec.key
 
 
-def plan_lookup(source: TableSource, entry: LogEntry, target: Snapshot, keys: Sequence[object]) -> LookupPlan:
-    """Type the keys against the target schema and work out the coverage."""
+def plan_lookup(
+    source: TableSource,
+    entry: LogEntry,
+    target: Snapshot,
+    keys: Sequence[object],
+    cov: Coverage | None = None,
+) -> LookupPlan:
+    """Type the keys against the target schema; ``cov`` defaults to the coverage of ``entry``."""
     spec = entry.spec
     sec.validate_spec(spec, target)
     norm = K.normalize_keys(keys, spec.key)  # type: ignore[arg-type]
     keyset = KeySet.build(norm, target.schema, spec.key)
-    return LookupPlan(entry, target, coverage(source, entry, target), keyset, ReadStats())
+    return LookupPlan(entry, target, cov or coverage(source, entry, target), keyset, ReadStats())
 
 
 def _index_hits(

@@ -118,7 +118,10 @@ class DeltaIndexMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------------ index operations
 
     @precondition(lambda self: not self.deleted)
-    @rule(mode=st.sampled_from(["full", "incremental", "quick", "incremental"]), name=st.sampled_from(["by_k", "by_kg"]))
+    @rule(
+        mode=st.sampled_from(["full", "incremental", "quick", "incremental"]),
+        name=st.sampled_from(["by_k", "by_kg"]),
+    )
     def refresh(self, mode: str, name: str) -> None:
         assert self.table is not None
         info = self.table.refresh_index(name, mode=mode, spark=self.spark)
@@ -159,7 +162,9 @@ class DeltaIndexMachine(RuleBasedStateMachine):
         if not self.deleted:
             got = self.table.lookup("by_k", probe_k, version_as_of=version)
             want = oracle(self.path, version, probe_k, ("k",))
-            assert rows_multiset(got, ["id", "k", "g", "part"]) == rows_multiset(want, ["id", "k", "g", "part"])
+            assert rows_multiset(got, ["id", "k", "g", "part"]) == rows_multiset(
+                want, ["id", "k", "g", "part"]
+            )
             loc = self.table.locate("by_k", probe_k, version_as_of=version)
             assert rows_multiset(loc, ["k", "id"]) == rows_multiset(want, ["k", "id"])
         probe_kg = [(k, g) for k in probe_k for g in (0, 1, 2)]

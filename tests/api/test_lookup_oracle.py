@@ -108,7 +108,9 @@ def test_lookup_and_locate_equal_a_plain_read(spark: Any, spec: dict[str, Any]) 
 
 def test_lookup_returns_requested_columns_and_nothing_for_missing_keys(spark: Any, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
-    write_deltalake(path, pa.table({"id": [1, 2, 3], "k": ["a", "b", "a"], "part": ["x", "y", "x"]}, schema=SCHEMA))
+    write_deltalake(
+        path, pa.table({"id": [1, 2, 3], "k": ["a", "b", "a"], "part": ["x", "y", "x"]}, schema=SCHEMA)
+    )
     t = li.open_table(path)
     t.create_index(li.SecondaryIndex("by_k", key="k", record_key="id"), spark=spark)
     got = t.lookup("by_k", ["a"], columns=["id"])

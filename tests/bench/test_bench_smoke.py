@@ -11,6 +11,7 @@ BENCHMARKS file; docs/BENCHMARKS.md is never touched.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -25,7 +26,7 @@ if TYPE_CHECKING:
 
 
 @pytest.fixture(autouse=True)
-def isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+def isolated(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """Private data cache and BENCHMARKS file per test; docs/BENCHMARKS.md must stay unchanged."""
     cache = tmp_path_factory.getbasetemp() / "bench-cache"  # shared by the tests of one run
     report = tmp_path_factory.mktemp("report") / "BENCHMARKS.md"

@@ -1,0 +1,185 @@
+"""Choosing the index snapshot that answers a query at a table version most cheaply.
+
+Candidates are every retained ACTIVE snapshot (log entry) of the index, plus a plain
+scan of the version. The cost of answering version v from snapshot s, in bytes:
+
+* data files live in v that s does not cover (the hybrid scan reads them),
+* index data read (per key, at most one row group of each index file whose key bounds
+  may hold it),
+* a small charge per file s covers that is not live in v (lineage filter) and per row
+  deleted since indexing (delete filter).
+
+A snapshot whose exact window holds v scans nothing. A plain scan costs the bytes of v.
+Ties go to the newer snapshot. A snapshot whose hybrid scan would read more than
+``max_scan_share`` of the version's bytes is rejected (the plain scan is then cheaper
+in practice, because the index part costs extra round trips). Every rejected candidate
+carries a typed reason, which ``explain`` prints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from lakehouse_index.errors import VersionNotFoundError
+from lakehouse_index.log.entry import LogEntry
+from lakehouse_index.query.coverage import Coverage, coverage
+from lakehouse_index.source import Snapshot, TableSource
+
+#: Bytes charged per index file read (footer + one row group, typical).
+INDEX_ROW_GROUP_BYTES = 256 << 10
+
+
+class Reason(str, Enum):
+    """Why a candidate was chosen or not."""
+
+    CHOSEN = "chosen"
+    MORE_EXPENSIVE = "more expensive"
+    OVER_THRESHOLD = "hybrid scan over threshold"
+    TABLE_VERSION_GONE = "indexed table version no longer in the table's history"
+    WRONG_COLUMNS = "index does not cover the query's columns"
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    """Knobs of the cost model (bytes)."""
+
+    #: Reject a snapshot whose hybrid scan reads more than this share of the version's bytes.
+    max_scan_share: float = 0.5
+    #: Charged per covered file that is not live in the target (lineage filter work).
+    excluded_file_cost: int = 1024
+    #: Charged per row deleted since indexing (delete filter work).
+    deleted_row_cost: int = 8
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One way to answer the query, with its cost broken down."""
+
+    label: str
+    entry: LogEntry | None
+    coverage: Coverage | None
+    scan_bytes: int
+    index_bytes: int
+    repair_cost: int
+    reason: Reason = Reason.MORE_EXPENSIVE
+
+    @property
+    def cost(self) -> int:
+        """Total estimated bytes."""
+        return self.scan_bytes + self.index_bytes + self.repair_cost
+
+    @property
+    def usable(self) -> bool:
+        """Whether the candidate competes on cost (not rejected for a hard reason)."""
+        return self.reason in (Reason.CHOSEN, Reason.MORE_EXPENSIVE)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """The planner's decision for one query; ``str(plan)`` is the explain output."""
+
+    index: str
+    target: Snapshot
+    keys: int
+    candidates: tuple[Candidate, ...]
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def chosen(self) -> Candidate:
+        """The candidate that answers."""
+        return next(c for c in self.candidates if c.reason is Reason.CHOSEN)
+
+    def __str__(self) -> str:
+        lines = [
+            f"lookup via index {self.index!r} at table version {self.target.version} "
+            f"({len(self.target.files)} files, {self.target.total_bytes:,} bytes), {self.keys} key(s)",
+            f"{'candidate':<34} {'cost (bytes)':>14} {'scan':>12} {'index':>10} {'repair':>8}  decision",
+        ]
+        for c in self.candidates:
+            lines.append(
+                f"{c.label:<34} {c.cost:>14,} {c.scan_bytes:>12,} {c.index_bytes:>10,} {c.repair_cost:>8,}  "
+                f"{c.reason.value}"
+            )
+        ch = self.chosen
+        if ch.coverage is not None:
+            cov = ch.coverage
+            mode = "exact window (index only)" if cov.exact_window else "hybrid scan"
+            lines.append(
+                f"→ {ch.label}: {mode}; {len(cov.answered)} files answered by the index, "
+                f"{len(cov.scan)} scanned, {len(cov.filter_deletes)} filtered by deletes"
+            )
+        else:
+            lines.append(f"→ {ch.label}")
+        lines += [f"  note: {n}" for n in self.notes]
+        return "\n".join(lines)
+
+
+def _snapshot_label(e: LogEntry) -> str:
+    return f"snapshot {e.id} (table v{e.source.version})"
+
+
+def _index_bytes(entry: LogEntry, keys: int) -> int:
+    per_key = sum(min(f.size, INDEX_ROW_GROUP_BYTES) for f in entry.content.files)
+    return per_key * max(1, min(keys, 8)) if entry.content.files else 0
+
+
+def _in_history(source: TableSource, version: int) -> bool:
+    try:
+        source.version_info(version)
+    except VersionNotFoundError:
+        return False
+    return True
+
+
+def _distinct(snapshots: Sequence[LogEntry]) -> list[LogEntry]:
+    """Snapshots minus older copies of the same state (cancel and restore re-write an entry)."""
+    seen = set()
+    out = []
+    for e in sorted(snapshots, key=lambda e: -e.id):
+        key = (e.source.version, e.content, e.source.files)
+        if key not in seen:
+            seen.add(key)
+            out.append(e)
+    return out[::-1]
+
+
+def plan(
+    source: TableSource,
+    index: str,
+    snapshots: Sequence[LogEntry],
+    target: Snapshot,
+    keys: int,
+    config: PlannerConfig = PlannerConfig(),
+) -> Plan:
+    """Cost every snapshot of ``index`` and the plain scan for a lookup of ``keys`` keys at ``target``."""
+    total = target.total_bytes
+    cands: list[Candidate] = []
+    for e in _distinct(snapshots):
+        if not _in_history(source, e.source.version):
+            cands.append(Candidate(_snapshot_label(e), e, None, 0, 0, 0, Reason.TABLE_VERSION_GONE))
+            continue
+        cov = coverage(source, e, target)
+        live = set(target.files)
+        excluded = sum(1 for f in e.source.files if f.removed_ordinal is None and f.path not in live)
+        deleted = sum(fe.deleted_count for fid, fe in cov.answered.items() if fid in cov.filter_deletes)
+        repair = excluded * config.excluded_file_cost + deleted * config.deleted_row_cost
+        reason = Reason.MORE_EXPENSIVE
+        if total and cov.scan_bytes > config.max_scan_share * total:
+            reason = Reason.OVER_THRESHOLD
+        cands.append(
+            Candidate(_snapshot_label(e), e, cov, cov.scan_bytes, _index_bytes(e, keys), repair, reason)
+        )
+    cands.append(Candidate("plain scan", None, None, total, 0, 0))
+    usable = [c for c in cands if c.usable]
+    # Cheapest; ties to the newer snapshot (higher entry id), then to any index over the plain scan.
+    best = min(usable, key=lambda c: (c.cost, -(c.entry.id if c.entry else -1)))
+    final = tuple(
+        Candidate(c.label, c.entry, c.coverage, c.scan_bytes, c.index_bytes, c.repair_cost, Reason.CHOSEN)
+        if c is best
+        else c
+        for c in cands
+    )
+    notes = () if snapshots else ("the index has no active snapshot",)
+    return Plan(index, target, keys, final, notes)
