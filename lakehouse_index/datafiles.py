@@ -420,16 +420,37 @@ def _read_rows(
         pos = pos[~np.isin(pos, deleted, assume_unique=True)]
     if len(pos) == 0 or not stored:
         return pos, pa.table({c: pa.array([], type=layout.schema.field(c).type) for c in stored})
-    # Decode only the row groups that hold the wanted rows, then take them.
+    # Decode only the row groups that hold the wanted rows, and within a large row group
+    # only the batches up to the last wanted row (pyarrow 26 has no page-level read).
     starts = layout.row_group_starts
     groups = np.searchsorted(starts, pos, side="right") - 1
-    wanted_groups = np.unique(groups)
-    data = pf.read_row_groups([int(g) for g in wanted_groups], columns=stored)
-    # Offset of each wanted group inside the concatenated read.
-    sizes = starts[wanted_groups + 1] - starts[wanted_groups]
-    base = np.concatenate([[0], np.cumsum(sizes)[:-1]])
-    local = pos - starts[groups] + base[np.searchsorted(wanted_groups, groups)]
-    return pos, _without_views(data).take(pa.array(local))
+    parts = []
+    for g in np.unique(groups):
+        local = pos[groups == g] - starts[g]
+        parts.append(_read_group_rows(pf, int(g), int(starts[g + 1] - starts[g]), local, stored))
+    return pos, pa.concat_tables(parts) if len(parts) > 1 else parts[0]
+
+
+#: Row groups larger than twice this are decoded batch by batch when few rows are wanted.
+_POINT_BATCH = 4096
+
+
+def _read_group_rows(pf: pq.ParquetFile, group: int, group_rows: int, local: np.ndarray,
+                     stored: list[str]) -> pa.Table:
+    """Rows ``local`` (sorted positions within the row group) of one row group."""
+    if group_rows <= 2 * _POINT_BATCH or len(local) > 64:
+        return _without_views(pf.read_row_group(group, columns=stored)).take(pa.array(local))
+    # Stop decoding after the batch that holds the last wanted row: on average half the
+    # decode work of the whole row group for a point read.
+    last = int(local[-1])
+    batches = []
+    seen = 0
+    for batch in pf.iter_batches(batch_size=_POINT_BATCH, row_groups=[group], columns=stored):
+        batches.append(batch)
+        seen += batch.num_rows
+        if seen > last:
+            break
+    return _without_views(pa.Table.from_batches(batches)).take(pa.array(local))
 
 
 def _without_views(data: pa.Table) -> pa.Table:

@@ -384,7 +384,10 @@ def run(scale: str, *, workdir: Path | None = None, log: Callable[[str], None] =
         v_mid = v_a + 1
         res.versions.update(latest=v_b, between=v_mid)
         # Probes alternate old keys and keys of the appended files.
-        new_probe = [int(i) for i in rng.choice(new_ids, size=len(keys), replace=False)]
+        # New keys alternate between the first appended file (live at the version in between,
+        # used by W2) and the last one (not yet live there).
+        first_new, last_new = new_ids[: params.rows_per_file], new_ids[-params.rows_per_file :]
+        new_probe = [int(rng.choice(first_new if j % 2 == 0 else last_new)) for j in range(len(keys))]
         keys3 = [k for pair in zip(keys, (datagen.email_of(i) for i in new_probe), strict=True) for k in pair]
         keys3 = keys3[: max(sc.reps, 4)]
         expect3: dict[str, tuple[int, ...]] = dict(expect)

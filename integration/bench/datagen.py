@@ -146,11 +146,16 @@ def delta_table(params: TableParams, *, log: bool = True) -> Path:
 
 
 def append_files(table: Path, first_id: int, n_files: int, rows_per_file: int, seed: int = 11) -> np.ndarray:
-    """Append ``n_files`` files (one commit each) holding ids ``first_id ..``; returns the new ids."""
-    total = n_files * rows_per_file
-    ids = first_id + np.random.default_rng(seed + first_id).permutation(total)
-    _write_files(table, [ids[i : i + rows_per_file] for i in range(0, total, rows_per_file)])
-    return ids
+    """Append ``n_files`` files (one commit each) holding ids ``first_id ..``; returns the new ids.
+
+    File ``j`` holds exactly the ids ``first_id + j * rows_per_file`` up to the next file's
+    first id (shuffled inside the file), so after ``m`` of these commits id ``i`` exists iff
+    ``i < first_id + m * rows_per_file``: tests derive the answer at every version from that.
+    """
+    rng = np.random.default_rng(seed + first_id)
+    chunks = [first_id + j * rows_per_file + rng.permutation(rows_per_file) for j in range(n_files)]
+    _write_files(table, chunks)
+    return np.concatenate(chunks)
 
 
 def work_copy(table: Path, dest: Path) -> Path:

@@ -16,11 +16,12 @@ from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 
+from lakehouse_index.kinds import covering as cov
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds.keys import file_bounds
 from lakehouse_index.log.entry import Content, IndexFile, Level, SourceFile, SourceState
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
-from lakehouse_index.spec import IndexSpec
+from lakehouse_index.spec import CoveringIndex, IndexSpec
 from lakehouse_index.storage import Storage, join_uri
 
 if TYPE_CHECKING:
@@ -124,18 +125,29 @@ def write_sorted(
     level: Level,
     est_rows: int,
 ) -> tuple[IndexFile, ...]:
-    """Range-partition and sort ``df`` by key, write Parquet to ``data_dir``, return the root index."""
-    n_files = max(1, math.ceil(est_rows / ROWS_PER_FILE))
+    """Write entries sorted by key to ``data_dir`` and return the root index.
+
+    Secondary indexes are range-partitioned by key (file key ranges do not overlap);
+    covering indexes are hash-bucketed on the leading key (``bucket=<n>/`` directories).
+    """
     df = df.select(*[qcol(c) for c in (*spec.columns, *sec.META_COLUMNS)])
-    (
-        df.repartitionByRange(n_files, *[qcol(c) for c in spec.key])
-        .sortWithinPartitions(*[qcol(c) for c in sec.sort_columns(spec)])
+    if isinstance(spec, CoveringIndex):
+        bucket = cov.bucket_column(qcol(spec.key[0]), spec.num_buckets)
+        laid_out = df.withColumn(cov.BUCKET_COLUMN, bucket).repartition(spec.num_buckets, cov.BUCKET_COLUMN)
+    else:
+        laid_out = df.repartitionByRange(
+            max(1, math.ceil(est_rows / ROWS_PER_FILE)), *[qcol(c) for c in spec.key]
+        )
+    writer = (
+        laid_out.sortWithinPartitions(*[qcol(c) for c in sec.sort_columns(spec)])
         .write.option("parquet.block.size", ROW_GROUP_BYTES)
         .option("parquet.page.size", PAGE_BYTES)
         .option("compression", "zstd")
         .mode("errorifexists")
-        .parquet(data_dir)
     )
+    if isinstance(spec, CoveringIndex):
+        writer = writer.partitionBy(cov.BUCKET_COLUMN)
+    writer.parquet(data_dir)
     return read_root_index(spec, storage, index_dir, data_dir, level)
 
 
@@ -144,7 +156,7 @@ def read_root_index(
 ) -> tuple[IndexFile, ...]:
     """Per written Parquet file: rows, size, key bounds and version bounds (from footers)."""
     out = []
-    for status in sorted(storage.list_dir(data_dir), key=lambda s: s.path):
+    for status in sorted(storage.list_tree(data_dir), key=lambda s: s.path):
         if not status.path.endswith(".parquet"):
             continue
         fs, path = storage.arrow(status.path)
@@ -163,6 +175,7 @@ def read_root_index(
                 max_key=hi,
                 min_ordinal=int(vlo[0]) if vlo[0] is not None else None,
                 max_ordinal=int(vhi[0]) if vhi[0] is not None else None,
+                bucket=cov.bucket_from_path(status.path),
             )
         )
     return tuple(out)

@@ -104,14 +104,20 @@ def read_entries(
     cap: int,
     columns: Sequence[str] | None = None,
     stats: ReadStats | None = None,
+    buckets: frozenset[int] | None = None,
 ) -> pa.Table:
-    """Index rows of ``files`` whose key is one of ``keys`` and whose ``_version <= cap`` (unmerged)."""
+    """Index rows of ``files`` whose key is one of ``keys`` and whose ``_version <= cap`` (unmerged).
+
+    ``buckets``: for bucketed (covering) indexes, the only buckets that can hold the keys.
+    """
     stats = stats if stats is not None else ReadStats()
     lead_type = schema.field(key_columns[0]).type
     parts = []
     for f in files:
         stats.files_considered += 1
         if f.level is Level.DELTA and f.min_ordinal is not None and f.min_ordinal > cap:
+            continue
+        if buckets is not None and f.bucket is not None and f.bucket not in buckets:
             continue
         lo = K.from_json(f.min_key[0], lead_type) if f.min_key else None
         hi = K.from_json(f.max_key[0], lead_type) if f.max_key else None

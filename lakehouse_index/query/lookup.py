@@ -17,12 +17,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakehouse_index.datafiles import read_file
+from lakehouse_index.kinds import covering as cov
 from lakehouse_index.kinds import keys as K
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.log.entry import LogEntry
 from lakehouse_index.query.coverage import Coverage, coverage
 from lakehouse_index.query.index_reader import KeySet, ReadStats, read_entries
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
+from lakehouse_index.spec import CoveringIndex, IndexSpec
 from lakehouse_index.storage import Storage
 
 FILE = "_file"
@@ -78,6 +80,7 @@ def _index_hits(
         plan.keys,
         plan.coverage.cap,
         stats=plan.stats,
+        buckets=_buckets(spec, plan),
     )
     live = sec.merge(raw, None)
     answered = pa.array(sorted(plan.coverage.answered), pa.int64())
@@ -95,6 +98,13 @@ def _index_hits(
         alive = _live_positions(source, plan.target, fe, rows[sel])
         keep[sel] = np.isin(rows[sel], alive)
     return live.filter(pa.array(keep))
+
+
+def _buckets(spec: IndexSpec, plan: LookupPlan) -> frozenset[int] | None:
+    """The buckets a covering index's keys fall in (None: read every bucket)."""
+    if not isinstance(spec, CoveringIndex) or not cov.prunable(plan.target.schema.field(spec.key[0]).type):
+        return None
+    return frozenset(cov.bucket_of(k[0], spec.num_buckets) for k in plan.keys.tuples)
 
 
 def _live_positions(
@@ -157,6 +167,11 @@ def lookup(
 
         raise QueryError(f"unknown columns {unknown}; the table has {plan.target.schema.names}")
     need = list(dict.fromkeys([*plan.key_columns, *out_cols]))
+    schema = pa.schema([plan.target.schema.field(c) for c in out_cols])
+    if set(need) <= set(plan.entry.spec.columns):  # index-only: a covering index holds every column
+        hits = _index_hits(source, storage, index_dir, plan, apply_deletes=True)
+        parts = [hits.select(out_cols), *(t.select(out_cols) for _, t in _scan_hits(source, plan, need))]
+        return pa.concat_tables([p.cast(schema) for p in parts])
     hits = _index_hits(source, storage, index_dir, plan, apply_deletes=False)
     parts = []
     fids = hits[sec.FILE_ID].to_numpy()
@@ -168,7 +183,6 @@ def lookup(
         parts.append(t.filter(K.match_mask(t, plan.keys.table)).select(out_cols))
     for _, t in _scan_hits(source, plan, need):
         parts.append(t.select(out_cols))
-    schema = pa.schema([plan.target.schema.field(c) for c in out_cols])
     if not parts:
         return schema.empty_table()
     return pa.concat_tables([p.cast(schema) for p in parts])

@@ -75,6 +75,9 @@ class DeltaIndexMachine(RuleBasedStateMachine):
         self.table = li.open_table(self.path)
         self.table.create_index(li.SecondaryIndex("by_k", key="k", record_key="id"), spark=self.spark)
         self.table.create_index(li.SecondaryIndex("by_kg", key=["k", "g"], record_key="id"), spark=self.spark)
+        self.table.create_index(
+            li.CoveringIndex("by_cov", indexed="k", included=["id", "g"], num_buckets=3), spark=self.spark
+        )
 
     # ------------------------------------------------------------------ table writes
 
@@ -120,7 +123,7 @@ class DeltaIndexMachine(RuleBasedStateMachine):
     @precondition(lambda self: not self.deleted)
     @rule(
         mode=st.sampled_from(["full", "incremental", "quick", "incremental"]),
-        name=st.sampled_from(["by_k", "by_kg"]),
+        name=st.sampled_from(["by_k", "by_kg", "by_cov"]),
     )
     def refresh(self, mode: str, name: str) -> None:
         assert self.table is not None
@@ -128,7 +131,7 @@ class DeltaIndexMachine(RuleBasedStateMachine):
         assert info.state is li.IndexState.ACTIVE
 
     @precondition(lambda self: not self.deleted)
-    @rule(mode=st.sampled_from(["quick", "full"]), name=st.sampled_from(["by_k", "by_kg"]))
+    @rule(mode=st.sampled_from(["quick", "full"]), name=st.sampled_from(["by_k", "by_kg", "by_cov"]))
     def optimize(self, mode: str, name: str) -> None:
         assert self.table is not None
         self.table.optimize_index(name, mode=mode, spark=self.spark)
@@ -150,7 +153,7 @@ class DeltaIndexMachine(RuleBasedStateMachine):
         self.deleted = False
 
     @precondition(lambda self: not self.deleted)
-    @rule(name=st.sampled_from(["by_k", "by_kg"]))
+    @rule(name=st.sampled_from(["by_k", "by_kg", "by_cov"]))
     def vacuum(self, name: str) -> None:
         assert self.table is not None
         self.table.vacuum_index(name, retention_hours=0)
@@ -171,6 +174,12 @@ class DeltaIndexMachine(RuleBasedStateMachine):
         got2 = self.table.lookup("by_kg", probe_kg, version_as_of=version, columns=["id", "k", "g"])
         want2 = oracle(self.path, version, probe_kg, ("k", "g"))
         assert rows_multiset(got2, ["id", "k", "g"]) == rows_multiset(want2, ["id", "k", "g"])
+        # Covering index: index-only when the columns are covered, row fetch otherwise.
+        want3 = oracle(self.path, version, probe_k, ("k",))
+        got3 = self.table.lookup("by_cov", probe_k, version_as_of=version, columns=["k", "id", "g"])
+        assert rows_multiset(got3, ["id", "k", "g"]) == rows_multiset(want3, ["id", "k", "g"])
+        got4 = self.table.lookup("by_cov", probe_k, version_as_of=version)
+        assert rows_multiset(got4, ["id", "k", "part"]) == rows_multiset(want3, ["id", "k", "part"])
 
     @invariant()
     def answers_equal_a_plain_read(self) -> None:

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.spark
 
-SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                           HealthCheck.function_scoped_fixture])
 
 
@@ -136,3 +136,24 @@ def test_java_version_parsing(tmp_path: os.PathLike[str]) -> None:
     assert java_major_version(fake) == 21
     with pytest.raises(SparkUnavailableError):
         java_major_version(os.path.join(str(tmp_path), "missing-java"))
+
+
+@pytest.mark.parametrize("limit", [0, 200_000])
+def test_driver_tables_values_and_rdd_paths(spark: SparkSession, tmp_path: os.PathLike[str],
+                                            monkeypatch: pytest.MonkeyPatch, limit: int) -> None:
+    """Partition values, position and equality deletes through both ways of shipping them."""
+    import lakehouse_index.spark_read as sr
+
+    monkeypatch.setattr(sr, "LOCAL_VALUES_LIMIT", limit)
+    spec = CaseSpec(
+        "name", True,
+        [FileSpec(rows=[(1, "a", 0.5), (2, None, None), (None, "q'\\\\", 1.0)], part="it's \\ é",
+                  deleted={1}, equality=True),
+         FileSpec(rows=[(3, "b", 1.0), (None, "c", 2.0)], part="b", equality=True),
+         FileSpec(rows=[(None, "d", 2.0)], part="c d")],
+        equality_keys=[3, None],
+    )
+    source, expected = build_case(str(tmp_path / f"t{limit}"), spec)  # type: ignore[operator]
+    snap = source.snapshot()
+    df = spark_frame(spark, source, snap, with_lineage=True)
+    assert collect(df) == rows_of(live(expected), df.columns)
