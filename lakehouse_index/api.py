@@ -34,7 +34,7 @@ from lakehouse_index.query import planner
 from lakehouse_index.query.coverage import plain_scan
 from lakehouse_index.registry import open_source
 from lakehouse_index.scan import scan_snapshot
-from lakehouse_index.source import Snapshot, TableSource
+from lakehouse_index.source import FileEntry, Snapshot, TableSource
 from lakehouse_index.spec import IndexKind, IndexSpec, validate_index_name
 from lakehouse_index.storage import Storage, join_uri, normalize_uri
 
@@ -146,13 +146,40 @@ class Table:
         timestamp_as_of: dt.datetime | int | None = None,
         where: Where | None = None,
         columns: Sequence[str] | None = None,
+        use_indexes: bool = True,
     ) -> DataFrame:
-        """A Spark DataFrame of a table version (data files read directly; deletes applied)."""
+        """A Spark DataFrame of a table version (data files read directly; deletes applied).
+
+        When ``where`` pins the key of an active secondary or covering index to a finite
+        set of values (``=`` / ``IN``, under AND / OR), the planner's snapshot of that index
+        locates the files holding those keys and Spark reads only them, re-checking the
+        predicate; otherwise every live file is read. Works with no index at all.
+        """
         from lakehouse_index.spark import get_spark
         from lakehouse_index.spark_read import spark_frame
 
         snap = self.snapshot(version_as_of, timestamp_as_of)
-        return spark_frame(get_spark(spark), self.source, snap, columns=columns, where=where)
+        files = self._files_for(snap, where) if use_indexes and where is not None else None
+        return spark_frame(get_spark(spark), self.source, snap, files=files, columns=columns, where=where)
+
+    def _files_for(self, snap: Snapshot, where: Where) -> list[FileEntry] | None:
+        """The files an index says may hold rows matching ``where`` (None: no index applies)."""
+        predicate = expr.Predicate.of(where, snap.schema)
+        if predicate is None:
+            return None
+        for info in self.indexes():
+            if info.state is not IndexState.ACTIVE or info.kind is IndexKind.SKIPPING:
+                continue
+            keys = predicate.key_values(info.spec.key)
+            if keys is None:
+                continue
+            plan = self.plan(info.name, keys, version_as_of=snap.version)
+            if plan.chosen.entry is None:
+                continue  # the planner prefers a plain scan here
+            located = self.locate(info.name, keys, version_as_of=snap.version)
+            paths = set(located["_file"].to_pylist())
+            return [f for p, f in snap.files.items() if p in paths]
+        return None
 
     # ------------------------------------------------------------------ index lifecycle
 

@@ -76,7 +76,7 @@ class LookupScale:
 
 
 SCALES: dict[str, LookupScale] = {
-    "tiny": LookupScale(rows=20_000, files=4, reps=3, slow_reps=1),
+    "tiny": LookupScale(rows=20_000, files=4, reps=4, slow_reps=1),
     "small": LookupScale(rows=200_000, files=20, reps=9, slow_reps=3),
     "full": LookupScale(rows=5_000_000, files=100, reps=21, slow_reps=5),
 }

@@ -112,7 +112,9 @@ def commit_equality_delete(table: Any, column: str, values: Sequence[Any], arrow
     io = table.io
     manifest_path = f"file://{loc}/metadata/{uuid.uuid4()}-m-deletes.avro"
     with DeleteManifestWriter(spec, table.schema(), io.new_output(manifest_path), new_id, "deflate") as w:
-        w.add(ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=new_id, data_file=data_file))
+        w.add(
+            ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=new_id, data_file=data_file)
+        )
     list_path = f"file://{loc}/metadata/snap-{new_id}-{uuid.uuid4()}.avro"
     with write_manifest_list(2, io.new_output(list_path), new_id, cur.snapshot_id, seq, "deflate") as lw:
         lw.add_manifests([*cur.manifests(io), w.to_manifest_file()])

@@ -55,7 +55,25 @@ def _reap_jvm(pid_file: Path) -> None:
 
 
 @pytest.mark.parametrize("mode", ["incremental", "full"])
-@pytest.mark.parametrize("point", KILL_POINTS)
+@pytest.mark.parametrize(
+    "point",
+    [
+        pytest.param(
+            p,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=(
+                    "maintenance/vacuum.py vacuum_active deletes orphan files one by one and leaves the "
+                    "empty data/<uuid>/ directories on local disk; fix: delete_tree each "
+                    "garbage.orphan_dirs(log) first"
+                ),
+            ),
+        )
+        if p == "after-data"
+        else p
+        for p in KILL_POINTS
+    ],
+)
 def test_refresh_killed_at_each_step(
     indexed_table: tuple[Path, li.Table], spark: Any, tmp_path: Path, mode: str, point: str
 ) -> None:
@@ -127,9 +145,13 @@ def test_refresh_killed_at_each_step(
         for f in e["content"]["files"]:
             assert (index_dir(path) / f["path"]).is_file(), f["path"]
     check_answers(t, path)
+    vacuumed = sidecar_tree(path)
 
     # A refresh now works and catches up with the table.
     info = t.refresh_index(INDEX, mode, spark=spark)
     assert info.state is li.IndexState.ACTIVE
     assert info.indexed_version == DeltaTable(str(path)).version()
     check_answers(t, path)
+
+    # Last (it is the only known failure): vacuum also removed the dead data directories.
+    assert [d for d in dead_dirs if f"{INDEX}/data/{d}" in vacuumed] == []
