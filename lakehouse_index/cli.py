@@ -11,6 +11,8 @@ from rich.table import Table as RichTable
 
 import lakehouse_index as li
 from lakehouse_index.errors import LakehouseIndexError
+from lakehouse_index.progress import spark_progress
+from lakehouse_index.spark import get_spark
 
 app = typer.Typer(help="Side-car indexes for Delta Lake and Iceberg tables.", no_args_is_help=True)
 console = Console()
@@ -74,7 +76,11 @@ def create(
         spec = li.CoveringIndex(name, indexed=key, included=include or [], num_buckets=buckets)
     else:
         spec = li.SecondaryIndex(name, key=key, record_key=record_key or None)
-    _print_infos([_open(table, catalog, index_root).create_index(spec)])
+    t = _open(table, catalog, index_root)
+    spark = get_spark()
+    with spark_progress(spark, f"building {name}"):
+        info = t.create_index(spec, spark=spark)
+    _print_infos([info])
 
 
 @app.command()
@@ -86,7 +92,14 @@ def refresh(
     index_root: IndexRootOpt = None,
 ) -> None:
     """Bring an index up to the latest table version."""
-    _print_infos([_open(table, catalog, index_root).refresh_index(name, mode=mode)])
+    t = _open(table, catalog, index_root)
+    if mode != "full":  # quick and delete-only incremental refreshes need no JVM
+        _print_infos([t.refresh_index(name, mode=mode)])
+        return
+    spark = get_spark()
+    with spark_progress(spark, f"rebuilding {name}"):
+        info = t.refresh_index(name, mode=mode, spark=spark)
+    _print_infos([info])
 
 
 @app.command()
@@ -98,7 +111,11 @@ def optimize(
     index_root: IndexRootOpt = None,
 ) -> None:
     """Compact an index."""
-    _print_infos([_open(table, catalog, index_root).optimize_index(name, mode=mode)])
+    t = _open(table, catalog, index_root)
+    spark = get_spark()
+    with spark_progress(spark, f"optimizing {name}"):
+        info = t.optimize_index(name, mode=mode, spark=spark)
+    _print_infos([info])
 
 
 @app.command("list")

@@ -12,6 +12,7 @@ existence and then renames.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -240,10 +241,8 @@ class Storage:
 
     def delete(self, path: str) -> None:
         """Remove one object (missing is fine)."""
-        try:
+        with contextlib.suppress(FileNotFoundError):
             self.filesystem.delete_file(self._split(path))
-        except FileNotFoundError:
-            pass
 
     def delete_tree(self, path: str) -> None:
         """Remove a directory and everything below it (missing is fine)."""

@@ -56,7 +56,7 @@ def plan_lookup(
     """Type the keys against the target schema; ``cov`` defaults to the coverage of ``entry``."""
     spec = entry.spec
     sec.validate_spec(spec, target)
-    norm = K.normalize_keys(keys, spec.key)  # type: ignore[arg-type]
+    norm = K.normalize_keys(keys, spec.key)
     keyset = KeySet.build(norm, target.schema, spec.key)
     return LookupPlan(entry, target, cov or coverage(source, entry, target), keyset, ReadStats())
 
