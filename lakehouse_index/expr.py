@@ -705,9 +705,9 @@ def sql_literal(value: Any, t: pa.DataType) -> str:
         return f"{f!r}D"
     if pa.types.is_decimal(t):
         return f"{value}BD"
-    if pa.types.is_string(t) or pa.types.is_large_string(t):
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return _sql_string(str(value))
-    if pa.types.is_binary(t):
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
         return "X'" + bytes(value).hex().upper() + "'"
     if pa.types.is_date(t):
         return f"DATE '{value.isoformat()}'"

@@ -75,7 +75,7 @@ SCALES: dict[str, BuildScale] = {
         refresh_small=datagen.TableParams(2_000, 4), small_append=2, delete_keys=5,
     ),
     "small": BuildScale(
-        build=datagen.TableParams(200_000, 20), build_reps=2,
+        build=datagen.TableParams(200_000, 20), build_reps=1,
         refresh=datagen.TableParams(100_000, 100), appends=(1, 10, 30),
         refresh_small=datagen.TableParams(10_000, 10), small_append=10, delete_keys=100,
     ),

@@ -30,7 +30,7 @@ from lakehouse_index.storage import Storage
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-PEER_TABLES = Path("/work/shared/peer-tables/delta-rs")
+from tests.support.paths import PEER_TABLES
 
 #: Tables the connector refuses on purpose (covered by the connector's tests).
 REFUSED = {"simple_table_features", "spark-shredded-variant-preview-delta"}

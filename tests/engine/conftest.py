@@ -6,9 +6,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from enginetest_helpers import make_table, secondary
 
 import lakehouse_index as li
-from enginetest_helpers import make_table, secondary
 
 
 @pytest.fixture

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import random
 import signal
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -63,8 +66,8 @@ def refresh_and_die(path: str, mode: str, point: str, pid_file: str) -> None:
             _die(marker)
             return out
 
-        build.write_sorted = write_sorted  # type: ignore[assignment]
-        refresh.write_sorted = write_sorted  # type: ignore[assignment]
+        build.write_sorted = write_sorted
+        refresh.write_sorted = write_sorted
     li.open_table(path).refresh_index("by_k", mode)
     raise AssertionError("the refresh finished: the kill hook never ran")
 
@@ -72,9 +75,10 @@ def refresh_and_die(path: str, mode: str, point: str, pid_file: str) -> None:
 # --------------------------------------------------------------------------- races
 
 
-def _attempt(fn: Callable[[], Any], tally: dict[str, int], deadline: float) -> Any:
-    """Run ``fn`` until it succeeds: retry on ConcurrentIndexUpdate (incl. IndexBusyError) and on
-    IllegalIndexStateError caused by a concurrent delete (the index is DELETED for a moment)."""
+def attempt(fn: Callable[[], Any], tally: dict[str, int], deadline: float) -> Any:
+    """Run ``fn`` until it succeeds. Retried: ``ConcurrentIndexUpdate`` (incl. ``IndexBusyError``)
+    and ``IllegalIndexStateError`` of an index another process deleted for a moment (its
+    deleter restores it). Anything else propagates."""
     delay = 0.02
     while True:
         try:
@@ -84,42 +88,13 @@ def _attempt(fn: Callable[[], Any], tally: dict[str, int], deadline: float) -> A
         except li.ConcurrentIndexUpdate:
             tally["lost"] += 1
         except li.IllegalIndexStateError as e:
-            if "DELETED" not in str(e) and "ACTIVE" not in str(e):
+            if "DELETED index" not in str(e):
                 raise
-            tally["state"] += 1
+            tally["deleted"] += 1
         if time.monotonic() > deadline:
             raise TimeoutError(f"no success before the deadline: {tally}")
-        time.sleep(delay)
+        time.sleep(delay * (0.5 + random.random()))
         delay = min(delay * 1.5, 0.5)
-
-
-def race_worker(path: str, role: str, rounds: int, barrier: Any, stop: Any, results: Any) -> None:
-    """One racing process: repeat its operations ``rounds`` times (and until the parent's table
-    changes are done), each retried until it succeeds; report the log slots it wrote."""
-    os.environ[MASTER_ENV] = "local[1]"
-    tally = {"busy": 0, "lost": 0, "state": 0}
-    wrote: list[tuple[str, int]] = []  # (operation, id of the entry readers use afterwards)
-    try:
-        t = li.open_table(path)
-        barrier.wait(timeout=300)
-        deadline = time.monotonic() + 240
-        ops = ROLES[role]
-        i = 0
-        while i < rounds or not stop.is_set():
-            name, call = ops[i % len(ops)]
-            if name == "delete":
-                # Deleting needs ACTIVE: a concurrent delete leaves it DELETED; restore it back.
-                info = _attempt(lambda: call(t), tally, deadline)
-                wrote.append((name, info.log_entry))
-                info = _attempt(lambda: t.restore_index("by_k"), tally, deadline)
-                wrote.append(("restore", info.log_entry))
-            else:
-                info = _attempt(lambda call=call: call(t), tally, deadline)  # type: ignore[misc]
-                wrote.append((name, info.log_entry))
-            i += 1
-        results.put((role, os.getpid(), "ok", wrote, tally))
-    except BaseException:
-        results.put((role, os.getpid(), "error", traceback.format_exc(), tally))
 
 
 def _refresh(mode: str) -> Callable[[li.Table], Any]:
@@ -130,19 +105,62 @@ def _optimize(mode: str) -> Callable[[li.Table], Any]:
     return lambda t: t.optimize_index("by_k", mode)
 
 
-#: What each kind of racing process does, in a loop. Only ``spark-*`` roles start a JVM:
-#: quick refreshes, delete and restore are metadata only, and the parent's table changes
-#: during ``meta-incremental``'s phase are whole-file deletes (no file to index).
-ROLES: dict[str, list[tuple[str, Callable[[li.Table], Any]]]] = {
+#: What each kind of racing process does, in a loop: (operation, call, pause after it in s).
+#: Only the ``spark-*`` roles start a JVM. Quick refreshes, delete and restore are metadata
+#: only; ``incremental`` starts once the parent has indexed its appends and from then on
+#: only deletes whole files, so its refreshes have no file to index (no JVM either).
+ROLES: dict[str, list[tuple[str, Callable[[li.Table], Any], float]]] = {
     "spark-refresh": [
-        ("refresh-incremental", _refresh("incremental")),
-        ("optimize-quick", _optimize("quick")),
-        ("refresh-full", _refresh("full")),
+        ("refresh-incremental", _refresh("incremental"), 0.0),
+        ("optimize-quick", _optimize("quick"), 0.0),
+        ("refresh-full", _refresh("full"), 0.0),
     ],
     "spark-optimize": [
-        ("optimize-full", _optimize("full")),
-        ("refresh-incremental", _refresh("incremental")),
+        ("optimize-full", _optimize("full"), 0.0),
+        ("refresh-incremental", _refresh("incremental"), 0.0),
     ],
-    "quick": [("refresh-quick", _refresh("quick"))],
-    "delete": [("delete", lambda t: t.delete_index("by_k"))],
+    "quick": [("refresh-quick", _refresh("quick"), 0.3)],
+    "incremental": [("refresh-incremental", _refresh("incremental"), 0.3)],
+    "delete": [
+        ("delete", lambda t: t.delete_index("by_k"), 0.0),
+        ("restore", lambda t: t.restore_index("by_k"), 0.8),
+    ],
 }
+
+
+def race_worker(
+    path: str, role: str, min_rounds: int, barrier: Any, go_incremental: Any, stop: Any, results: Any
+) -> None:
+    """One racing process: run its role's operations in a loop, at least ``min_rounds`` times
+    and until the parent's table changes are done, each retried until it succeeds.
+
+    Reports the id of the entry each operation returned (its final entry, or the stable
+    entry for a no-op) and the retry tally.
+    """
+    os.environ[MASTER_ENV] = "local[1]"
+    tally = {"busy": 0, "lost": 0, "deleted": 0}
+    done: list[tuple[str, int]] = []
+    try:
+        t = li.open_table(path)
+        barrier.wait(timeout=600)
+        if role == "incremental":
+            go_incremental.wait(timeout=600)
+        deadline = time.monotonic() + 600
+        ops = ROLES[role]
+        i = 0
+        while i < min_rounds * len(ops) or not stop.is_set():
+            name, call, pause = ops[i % len(ops)]
+            info = attempt(functools.partial(call, t), tally, deadline)
+            done.append((name, info.log_entry))
+            time.sleep(pause)
+            i += 1
+        results.put((role, os.getpid(), "ok", done, tally))
+    except BaseException:
+        results.put((role, os.getpid(), "error", traceback.format_exc(), tally))
+    finally:
+        if "pyspark" in sys.modules:
+            from pyspark.sql import SparkSession
+
+            active = SparkSession.getActiveSession()
+            if active is not None:
+                active.stop()

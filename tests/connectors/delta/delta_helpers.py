@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import collections
 import os
-from pathlib import Path
 from typing import Any
 
 import deltalake
@@ -18,8 +17,7 @@ import pyarrow.parquet as pq
 from connectors.delta import DeltaSource
 from lakehouse_index.source import Column, FileEntry, Snapshot
 from lakehouse_index.storage import Storage
-
-PEER_TABLES = Path("/work/shared/peer-tables/delta-rs")
+from tests.support.paths import PEER_TABLES  # noqa: F401  (re-exported for the test modules)
 
 
 def open_source(path: str | os.PathLike[str]) -> DeltaSource:
