@@ -36,7 +36,8 @@ class FooterCache:
         pf = self._files.get(key)
         if pf is None:
             fs, inner = storage.arrow(path)
-            pf = pq.ParquetFile(fs.open_input_file(inner), pre_buffer=False)
+            # pre_buffer coalesces the column chunks of a row group into one read.
+            pf = pq.ParquetFile(fs.open_input_file(inner), pre_buffer=True)
             self._files[key] = pf
             if len(self._files) > self.capacity:
                 self._files.popitem(last=False)
