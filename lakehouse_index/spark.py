@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -108,6 +109,10 @@ def get_spark(
         settings.update(_LOCAL_DRIVER)
         # Read by the JVM at launch: without it Spark binds the machine's public address.
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # Local Python workers must run this interpreter (its venv has pyarrow for the
+        # Arrow UDFs that write index files), not whatever `python3` is first on PATH.
+        # (SparkContext reads PYSPARK_PYTHON from the environment, not from the conf.)
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, str(value))

@@ -21,15 +21,27 @@ keeps only the ids live in the version being queried. Removed files need no tomb
 lineage (the live ids) drops them. Row-level deletes (deletion vectors, position and
 equality deletes) need nothing either: statistics over a superset of the live rows are
 conservative, so files are read with ``apply_deletes=False`` and never re-read when their
-deletes change.
+deletes change. Files the index does not cover (appended since) are always kept.
+
+Each file's Parquet metadata records the identity of every indexed column (physical
+name, field id, type; :func:`column_identity`). Given the queried snapshot, :func:`load`
+leaves out the statistics of a column that was since dropped and re-added, renamed
+over, or retyped other than by widening: names alone would let an old column's
+statistics prune the new column's files.
+
+Why not the data files' own statistics (Delta ``stats``, Iceberg manifests, Parquet
+bloom filters)? They are optional, truncated (strings), format specific, and no reader
+of Parquet bloom filters exists in pyarrow; a side-car we write is uniform across
+formats, can hold exact value lists, and is sized by the user.
 
 Bloom filter
 ------------
 The split-block bloom filter (SBBF) of the Parquet format: 256-bit blocks of eight
 32-bit words; a 64-bit hash picks a block with its upper half and sets one bit per word
 with its lower half times eight fixed odd salts. One cache line per probe, and both
-insert and probe vectorise in numpy. Sized for ``spec.bloom_fpp`` from the filter's exact expected rate
-(Parquet's closed-form sizing undershoots by up to 2x for small blocks, measured).
+insert and probe vectorise in numpy. Sized for ``spec.bloom_fpp`` from the filter's
+expected rate (:func:`sbbf_fpp`; Parquet's closed-form sizing undershoots the target by
+up to 2x, measured).
 The hash is XXH64 (seed 0), as in Parquet, over a canonical byte encoding chosen so
 that equal values hash equally across the physical widths a column may take over its
 life (type widening): integers and booleans as int64, floats as float64 with -0.0
@@ -61,17 +73,19 @@ Example::
 
     rows = skipping.build_rows(source, snapshot, spec, [(entry, file_id), ...])
     index_file = skipping.write_skipping_file(rows, storage, index_dir, "data/<uuid>/skipping.parquet")
-    data = skipping.load(storage, index_dir, entry.content.files, live_ids)
+    data = skipping.load(storage, index_dir, log_entry.content.files, live_ids, snapshot)
     keep = skipping.prune(data, predicate, live_ids)   # file ids to scan
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -91,16 +105,20 @@ from lakehouse_index.storage import Storage, join_uri
 __all__ = [
     "FILE_ID",
     "ROWS",
+    "BloomSet",
     "SkippingData",
     "bloom_build",
     "bloom_may_contain",
     "bloom_num_blocks",
+    "bloom_probe",
     "build_files",
     "build_rows",
+    "column_identity",
     "hash_values",
     "load",
     "prune",
     "rows_schema",
+    "sbbf_fpp",
     "stats_row",
     "validate_spec",
     "write_skipping_file",
@@ -109,6 +127,8 @@ __all__ = [
 FILE_ID = "_file_id"
 ROWS = "_rows"
 RESERVED = (FILE_ID, ROWS)
+#: Parquet key-value metadata of a skipping file: JSON of :func:`column_identity`.
+IDENTITY_KEY = b"lakehouse_index.skipping.columns"
 
 #: Rows per row group of skipping files (one row per data file: a few groups at most).
 ROW_GROUP_ROWS = 65_536
@@ -176,6 +196,40 @@ def _column_type(t: pa.DataType) -> pa.StructType:
             pa.field("bloom", pa.binary()),
         ]
     )
+
+
+def column_identity(snapshot: Snapshot, columns: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """What identifies each indexed column beyond its name: physical name, field id, type.
+
+    Recorded in the skipping file's Parquet metadata (key :data:`IDENTITY_KEY`) so that
+    :func:`load` can refuse statistics of a column that was dropped and re-added, or
+    renamed over another one, since they were computed.
+    """
+    out = {}
+    for name in columns:
+        col = snapshot.column(name)
+        out[name] = {"storedName": col.stored_name, "fieldId": col.field_id, "type": str(col.type)}
+    return out
+
+
+def _widens(old: pa.DataType, new: pa.DataType) -> bool:
+    """Whether statistics recorded as ``old`` values stay valid when read as ``new`` (type widening).
+
+    The widenings Delta and Iceberg allow: within integers, floats, decimals (the cast is
+    exact), integers to floats or decimals, dates to timestamps.
+    """
+    if old.equals(new):
+        return True
+    fo, fn = _family(old), _family(new)
+    if fo is None or fn is None:
+        return False
+    if fo == fn:
+        return True
+    if fo == "int" and (fn == "float" or fn.startswith("decimal")):
+        return True
+    if fo.startswith("decimal") and fn.startswith("decimal"):
+        return True
+    return fo == "date32" and fn.startswith("timestamp")
 
 
 def rows_schema(columns: Mapping[str, pa.DataType]) -> pa.Schema:
@@ -305,23 +359,31 @@ def bloom_num_blocks(ndv: int, fpp: float) -> int:
     return hi
 
 
-def _block_and_masks(hashes: np.ndarray, num_blocks: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
-    """Block index per hash and the (n, 8) uint32 bit masks it sets in that block's words."""
+def _block_and_shifts(hashes: np.ndarray, num_blocks: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+    """Block index per hash and the (n, 8) bit numbers (0..31) it sets in that block's words."""
     block = ((hashes >> np.uint64(32)) * np.asarray(num_blocks, dtype=np.uint64)) >> np.uint64(32)
     key = (hashes & np.uint64(0xFFFFFFFF)).astype(np.uint32)
     shifts = (key[:, None] * _SALT[None, :]) >> np.uint32(27)  # wraps mod 2**32, as the spec says
-    return block.astype(np.int64), (np.uint32(1) << shifts).astype(np.uint32)
+    return block.astype(np.int64), shifts.astype(np.int64)
+
+
+def _block_and_masks(hashes: np.ndarray, num_blocks: np.ndarray | int) -> tuple[np.ndarray, np.ndarray]:
+    """Block index per hash and the (n, 8) uint32 bit masks it sets in that block's words."""
+    block, shifts = _block_and_shifts(hashes, num_blocks)
+    return block, (np.uint32(1) << shifts.astype(np.uint32)).astype(np.uint32)
 
 
 def bloom_build(hashes: np.ndarray, fpp: float) -> bytes:
     """A split-block bloom filter holding ``hashes`` (uint64), sized for ``len(hashes)`` values."""
     num_blocks = bloom_num_blocks(len(hashes), fpp)
-    words = np.zeros((num_blocks, 8), dtype=np.uint32)
+    # One flag per filter bit, word-major and least significant bit first: packing it
+    # little-endian bitwise gives the little-endian 32-bit words (scatter, no ufunc.at).
+    bits = np.zeros(num_blocks * 8 * 32, dtype=bool)
     if len(hashes):
-        block, masks = _block_and_masks(np.asarray(hashes, dtype=np.uint64), num_blocks)
-        for j in range(8):
-            np.bitwise_or.at(words[:, j], block, masks[:, j])
-    return words.astype("<u4").tobytes()
+        block, shifts = _block_and_shifts(np.asarray(hashes, dtype=np.uint64), num_blocks)
+        word = block[:, None] * 8 + np.arange(8, dtype=np.int64)[None, :]
+        bits[(word * 32 + shifts).ravel()] = True
+    return np.packbits(bits, bitorder="little").tobytes()
 
 
 @dataclass(frozen=True)
@@ -377,6 +439,15 @@ class BloomSet:
             hit |= ok.reshape(len(self.with_filter), len(h)).any(axis=1)
         out[self.with_filter] = hit
         return out
+
+
+def bloom_probe(bloom: bytes, hashes: np.ndarray) -> np.ndarray:
+    """Per hash of ``hashes`` (uint64): whether it may be in the one filter ``bloom``."""
+    if len(bloom) < _BLOCK_BYTES or len(bloom) % _BLOCK_BYTES:
+        raise TableFormatError(f"malformed bloom filter of {len(bloom)} bytes")
+    words = np.frombuffer(bloom, dtype="<u4").reshape(-1, 8)
+    block, masks = _block_and_masks(np.asarray(hashes, dtype=np.uint64), len(words))
+    return np.all((words[block] & masks) != 0, axis=1)
 
 
 def bloom_may_contain(filters: pa.Array, h: int) -> np.ndarray:
@@ -454,7 +525,9 @@ def build_rows(
     types = {c: snapshot.column(c).type for c in spec.columns}
     schema = rows_schema(types)
     if not jobs:
-        return schema.empty_table()
+        return schema.with_metadata(
+            {IDENTITY_KEY: json.dumps(column_identity(snapshot, spec.columns))}
+        ).empty_table()
 
     def one(job: tuple[FileEntry, int]) -> pa.Table:
         entry, file_id = job
@@ -463,7 +536,8 @@ def build_rows(
 
     with ThreadPoolExecutor(max_workers=threads or _threads(len(jobs))) as pool:
         parts = list(pool.map(one, jobs))
-    return pa.concat_tables(parts).sort_by(FILE_ID).combine_chunks()
+    rows = pa.concat_tables(parts).sort_by(FILE_ID).combine_chunks()
+    return rows.replace_schema_metadata({IDENTITY_KEY: json.dumps(column_identity(snapshot, spec.columns))})
 
 
 def write_skipping_file(
@@ -512,6 +586,10 @@ class SkippingData:
 
     rows: pa.Table
     file_ids: np.ndarray
+    #: Column statistics prepared for pruning, per (column, type the predicate reads it as).
+    _views: dict[tuple[str, str], _ColumnView | None] = field(
+        default_factory=dict, compare=False, repr=False, hash=False
+    )
 
     @classmethod
     def of(cls, rows: pa.Table) -> SkippingData:
@@ -534,11 +612,19 @@ class SkippingData:
 
 
 def load(
-    storage: Storage, index_dir: str, files: Sequence[IndexFile], live_ids: Iterable[int]
+    storage: Storage,
+    index_dir: str,
+    files: Sequence[IndexFile],
+    live_ids: Iterable[int],
+    snapshot: Snapshot | None = None,
 ) -> SkippingData:
     """Read the skipping files ``files`` (in log order); keep the rows of ``live_ids``.
 
-    When two files hold a row for the same file id, the later file's row wins.
+    When two files hold a row for the same file id, the later file's row wins. With
+    ``snapshot`` (the table version being queried), the statistics of a column are left
+    out (so it prunes nothing) when the snapshot no longer has the column, or has
+    another column under its name (dropped and re-added, renamed over: different
+    physical name or field id), or a type the recorded one does not widen to.
     """
     tables = []
     for f in files:
@@ -554,6 +640,9 @@ def load(
     if not tables:
         empty = pa.schema([pa.field(FILE_ID, pa.int64()), pa.field(ROWS, pa.int64())]).empty_table()
         return SkippingData(empty, np.zeros(0, dtype=np.int64))
+    if snapshot is not None:
+        stale = set().union(*(_stale_columns(t, snapshot) for t in tables))
+        tables = [t.drop_columns([c for c in t.column_names if c in stale]) for t in tables]
     try:
         rows = pa.concat_tables(tables, promote_options="permissive").combine_chunks()
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
@@ -564,7 +653,41 @@ def load(
     last = len(ids) - 1 - rev_first
     keep = last[np.isin(rev_unique, live)]
     keep.sort()
-    return SkippingData.of(rows.take(pa.array(keep, pa.int64())))
+    # Keep the column identities (later files win) so that compaction can write ``rows`` back.
+    identity: dict[str, Any] = {}
+    for t in tables:
+        raw = (t.schema.metadata or {}).get(IDENTITY_KEY)
+        identity.update(json.loads(raw) if raw else {})
+    identity = {c: v for c, v in identity.items() if c in rows.column_names}
+    rows = rows.take(pa.array(keep, pa.int64())).replace_schema_metadata(
+        {IDENTITY_KEY: json.dumps(identity)} if identity else None
+    )
+    return SkippingData.of(rows)
+
+
+def _stale_columns(table: pa.Table, snapshot: Snapshot) -> set[str]:
+    """Indexed columns of one skipping file whose statistics do not describe ``snapshot``'s column."""
+    raw = (table.schema.metadata or {}).get(IDENTITY_KEY)
+    identity: dict[str, dict[str, Any]] = json.loads(raw) if raw else {}
+    stale = set()
+    for name in table.column_names:
+        if name in RESERVED:
+            continue
+        try:
+            col = snapshot.column(name)
+        except KeyError:
+            stale.add(name)
+            continue
+        recorded = identity.get(name)
+        if recorded is not None and (
+            recorded.get("storedName") != col.stored_name or recorded.get("fieldId") != col.field_id
+        ):
+            stale.add(name)
+            continue
+        stored_type = table.schema.field(name).type.field("min").type
+        if not _widens(stored_type, col.type):
+            stale.add(name)
+    return stale
 
 
 # --------------------------------------------------------------------------- pruning
@@ -629,6 +752,8 @@ def _view(data: SkippingData, name: str, current: pa.DataType) -> _ColumnView:
     col = data.rows.column(name).combine_chunks()
     assert isinstance(col, pa.StructArray)
     stored = col.type.field("min").type
+    if not _widens(stored, current):
+        raise pa.ArrowTypeError(f"{stored} does not widen to {current}")
 
     def conv(a: pa.Array) -> pa.Array:
         return a if a.type.equals(current) else a.cast(current, safe=True)
@@ -661,18 +786,19 @@ class _Evaluator:
         self.data = data
         self.schema = predicate.schema
         self.n = len(data.file_ids)
-        self._views: dict[str, _ColumnView | None] = {}
 
     def view(self, name: str) -> _ColumnView | None:
-        if name not in self._views:
-            view = None
-            if name in self.data.columns and name in self.schema.names:
-                try:
-                    view = _view(self.data, name, self.schema.field(name).type)
-                except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
-                    view = None  # recorded type no longer converts: the column prunes nothing
-            self._views[name] = view
-        return self._views[name]
+        if name not in self.data.columns or name not in self.schema.names:
+            return None
+        current = self.schema.field(name).type
+        key = (name, str(current))
+        cache = self.data._views
+        if key not in cache:
+            try:
+                cache[key] = _view(self.data, name, current)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                cache[key] = None  # recorded type no longer converts: the column prunes nothing
+        return cache[key]
 
     def unknown(self) -> _Tri:
         return _const(self.n, True, True, True)

@@ -14,23 +14,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakehouse_index.kinds import covering as cov
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds.keys import file_bounds
 from lakehouse_index.log.entry import Content, IndexFile, Level, SourceFile, SourceState
+from lakehouse_index.maintenance.writer import ROWS_PER_FILE, TaskWriter
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
 from lakehouse_index.spec import CoveringIndex, IndexSpec
 from lakehouse_index.storage import Storage, join_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
-
-#: Target rows per index file and per row group; small row groups keep point reads cheap.
-ROWS_PER_FILE = 4_000_000
-ROW_GROUP_BYTES = 1 << 20
-PAGE_BYTES = 64 << 10
 
 
 def qcol(name: str) -> Column:
@@ -119,35 +116,32 @@ def entries_frame(
 def write_sorted(
     df: DataFrame,
     spec: IndexSpec,
+    schema: pa.Schema,
     storage: Storage,
     index_dir: str,
     data_dir: str,
     level: Level,
     est_rows: int,
 ) -> tuple[IndexFile, ...]:
-    """Write entries sorted by key to ``data_dir`` and return the root index.
+    """Write entries sorted by key to ``data_dir`` (Spark computes, pyarrow writes); return the root index.
 
     Secondary indexes are range-partitioned by key (file key ranges do not overlap);
     covering indexes are hash-bucketed on the leading key (``bucket=<n>/`` directories).
+    ``schema`` is the index schema the files get (``kinds.secondary.index_schema``).
     """
     df = df.select(*[qcol(c) for c in (*spec.columns, *sec.META_COLUMNS)])
+    order = [qcol(c) for c in sec.sort_columns(spec)]
+    bucket_col = None
     if isinstance(spec, CoveringIndex):
+        bucket_col = cov.BUCKET_COLUMN
         bucket = cov.bucket_column(qcol(spec.key[0]), spec.num_buckets)
-        laid_out = df.withColumn(cov.BUCKET_COLUMN, bucket).repartition(spec.num_buckets, cov.BUCKET_COLUMN)
+        laid_out = df.withColumn(bucket_col, bucket).repartition(spec.num_buckets, bucket_col)
+        order = [qcol(bucket_col), *order]
     else:
-        laid_out = df.repartitionByRange(
-            max(1, math.ceil(est_rows / ROWS_PER_FILE)), *[qcol(c) for c in spec.key]
-        )
-    writer = (
-        laid_out.sortWithinPartitions(*[qcol(c) for c in sec.sort_columns(spec)])
-        .write.option("parquet.block.size", ROW_GROUP_BYTES)
-        .option("parquet.page.size", PAGE_BYTES)
-        .option("compression", "zstd")
-        .mode("errorifexists")
-    )
-    if isinstance(spec, CoveringIndex):
-        writer = writer.partitionBy(cov.BUCKET_COLUMN)
-    writer.parquet(data_dir)
+        n_files = max(1, math.ceil(est_rows / ROWS_PER_FILE))
+        laid_out = df.repartitionByRange(n_files, *[qcol(c) for c in spec.key])
+    task = TaskWriter(storage, data_dir, schema, bucket_col)
+    laid_out.sortWithinPartitions(*order).mapInArrow(task, "path string").collect()
     return read_root_index(spec, storage, index_dir, data_dir, level)
 
 
@@ -199,7 +193,8 @@ def full_build(
     if files:
         jobs = [IndexJob(snapshot.files[f.path], f.id, snapshot.ordinal) for f in files]
         df = entries_frame(spark, source, snapshot, spec, jobs)
-        content_files = write_sorted(df, spec, storage, index_dir, data_dir, Level.BASE, est_rows)
+        schema = sec.index_schema(spec, snapshot)
+        content_files = write_sorted(df, spec, schema, storage, index_dir, data_dir, Level.BASE, est_rows)
     state = SourceState(
         format=source.format_name,
         table_uri=source.uri,

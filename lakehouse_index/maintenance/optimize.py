@@ -12,6 +12,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.log.entry import Content, Level, LogEntry, SourceState
 from lakehouse_index.maintenance.build import write_sorted
@@ -35,6 +38,12 @@ def _read(spark: SparkSession, index_dir: str, stable: LogEntry, level: Level | 
     return spark.read.parquet(*paths)
 
 
+def _schema(storage: Storage, index_dir: str, stable: LogEntry) -> pa.Schema:
+    """The index schema, as the snapshot's newest index file has it."""
+    fs, path = storage.arrow(join_uri(index_dir, stable.content.files[-1].path))
+    return pq.read_schema(path, filesystem=fs)
+
+
 def optimize_quick(
     spark: SparkSession, stable: LogEntry, storage: Storage, index_dir: str, data_dir: str
 ) -> Content:
@@ -43,6 +52,7 @@ def optimize_quick(
     merged = write_sorted(
         _read(spark, index_dir, stable, Level.DELTA),
         stable.spec,
+        _schema(storage, index_dir, stable),
         storage,
         index_dir,
         data_dir,
@@ -83,5 +93,8 @@ def optimize_full(
         .filter((F.col("__rank") == 1) & (F.col(sec.OP) == sec.PUT))
         .drop("__rank")
     )
-    files = write_sorted(entries, stable.spec, storage, index_dir, data_dir, Level.BASE, stable.content.rows)
+    schema = _schema(storage, index_dir, stable)
+    files = write_sorted(
+        entries, stable.spec, schema, storage, index_dir, data_dir, Level.BASE, stable.content.rows
+    )
     return state, Content(files, src.ordinal)

@@ -170,7 +170,9 @@ def incremental(
         spark: SparkSession = spark_factory()  # type: ignore[operator]
         df = entries_frame(spark, source, target, spec, state.jobs)
         est = sum((j.entry.num_records or j.entry.size // 64) for j in state.jobs)
-        new_files += write_sorted(df, spec, storage, index_dir, join_uri(data_dir, "added"), Level.DELTA, est)
+        schema = sec.index_schema(spec, target)
+        added_dir = join_uri(data_dir, "added")
+        new_files += write_sorted(df, spec, schema, storage, index_dir, added_dir, Level.DELTA, est)
     if state.row_entries:
         rows_dir = join_uri(data_dir, "rows")
         write_entries(

@@ -1,16 +1,33 @@
-"""Writing index entries with pyarrow (small outputs: row-level delete entries, tests)."""
+"""Writing index files with pyarrow: on the driver (small outputs) and inside Spark tasks.
+
+Index files are written by pyarrow everywhere, also when Spark computes them
+(``mapInArrow``): row groups are bounded by *row count* (small groups keep a point
+lookup to a few KB of decoding; Spark's writer bounds them by bytes only), columns get
+exactly the index schema's Arrow types, the page index is written, and any storage
+pyarrow reaches works (S3 without Hadoop's S3 jars).
+"""
 
 from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.spec import IndexSpec
-from lakehouse_index.storage import Storage
+from lakehouse_index.storage import Storage, join_uri
 
-#: Rows per row group of index files: small groups keep a point read to a few KB.
+#: Rows per row group of index files: a point lookup decodes one group of this size.
 ROW_GROUP_ROWS = 16_384
+#: Rows per index file before a task starts a new one.
+ROWS_PER_FILE = 4_000_000
+
+
+def _write_options() -> dict[str, object]:
+    return {"compression": "zstd", "write_page_index": True}
 
 
 def write_entries(entries: pa.Table, spec: IndexSpec, storage: Storage, path: str) -> None:
@@ -18,11 +35,66 @@ def write_entries(entries: pa.Table, spec: IndexSpec, storage: Storage, path: st
     ordered = entries.sort_by([(c, "ascending") for c in sec.sort_columns(spec)])
     fs, inner = storage.arrow(path)
     fs.create_dir(inner.rsplit("/", 1)[0], recursive=True)
-    pq.write_table(
-        ordered,
-        inner,
-        filesystem=fs,
-        row_group_size=ROW_GROUP_ROWS,
-        compression="zstd",
-        write_page_index=True,
-    )
+    pq.write_table(ordered, inner, filesystem=fs, row_group_size=ROW_GROUP_ROWS, **_write_options())
+
+
+@dataclass(frozen=True)
+class TaskWriter:
+    """A picklable function for ``DataFrame.mapInArrow``: writes one task's sorted rows.
+
+    Rows arrive sorted (by bucket, then key). A new file starts when ``bucket_column``
+    changes (covering indexes: one directory per bucket) or a file reaches
+    ``ROWS_PER_FILE``. Yields one row per file written: its path.
+    """
+
+    storage: Storage
+    data_dir: str
+    schema: pa.Schema
+    bucket_column: str | None = None
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        written: list[str] = []
+        writer: pq.ParquetWriter | None = None
+        current: object = None
+        rows_in_file = 0
+        for batch in batches:
+            for bucket, part in self._split(batch):
+                if writer is None or bucket != current or rows_in_file >= ROWS_PER_FILE:
+                    if writer is not None:
+                        writer.close()
+                    writer, path = self._open(bucket)
+                    written.append(path)
+                    current, rows_in_file = bucket, 0
+                writer.write_batch(part, row_group_size=ROW_GROUP_ROWS)
+                rows_in_file += part.num_rows
+        if writer is not None:
+            writer.close()
+        yield pa.RecordBatch.from_pydict({"path": written}, schema=pa.schema([("path", pa.string())]))
+
+    def _split(self, batch: pa.RecordBatch) -> Iterator[tuple[object, pa.RecordBatch]]:
+        """(bucket, rows cast to the index schema) runs of a sorted batch."""
+        if self.bucket_column is None:
+            yield None, _cast(batch, self.schema)
+            return
+        buckets = batch.column(self.bucket_column).to_pylist()
+        body = _cast(batch.drop_columns([self.bucket_column]), self.schema)
+        start = 0
+        for i in range(1, len(buckets) + 1):
+            if i == len(buckets) or buckets[i] != buckets[start]:
+                yield buckets[start], body.slice(start, i - start)
+                start = i
+
+    def _open(self, bucket: object) -> tuple[pq.ParquetWriter, str]:
+        name = f"part-{uuid.uuid4().hex}.parquet"
+        path = (
+            join_uri(self.data_dir, f"bucket={bucket}", name)
+            if bucket is not None
+            else join_uri(self.data_dir, name)
+        )
+        fs, inner = self.storage.arrow(path)
+        fs.create_dir(inner.rsplit("/", 1)[0], recursive=True)
+        return pq.ParquetWriter(inner, self.schema, filesystem=fs, **_write_options()), path
+
+
+def _cast(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([batch.column(f.name).cast(f.type) for f in schema], schema=schema)

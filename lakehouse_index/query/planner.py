@@ -4,8 +4,8 @@ Candidates are every retained ACTIVE snapshot (log entry) of the index, plus a p
 scan of the version. The cost of answering version v from snapshot s, in bytes:
 
 * data files live in v that s does not cover (the hybrid scan reads them),
-* index data read (per key, at most one row group of each index file whose key bounds
-  may hold it),
+* index data read (per key, up to one row group of each index file, charged at the
+  index's average row-group size),
 * a small charge per file s covers that is not live in v (lineage filter) and per row
   deleted since indexing (delete filter).
 
@@ -24,11 +24,9 @@ from enum import Enum
 
 from lakehouse_index.errors import VersionNotFoundError
 from lakehouse_index.log.entry import LogEntry
+from lakehouse_index.maintenance.writer import ROW_GROUP_ROWS
 from lakehouse_index.query.coverage import Coverage, coverage
 from lakehouse_index.source import Snapshot, TableSource
-
-#: Bytes charged per index file read (footer + one row group, typical).
-INDEX_ROW_GROUP_BYTES = 256 << 10
 
 
 class Reason(str, Enum):
@@ -120,9 +118,21 @@ def _snapshot_label(e: LogEntry) -> str:
     return f"snapshot {e.id} (table v{e.source.version})"
 
 
-def _index_bytes(entry: LogEntry, keys: int) -> int:
-    per_key = sum(min(f.size, INDEX_ROW_GROUP_BYTES) for f in entry.content.files)
-    return per_key * max(1, min(keys, 8)) if entry.content.files else 0
+def _row_group_bytes(snapshots: Sequence[LogEntry]) -> int:
+    """Average bytes of one index row group, over every snapshot's files (one figure for all)."""
+    files = {f.path: f for e in snapshots for f in e.content.files}.values()
+    rows = sum(f.rows for f in files)
+    size = sum(f.size for f in files)
+    return int(size * min(1.0, ROW_GROUP_ROWS / rows)) // max(1, len(files)) if rows else 0
+
+
+def _index_bytes(entry: LogEntry, keys: int, row_group_bytes: int) -> int:
+    """Index bytes a lookup of ``keys`` keys reads: up to one row group per index file and key.
+
+    Charging a common row-group size makes snapshots differ by what really differs: how
+    many files (LSM levels) a key must be looked for in.
+    """
+    return len(entry.content.files) * row_group_bytes * max(1, keys)
 
 
 def _in_history(source: TableSource, version: int) -> bool:
@@ -155,6 +165,7 @@ def plan(
 ) -> Plan:
     """Cost every snapshot of ``index`` and the plain scan for a lookup of ``keys`` keys at ``target``."""
     total = target.total_bytes
+    rg_bytes = _row_group_bytes(snapshots)
     cands: list[Candidate] = []
     for e in _distinct(snapshots):
         if not _in_history(source, e.source.version):
@@ -169,7 +180,9 @@ def plan(
         if total and cov.scan_bytes > config.max_scan_share * total:
             reason = Reason.OVER_THRESHOLD
         cands.append(
-            Candidate(_snapshot_label(e), e, cov, cov.scan_bytes, _index_bytes(e, keys), repair, reason)
+            Candidate(
+                _snapshot_label(e), e, cov, cov.scan_bytes, _index_bytes(e, keys, rg_bytes), repair, reason
+            )
         )
     cands.append(Candidate("plain scan", None, None, total, 0, 0))
     usable = [c for c in cands if c.usable]

@@ -118,23 +118,44 @@ def commit_equality_delete(table: Any, column: str, values: Sequence[Any], arrow
     list_path = f"file://{loc}/metadata/snap-{new_id}-{uuid.uuid4()}.avro"
     with write_manifest_list(2, io.new_output(list_path), new_id, cur.snapshot_id, seq, "deflate") as lw:
         lw.add_manifests([*cur.manifests(io), w.to_manifest_file()])
-    snap = Snapshot(
-        snapshot_id=new_id,
-        parent_snapshot_id=cur.snapshot_id,
-        sequence_number=seq,
-        timestamp_ms=cur.timestamp_ms + 1,
-        manifest_list=list_path,
-        summary=Summary(Operation.DELETE),
-        schema_id=table.schema().schema_id,
-    )
+    # pyiceberg's metadata classes are pydantic models with aliased fields: keyword dicts keep mypy quiet.
+    snapshot_fields: dict[str, Any] = {
+        "snapshot_id": new_id,
+        "parent_snapshot_id": cur.snapshot_id,
+        "sequence_number": seq,
+        "timestamp_ms": cur.timestamp_ms + 1,
+        "manifest_list": list_path,
+        "summary": Summary(Operation.DELETE),
+        "schema_id": table.schema().schema_id,
+    }
+    snap = Snapshot(**snapshot_fields)
+    assert_ref: dict[str, Any] = {"snapshot_id": cur.snapshot_id, "ref": "main"}
+    set_ref: dict[str, Any] = {"ref_name": "main", "type": SnapshotRefType.BRANCH, "snapshot_id": new_id}
     table.catalog.commit_table(
         table,
-        (AssertRefSnapshotId(snapshot_id=cur.snapshot_id, ref="main"),),
-        (
-            AddSnapshotUpdate(snapshot=snap),
-            SetSnapshotRefUpdate(ref_name="main", type=SnapshotRefType.BRANCH, snapshot_id=new_id),
-        ),
+        (AssertRefSnapshotId(**assert_ref),),
+        (AddSnapshotUpdate(snapshot=snap), SetSnapshotRefUpdate(**set_ref)),
     )
+
+
+def index_snapshots(table: Any, name: str) -> list[Any]:
+    """The retained ACTIVE snapshots (log entries) of an index, oldest first."""
+    from lakehouse_index.log.store import IndexCatalog
+
+    return list(IndexCatalog(table.storage, table.index_root).log(name).active_snapshots())
+
+
+def locate_via(table: Any, entry: Any, version: int, probe: Sequence[Any]) -> tuple[pa.Table, Any]:
+    """``locate`` answered from one given index snapshot (not the planner's choice), and its coverage.
+
+    Forcing each snapshot proves every (index snapshot, table version) pair: exact windows
+    through the LSM entries and hybrid repairs in both directions.
+    """
+    from lakehouse_index.query import lookup as lk
+    from lakehouse_index.storage import join_uri
+
+    plan = lk.plan_lookup(table.source, entry, table.snapshot(version), probe)
+    return lk.locate(table.source, table.storage, join_uri(table.index_root, entry.name), plan), plan.coverage
 
 
 # ---------------------------------------------------------------------- Spark+Iceberg in a child

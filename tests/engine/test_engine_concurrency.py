@@ -26,10 +26,9 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 from enginetest_helpers import INDEX, check_answers, log_entries, make_table
-from enginetest_workers import race_worker
+from enginetest_workers import attempt, race_worker
 
 import lakehouse_index as li
-from lakehouse_index.log.lifecycle import retrying
 
 pytestmark = pytest.mark.spark
 
@@ -136,7 +135,7 @@ def test_eight_processes_race_on_one_index_while_the_table_changes(
     ]
     for p in procs:
         p.start()
-    parent_tally: Counter[str] = Counter()
+    parent_tally: Counter[str] = Counter({"busy": 0, "lost": 0, "deleted": 0})
     barrier.wait(timeout=600)
 
     # Phase 1: appends (files to index), lookups in between.
@@ -145,15 +144,7 @@ def test_eight_processes_race_on_one_index_while_the_table_changes(
         _answers_while_racing(t, path, parent_tally)
         time.sleep(1.0)
     # The parent is a racer too: it indexes its appends (incremental, on its own Spark).
-    deadline = time.monotonic() + 600
-    while True:
-        try:
-            retrying(lambda: t.refresh_index(INDEX, "incremental", spark=spark), attempts=50)
-            break
-        except li.IllegalIndexStateError as e:
-            assert "DELETED index" in str(e), e
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+    attempt(lambda: t.refresh_index(INDEX, "incremental", spark=spark), parent_tally, time.monotonic() + 600)
     go_incremental.set()
     # Phase 2: whole-file deletes only (remove actions, nothing to index).
     for b in (0, 2, 10):

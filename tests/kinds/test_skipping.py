@@ -8,6 +8,7 @@ files deltalake reports for Delta tables.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
 import struct
@@ -31,6 +32,7 @@ from lakehouse_index.errors import InvalidIndexSpecError, TableFormatError
 from lakehouse_index.expr import Predicate
 from lakehouse_index.kinds import skipping as sk
 from lakehouse_index.log.entry import IndexFile, Level
+from lakehouse_index.source import Column, Snapshot
 from lakehouse_index.spec import SkippingIndex
 from lakehouse_index.storage import Storage
 
@@ -111,9 +113,11 @@ def test_bloom_false_positive_rate_meets_target(ndv: int, fpp: float) -> None:
     f = sk.bloom_build(sk.hash_values(pa.array(members)), fpp)
     outsiders = rng.integers(2**62, 2**63 - 1, size=200_000, dtype=np.int64)
     probes = sk.hash_values(pa.array(outsiders))
-    bs = sk.BloomSet.of(pa.array([f], pa.binary()))
-    hits = sum(bool(bs.may_contain_any(probes[i : i + 1])[0]) for i in range(len(probes)))
-    rate = hits / len(probes)
+    rate = float(np.mean(sk.bloom_probe(f, probes)))
+    # The vectorised single-filter probe and the many-filter probe agree.
+    bs = sk.BloomSet.of(pa.array([f, None], pa.binary()))
+    for h, want in zip(probes[:300], sk.bloom_probe(f, probes[:300]), strict=True):
+        assert bs.may_contain_any(np.array([h], dtype=np.uint64)).tolist() == [bool(want), True]
     # Sized for <= fpp in expectation; allow binomial noise on 200k probes.
     assert rate <= fpp * 1.15 + 3 * np.sqrt(fpp / len(probes))
     bits_per_value = len(f) * 8 / ndv
@@ -264,7 +268,7 @@ def _matching_files(tables: list[pa.Table], predicate: Predicate) -> set[int]:
     return {fid for fid, t in enumerate(tables) if t.filter(expr).num_rows > 0}
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(file_tables(), predicates, st.sampled_from([0, 1, 3, 32]), st.sampled_from(SPEC_ALL))
 def test_prune_never_drops_a_matching_file(
     tables: list[pa.Table], text: str, max_values: int, left_out: str
@@ -357,6 +361,17 @@ def test_prune_after_type_widening() -> None:
     assert sk.prune(data, Predicate.parse("i = 150", new_schema), range(3)) == {1}
     assert sk.prune(data, Predicate.parse("i IN (5, 250)", new_schema), range(3)) == {0, 2}
     assert sk.prune(data, Predicate.parse("f = 2.5", new_schema), range(3)) == {2}
+    # The same with value lists (cast to the new type before evaluation).
+    lists = SkippingIndex("sk", ["i", "f"], max_values=1_000)
+    data = sk.SkippingData.of(
+        pa.concat_tables([sk.stats_row(t, i, lists, old) for i, t in enumerate(tables)])
+    )
+    assert data.rows.column("i").combine_chunks().field("values").null_count == 0
+    assert sk.prune(data, Predicate.parse("i IN (5, 250)", new_schema), range(3)) == {0, 2}
+    assert sk.prune(data, Predicate.parse("f >= 1.5 AND f < 2", new_schema), range(3)) == {1}
+    # A type the recorded statistics do not convert to prunes nothing (and does not fail).
+    as_text = pa.schema([pa.field("i", pa.date32()), pa.field("f", pa.float64())])
+    assert sk.prune(data, Predicate.parse("i = DATE '2020-01-01'", as_text), range(3)) == {0, 1, 2}
 
 
 @pytest.mark.spark
@@ -397,13 +412,33 @@ def test_prune_keeps_files_spark_matches_with_nan(tmp_path: Path, spark: Any) ->
         "f IS NULL",
         "NOT (f = 3)",
     ]
-    frames = [spark.read.parquet(p) for p in paths]
-    for text in texts:
-        predicate = Predicate.parse(text, schema)
-        sql = predicate.to_spark_sql()
-        spark_hits = {k for k, df in enumerate(frames) if df.filter(sql).limit(1).count() > 0}
+    from pyspark.sql import functions as F
+
+    frame = None
+    for k, part in enumerate(paths):
+        df = spark.read.parquet(part).withColumn("_k", F.lit(k))
+        frame = df if frame is None else frame.unionByName(df)
+    assert frame is not None
+    predicates = [Predicate.parse(text, schema) for text in texts]
+    # One Spark job: per file, whether any row satisfies each predicate (null counts as no).
+    hits = (
+        frame.groupBy("_k")
+        .agg(
+            *[
+                F.max(F.expr(f"CASE WHEN {p.to_spark_sql()} THEN 1 ELSE 0 END")).alias(f"p{i}")
+                for i, p in enumerate(predicates)
+            ]
+        )
+        .collect()
+    )
+    for i, (text, predicate) in enumerate(zip(texts, predicates, strict=True)):
+        spark_hits = {row["_k"] for row in hits if row[f"p{i}"] == 1}
         kept = sk.prune(data, predicate, range(len(tables)))
         assert spark_hits | _matching_files(tables, predicate) <= kept, text
+    # The test means something: Spark and pyarrow disagree on NaN for some of these.
+    nan_gt = predicates[texts.index("f > 100")]
+    assert {row["_k"] for row in hits if row[f"p{texts.index('f > 100')}"] == 1} == {0, 1}
+    assert _matching_files(tables, nan_gt) == set()
 
 
 # --------------------------------------------------------------------------- Delta tables
@@ -590,6 +625,43 @@ def test_later_row_for_a_file_id_wins(tmp_path: Path) -> None:
     only_1 = sk.load(storage, str(tmp_path), [a, b], {1})
     assert only_1.file_ids.tolist() == [1]
     assert sk.prune(only_1, Predicate.parse("i = 50", schema), [0, 1]) == {0}  # 0 not covered: kept
+
+
+def test_load_ignores_statistics_of_replaced_columns(delta_table: str, tmp_path: Path) -> None:
+    """A column dropped and re-added (new physical name / field id) or retyped prunes nothing."""
+    spec = SkippingIndex("sk", ["i", "s"], max_values=4)
+    index_dir = str(tmp_path / "idx")
+    snap, ids, files = _build(delta_table, spec, index_dir, "data/a/s.parquet", Level.BASE)
+    storage = Storage.for_uri(index_dir)
+    live = sorted(ids.values())
+    by_i = Predicate.parse("i = -1", snap.schema)  # no file holds it
+    by_s = Predicate.parse("s = 'nothing'", snap.schema)
+    same = sk.load(storage, index_dir, files, live, snapshot=snap)
+    assert same.columns == ("i", "s")
+    assert sk.prune(same, by_i, live) == set() and sk.prune(same, by_s, live) == set()
+
+    def with_column(col: Column) -> Snapshot:
+        cols = tuple(col if c.name == col.name else c for c in snap.columns)
+        return dataclasses.replace(snap, columns=cols)
+
+    readded = with_column(Column("i", pa.int64(), physical_name="col-7f3a"))
+    for changed in (readded, with_column(Column("i", pa.int64(), field_id=12))):
+        data = sk.load(storage, index_dir, files, live, snapshot=changed)
+        assert data.columns == ("s",)
+        assert sk.prune(data, Predicate.parse("i = -1", changed.schema), live) == set(live)
+        assert sk.prune(data, Predicate.parse("s = 'nothing'", changed.schema), live) == set()
+    retyped = with_column(Column("s", pa.int64()))
+    data = sk.load(storage, index_dir, files, live, snapshot=retyped)
+    assert data.columns == ("i",)
+    assert sk.prune(data, Predicate.parse("s = 5", retyped.schema), live) == set(live)
+    widened = with_column(Column("i", pa.decimal128(20, 0)))
+    assert sk.load(storage, index_dir, files, live, snapshot=widened).columns == ("i", "s")
+    dropped = dataclasses.replace(snap, columns=tuple(c for c in snap.columns if c.name != "i"))
+    assert sk.load(storage, index_dir, files, live, snapshot=dropped).columns == ("s",)
+    # Compaction writes loaded rows back with their identities: the check still applies.
+    compacted = sk.write_skipping_file(same.rows, storage, index_dir, "data/b/s.parquet")
+    assert sk.load(storage, index_dir, [compacted], live, snapshot=readded).columns == ("s",)
+    assert sk.load(storage, index_dir, [compacted], live, snapshot=snap).rows.equals(same.rows)
 
 
 def test_partitioned_delta_table(tmp_path: Path) -> None:
