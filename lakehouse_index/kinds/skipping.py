@@ -65,7 +65,9 @@ adds outcomes, so a file holding a matching row is never dropped.
 NaN: pyarrow compares NaN as unequal and unordered, Spark as equal to itself and
 greater than everything. Files with NaNs in a column therefore keep every outcome
 either engine could give them (true for ``!=``, ``>``, ``>=``, ``NOT IN``,
-``NOT BETWEEN``); min/max ignore NaNs.
+``NOT BETWEEN``); min/max ignore NaNs. Signed zeros: pyarrow's ``IN`` matches floats
+by bit pattern (``-0.0 IN (0.0)`` is false) while ``=`` and Spark compare values, so
+zeros are evaluated under both signs.
 
 Example::
 
@@ -863,6 +865,13 @@ class _Evaluator:
         if len(flat) == 0:
             return t, f
         parents = np.asarray(pc.list_parent_indices(v.values).to_numpy(), dtype=np.int64)
+        if _family(v.type) == "float":
+            # pyarrow's IN hashes floats by bit pattern (-0.0 NOT IN (0.0)), its = and Spark
+            # compare values (-0.0 = 0.0): evaluate each zero under both signs.
+            zeros = np.flatnonzero(_bools(pc.equal(flat, 0.0)))
+            if len(zeros):
+                flat = pa.concat_arrays([flat, pc.negate(flat.take(pa.array(zeros)))])
+                parents = np.concatenate([parents, parents[zeros]])
         table = pa.table({v.name: flat})
         expr = Predicate(node, pa.schema([pa.field(v.name, v.type)])).to_pyarrow()
         result = _evaluate(table, expr)
@@ -901,7 +910,9 @@ class _Evaluator:
                 s = _scalar(x)
                 inside = _bools(pc.less_equal(lo, s)) & _bools(pc.greater_equal(hi, s))
                 any_in |= inside & self.bloom(v, x)
-                pinned |= single & _bools(pc.equal(lo, s))
+                # A zero never pins: pyarrow's IN tells -0.0 from 0.0 (see by_values).
+                if not (_family(v.type) == "float" and x.value == 0):
+                    pinned |= single & _bools(pc.equal(lo, s))
             in_t, in_f = any_in, has & ~pinned
             return (in_f, in_t) if node.negated else (in_t, in_f)
         if isinstance(node, Between):

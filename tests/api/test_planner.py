@@ -112,3 +112,26 @@ def test_stale_index_answers_through_hybrid_scan(spark: Any, tmp_path: Path) -> 
     got = t.lookup("by_k", ["k2", "k4"])
     full = DeltaTable(path).to_pyarrow_table()
     assert rows(got) == rows(full.filter(pa.compute.is_in(full["k"], pa.array(["k2", "k4"]))))
+
+
+def test_snapshot_of_a_cleaned_up_table_version_is_not_used(spark: Any, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    write_deltalake(path, batch(0, 500), configuration={"delta.logRetentionDuration": "interval 0 days"})
+    t = li.open_table(path)
+    t.create_index(li.SecondaryIndex("by_k", key="k", record_key="id"), spark=spark)  # snapshot at v0
+    for i in range(1, 4):
+        write_deltalake(path, batch(500 * i, 500), mode="append")
+    t.refresh_index("by_k", mode="full", spark=spark)  # snapshot at v3
+    dt = DeltaTable(path)
+    dt.create_checkpoint()
+    dt.cleanup_metadata()
+    assert not (Path(path) / "_delta_log" / f"{0:020d}.json").exists()
+
+    t = li.open_table(path)
+    plan = t.explain("by_k", ["k1"])
+    reasons = {c.entry.source.version: c.reason for c in plan.candidates if c.entry is not None}
+    assert reasons[0] is Reason.TABLE_VERSION_GONE, str(plan)
+    assert plan.chosen.entry is not None and plan.chosen.entry.source.version == 3
+    got = t.lookup("by_k", ["k1"])
+    full = DeltaTable(path).to_pyarrow_table()
+    assert rows(got) == rows(full.filter(pa.compute.equal(full["k"], "k1")))

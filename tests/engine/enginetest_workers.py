@@ -111,13 +111,13 @@ def _optimize(mode: str) -> Callable[[li.Table], Any]:
 #: only deletes whole files, so its refreshes have no file to index (no JVM either).
 ROLES: dict[str, list[tuple[str, Callable[[li.Table], Any], float]]] = {
     "spark-refresh": [
-        ("refresh-incremental", _refresh("incremental"), 0.0),
-        ("optimize-quick", _optimize("quick"), 0.0),
-        ("refresh-full", _refresh("full"), 0.0),
+        ("refresh-incremental", _refresh("incremental"), 0.2),
+        ("optimize-quick", _optimize("quick"), 0.2),
+        ("refresh-full", _refresh("full"), 0.2),
     ],
     "spark-optimize": [
-        ("optimize-full", _optimize("full"), 0.0),
-        ("refresh-incremental", _refresh("incremental"), 0.0),
+        ("optimize-full", _optimize("full"), 0.2),
+        ("refresh-incremental", _refresh("incremental"), 0.2),
     ],
     "quick": [("refresh-quick", _refresh("quick"), 0.3)],
     "incremental": [("refresh-incremental", _refresh("incremental"), 0.3)],
@@ -147,13 +147,14 @@ def race_worker(
             go_incremental.wait(timeout=600)
         deadline = time.monotonic() + 600
         ops = ROLES[role]
-        i = 0
-        while i < min_rounds * len(ops) or not stop.is_set():
-            name, call, pause = ops[i % len(ops)]
-            info = attempt(functools.partial(call, t), tally, deadline)
-            done.append((name, info.log_entry))
-            time.sleep(pause)
-            i += 1
+        rounds = 0
+        # Whole rounds only: a deleter always restores what it deleted.
+        while rounds < min_rounds or not stop.is_set():
+            for name, call, pause in ops:
+                info = attempt(functools.partial(call, t), tally, deadline)
+                done.append((name, info.log_entry))
+                time.sleep(pause)
+            rounds += 1
         results.put((role, os.getpid(), "ok", done, tally))
     except BaseException:
         results.put((role, os.getpid(), "error", traceback.format_exc(), tally))

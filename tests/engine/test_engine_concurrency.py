@@ -161,6 +161,11 @@ def test_eight_processes_race_on_one_index_while_the_table_changes(
     retries = Counter[str]()
     for _, _, _, _, tally in outcomes:
         retries.update(tally)
+    written = Counter(e["operation"] for e in log_entries(path).values() if e["state"] in STABLE)
+    # Shown with -s (and on failure): how much racing happened.
+    print(f"retries {dict(retries)}, parent {dict(parent_tally)}, operations written {dict(written)}")
+    for role, pid, _, done, _ in outcomes:
+        print(role, pid, dict(Counter(op for op, _ in done)))
     assert retries["busy"] + retries["lost"] > 0, f"no process ever lost a race: {retries}"
     assert parent_tally["checked"] > 0
 

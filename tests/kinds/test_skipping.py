@@ -374,6 +374,22 @@ def test_prune_after_type_widening() -> None:
     assert sk.prune(data, Predicate.parse("i = DATE '2020-01-01'", as_text), range(3)) == {0, 1, 2}
 
 
+@pytest.mark.parametrize("max_values", [0, 8])
+def test_signed_zeros_in_lists(max_values: int) -> None:
+    """pyarrow's IN tells -0.0 from 0.0 while = does not: found by a longer hypothesis run."""
+    spec = SkippingIndex("sk", ["f"], max_values=max_values)
+    types = {"f": pa.float64()}
+    schema = pa.schema(list(types.items()))
+    tables = [pa.table({"f": [-0.0]}), pa.table({"f": [0.0]}), pa.table({"f": [1.0, 2.0]})]
+    data = sk.SkippingData.of(
+        pa.concat_tables([sk.stats_row(t, i, spec, types) for i, t in enumerate(tables)])
+    )
+    for text in ["f IN (0.0)", "f NOT IN (0.0)", "f IN (-0.0)", "f NOT IN (-0.0)", "f = 0", "f != -0.0"]:
+        predicate = Predicate.parse(text, schema)
+        assert _matching_files(tables, predicate) <= sk.prune(data, predicate, range(3)), text
+    assert sk.prune(data, Predicate.parse("f IN (0.0)", schema), range(3)) == {0, 1}
+
+
 @pytest.mark.spark
 def test_prune_keeps_files_spark_matches_with_nan(tmp_path: Path, spark: Any) -> None:
     """Spark orders NaN above everything and equal to itself; pruning must cover that too."""
@@ -411,6 +427,8 @@ def test_prune_keeps_files_spark_matches_with_nan(tmp_path: Path, spark: Any) ->
         "f > 8 AND i < 7",
         "f IS NULL",
         "NOT (f = 3)",
+        "f IN (0.0)",
+        "f NOT IN (0.0, 5, 7.5, 9)",
     ]
     from pyspark.sql import functions as F
 
