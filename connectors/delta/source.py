@@ -125,6 +125,7 @@ class DeltaSource(TableSource):
         self._io = io
         self._listing: LogListing | None = None
         self._listed_at = 0.0
+        self._probed_latest = -1  # newest commit seen by probing since the last listing
         self._commits: OrderedDict[int, Actions] = OrderedDict()
         self._commit_mtime: dict[int, int] = {}
         self._states: OrderedDict[int, _State] = OrderedDict()
@@ -168,6 +169,7 @@ class DeltaSource(TableSource):
     def _list(self) -> LogListing:
         self._listing = list_log(self._io, self._log)
         self._listed_at = time.monotonic()
+        self._probed_latest = -1
         for v, st in self._listing.commits.items():
             self._commit_mtime[v] = st.mtime_ms
         return self._listing
@@ -447,11 +449,25 @@ class DeltaSource(TableSource):
         return snap
 
     def latest_version(self) -> int:
-        """The newest version (re-lists ``_delta_log``)."""
-        latest = self._list().latest_version
+        """The newest version: sees commits by other engines.
+
+        With a listing younger than LISTING_MAX_AGE_S, only the next commit names are
+        probed (one existence check when nothing is new: lookups call this every time);
+        otherwise ``_delta_log`` is listed again.
+        """
+        listing = self._listing
+        if listing is None or listing.latest_version is None or (
+            time.monotonic() - self._listed_at > self.LISTING_MAX_AGE_S
+        ):
+            listing = self._list()
+        latest = listing.latest_version
         if latest is None:
             raise NotATableError(f"{self._log} holds no Delta commit or checkpoint")
-        return latest
+        probed = max(latest, self._probed_latest)
+        while self._io.exists(self._commit_uri(probed + 1)):
+            probed += 1
+        self._probed_latest = probed
+        return probed
 
     # ------------------------------------------------------------------ versions & time
 

@@ -20,7 +20,7 @@ from lakehouse_index.datafiles import read_file
 from lakehouse_index.kinds import covering as cov
 from lakehouse_index.kinds import keys as K
 from lakehouse_index.kinds import secondary as sec
-from lakehouse_index.log.entry import LogEntry
+from lakehouse_index.log.entry import Level, LogEntry
 from lakehouse_index.query.coverage import Coverage, coverage
 from lakehouse_index.query.index_reader import KeySet, ReadStats, read_entries
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
@@ -82,7 +82,9 @@ def _index_hits(
         stats=plan.stats,
         buckets=_buckets(spec, plan),
     )
-    live = sec.merge(raw, None)
+    # Base files hold each row address once, as a PUT: only delta files need the LSM merge.
+    has_deltas = any(f.level is Level.DELTA for f in plan.entry.content.files)
+    live = sec.merge(raw, None) if has_deltas else raw
     answered = pa.array(sorted(plan.coverage.answered), pa.int64())
     live = live.filter(pc.is_in(live[sec.FILE_ID], value_set=answered))
     if not apply_deletes or not plan.coverage.filter_deletes or live.num_rows == 0:

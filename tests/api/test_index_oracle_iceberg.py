@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import warnings
 from collections import Counter
 from typing import Any
 
@@ -51,9 +50,11 @@ from pyiceberg.types import IntegerType, LongType, NestedField, StringType
 
 import lakehouse_index as li
 
-pytestmark = pytest.mark.spark
-
-warnings.filterwarnings("ignore", message=".*Delete operation did not match any records.*")
+pytestmark = [
+    pytest.mark.spark,
+    # pyiceberg warns when a copy-on-write delete or overwrite filter matches nothing: expected here.
+    pytest.mark.filterwarnings("ignore:Delete operation did not match any records"),
+]
 
 #: pyiceberg's expression classes are pydantic models whose positional constructors mypy cannot type.
 X: Any = expressions
