@@ -24,6 +24,8 @@ import pyarrow as pa
 
 from lakehouse_index import expr
 from lakehouse_index.errors import IllegalIndexStateError, IndexNotFoundError
+from lakehouse_index.kinds import skipping
+from lakehouse_index.kinds.secondary import validate_spec
 from lakehouse_index.log.entry import Content, IndexState, LogEntry, Operation, SourceState
 from lakehouse_index.log.lifecycle import OpContext, OpResult, run_operation
 from lakehouse_index.log.store import IndexCatalog, IndexLog
@@ -33,9 +35,9 @@ from lakehouse_index.query import lookup as lk
 from lakehouse_index.query import planner
 from lakehouse_index.query.coverage import plain_scan
 from lakehouse_index.registry import open_source
-from lakehouse_index.scan import scan_snapshot
+from lakehouse_index.scan import scan_files, scan_snapshot
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
-from lakehouse_index.spec import IndexKind, IndexSpec, validate_index_name
+from lakehouse_index.spec import IndexKind, IndexSpec, SkippingIndex, validate_index_name
 from lakehouse_index.storage import Storage, join_uri, normalize_uri
 
 if TYPE_CHECKING:
@@ -136,7 +138,10 @@ class Table:
     ) -> pa.Table:
         """Plain read of a table version with deletes applied (pyarrow, no index, no JVM)."""
         snap = self.snapshot(version_as_of, timestamp_as_of)
-        return scan_snapshot(self.source, snap, columns=columns, where=where)
+        files = self._skipping_files(snap, where) if where is not None else None
+        if files is None:
+            return scan_snapshot(self.source, snap, columns=columns, where=where)
+        return scan_files(self.source, snap, files, columns=columns, where=where)
 
     def read(
         self,
@@ -159,8 +164,36 @@ class Table:
         from lakehouse_index.spark_read import spark_frame
 
         snap = self.snapshot(version_as_of, timestamp_as_of)
-        files = self._files_for(snap, where) if use_indexes and where is not None else None
+        files = None
+        if use_indexes and where is not None:
+            files = self._files_for(snap, where)
+            if files is None:
+                files = self._skipping_files(snap, where)
         return spark_frame(get_spark(spark), self.source, snap, files=files, columns=columns, where=where)
+
+    def _skipping_files(self, snap: Snapshot, where: Where) -> list[FileEntry] | None:
+        """Files of ``snap`` kept by an active skipping index on the predicate's columns (None: none applies).
+
+        Files the index does not cover (appended since its last refresh) are always kept.
+        """
+        predicate = expr.Predicate.of(where, snap.schema)
+        if predicate is None:
+            return None
+        for info in self.indexes():
+            if info.kind is not IndexKind.SKIPPING or info.state is not IndexState.ACTIVE:
+                continue
+            if not set(info.spec.columns) & predicate.columns:
+                continue
+            entry = self._log(info.name).latest_stable()
+            assert entry is not None
+            covered = {f.path: f.id for f in entry.source.files if f.removed_ordinal is None}
+            live_ids = [covered[p] for p in snap.files if p in covered]
+            data = skipping.load(
+                self.storage, self._index_dir(info.name), entry.content.files, live_ids, snap
+            )
+            keep = skipping.prune(data, predicate, live_ids)
+            return [f for p, f in snap.files.items() if p not in covered or covered[p] in keep]
+        return None
 
     def _files_for(self, snap: Snapshot, where: Where) -> list[FileEntry] | None:
         """The files an index says may hold rows matching ``where`` (None: no index applies)."""
@@ -194,22 +227,31 @@ class Table:
         return join_uri(self.index_root, name)
 
     def create_index(self, spec: IndexSpec, *, spark: SparkSession | None = None) -> IndexInfo:
-        """Create an index and build it from the latest table version (on Spark).
+        """Create an index and build it from the latest table version.
 
+        Secondary and covering indexes are built on Spark; a skipping index with pyarrow.
         The spec is checked against the table schema before anything is written.
         """
-        from lakehouse_index.kinds.secondary import validate_spec
         from lakehouse_index.spark import get_spark
 
         log = self._log(spec.name)
         snap = self.source.snapshot(self.source.latest_version())
-        validate_spec(spec, snap)
-        session = get_spark(spark)
+        if isinstance(spec, SkippingIndex):
+            skipping.validate_spec(spec, snap)
+        else:
+            validate_spec(spec, snap)
         start = SourceState(self.format, self.uri, snap.version, snap.ordinal, snap.timestamp_ms)
 
         def body(ctx: OpContext) -> OpResult:
             state, content = full_build(
-                session, self.source, snap, spec, self.storage, log.index_dir, ctx.data_uri, None
+                lambda: get_spark(spark),
+                self.source,
+                snap,
+                spec,
+                self.storage,
+                log.index_dir,
+                ctx.data_uri,
+                None,
             )
             return OpResult(state, content)
 
@@ -237,8 +279,15 @@ class Table:
         target = self.source.snapshot(self.source.latest_version())
 
         def precheck(stable: LogEntry) -> bool:
-            indexed = stable.pending.version if mode == "quick" and stable.pending else stable.source.version
-            return indexed != target.version or (mode != "quick" and stable.pending is not None)
+            # Runs before anything is written: a spec the table no longer fits is refused here.
+            if isinstance(stable.spec, SkippingIndex):
+                skipping.validate_spec(stable.spec, target)
+            else:
+                validate_spec(stable.spec, target)
+            pending = stable.pending if mode == "quick" else None
+            indexed = pending.ordinal if pending else stable.source.ordinal
+            # Another writer may have refreshed past the version read above: nothing to do then.
+            return target.ordinal > indexed or (mode != "quick" and stable.pending is not None)
 
         def body(ctx: OpContext) -> OpResult:
             stable = ctx.stable
@@ -257,7 +306,7 @@ class Table:
                 )
             else:
                 state, content = full_build(
-                    get_spark(spark),
+                    lambda: get_spark(spark),
                     self.source,
                     target,
                     stable.spec,
@@ -291,6 +340,9 @@ class Table:
         def body(ctx: OpContext) -> OpResult:
             stable = ctx.stable
             assert stable is not None
+            if isinstance(stable.spec, SkippingIndex):
+                state, content = optimize.optimize_skipping(stable, self.storage, log.index_dir, ctx.data_uri)
+                return OpResult(state, content, stable.pending)
             session = get_spark(spark)
             if mode == "quick":
                 content = optimize.optimize_quick(session, stable, self.storage, log.index_dir, ctx.data_uri)

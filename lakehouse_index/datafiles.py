@@ -184,8 +184,9 @@ class Resolved:
     constant: object = None
 
 
-def resolve_columns(snapshot: Snapshot, entry: FileEntry, layout: FileLayout,
-                    columns: Sequence[str]) -> list[Resolved]:
+def resolve_columns(
+    snapshot: Snapshot, entry: FileEntry, layout: FileLayout, columns: Sequence[str]
+) -> list[Resolved]:
     """Resolve logical ``columns`` in one file (rules in the module docstring)."""
     partition = entry.partition_dict
     out = []
@@ -193,9 +194,7 @@ def resolve_columns(snapshot: Snapshot, entry: FileEntry, layout: FileLayout,
         col = snapshot.column(name)
         if not col.in_data_files:
             if name not in partition:
-                raise TableFormatError(
-                    f"partition column {name!r} has no value for data file {entry.path}"
-                )
+                raise TableFormatError(f"partition column {name!r} has no value for data file {entry.path}")
             out.append(Resolved(col, is_constant=True, constant=partition[name]))
             continue
         stored: str | None
@@ -231,8 +230,9 @@ def deleted_positions_array(source: TableSource, entry: FileEntry) -> np.ndarray
     return np.frombuffer(bitmap.to_array(), dtype=np.uint64).astype(np.int64)
 
 
-def equality_delete_mask(source: TableSource, snapshot: Snapshot, entry: FileEntry,
-                         rows: pa.Table) -> np.ndarray | None:
+def equality_delete_mask(
+    source: TableSource, snapshot: Snapshot, entry: FileEntry, rows: pa.Table
+) -> np.ndarray | None:
     """Boolean mask of ``rows`` (holding the delete columns) deleted by the entry's equality deletes.
 
     None when the entry has no equality deletes. Matching is null-safe: a null in a
@@ -435,8 +435,9 @@ def _read_rows(
 _POINT_BATCH = 4096
 
 
-def _read_group_rows(pf: pq.ParquetFile, group: int, group_rows: int, local: np.ndarray,
-                     stored: list[str]) -> pa.Table:
+def _read_group_rows(
+    pf: pq.ParquetFile, group: int, group_rows: int, local: np.ndarray, stored: list[str]
+) -> pa.Table:
     """Rows ``local`` (sorted positions within the row group) of one row group."""
     if group_rows <= 2 * _POINT_BATCH or len(local) > 64:
         return _without_views(pf.read_row_group(group, columns=stored)).take(pa.array(local))

@@ -112,8 +112,10 @@ def arrow_to_spark_type(t: pa.DataType, *, int96: bool = False) -> DataType:
     if pa.types.is_struct(t):
         assert isinstance(t, pa.StructType)
         return T.StructType(
-            [T.StructField(t.field(i).name, arrow_to_spark_type(t.field(i).type), True)
-             for i in range(t.num_fields)]
+            [
+                T.StructField(t.field(i).name, arrow_to_spark_type(t.field(i).type), True)
+                for i in range(t.num_fields)
+            ]
         )
     if pa.types.is_map(t):
         assert isinstance(t, pa.MapType)
@@ -240,7 +242,10 @@ def spark_frame(
 
 
 def _read_groups(
-    spark: SparkSession, source: TableSource, snapshot: Snapshot, entries: list[FileEntry],
+    spark: SparkSession,
+    source: TableSource,
+    snapshot: Snapshot,
+    entries: list[FileEntry],
     data_cols: list[str],
 ) -> DataFrame:
     """Union of one Parquet read per column resolution: logical data columns + path + row index."""
@@ -284,8 +289,9 @@ def _read_groups(
     return out
 
 
-def _files_frame(spark: SparkSession, snapshot: Snapshot, entries: list[FileEntry],
-                 part_cols: list[str]) -> DataFrame:
+def _files_frame(
+    spark: SparkSession, snapshot: Snapshot, entries: list[FileEntry], part_cols: list[str]
+) -> DataFrame:
     """(file key, file number, FileEntry path, partition values...) per file."""
     fields = [(_KEY, pa.string()), (_FID, pa.int32()), (_PATH, pa.string())]
     fields += [(c, snapshot.column(c).type) for c in part_cols]
@@ -296,8 +302,12 @@ def _files_frame(spark: SparkSession, snapshot: Snapshot, entries: list[FileEntr
         if missing:
             raise QueryError(f"data file {e.path} has no partition value for {missing}")
         rows.append(
-            (_path_key(e.path), fid, e.path,
-             *[_python_value(values[c], snapshot.column(c).type) for c in part_cols])
+            (
+                _path_key(e.path),
+                fid,
+                e.path,
+                *[_python_value(values[c], snapshot.column(c).type) for c in part_cols],
+            )
         )
     return _local_frame(spark, rows, fields)
 
@@ -308,8 +318,9 @@ def _files_frame(spark: SparkSession, snapshot: Snapshot, entries: list[FileEntr
 LOCAL_VALUES_LIMIT = 200_000
 
 
-def _local_frame(spark: SparkSession, rows: list[tuple[Any, ...]],
-                 fields: list[tuple[str, pa.DataType]]) -> DataFrame:
+def _local_frame(
+    spark: SparkSession, rows: list[tuple[Any, ...]], fields: list[tuple[str, pa.DataType]]
+) -> DataFrame:
     """A small DataFrame from driver-side rows of Python values typed by ``fields``."""
     from pyspark.sql import types as T
 
@@ -351,8 +362,9 @@ def _python_value(value: Any, t: pa.DataType) -> Any:
     return value
 
 
-def _apply_position_deletes(spark: SparkSession, source: TableSource, entries: list[FileEntry],
-                            df: DataFrame) -> DataFrame:
+def _apply_position_deletes(
+    spark: SparkSession, source: TableSource, entries: list[FileEntry], df: DataFrame
+) -> DataFrame:
     from pyspark.sql import functions as F
 
     rows = []
@@ -375,8 +387,9 @@ def _apply_position_deletes(spark: SparkSession, source: TableSource, entries: l
     return df.join(deletes, on=[_FID, _ROW], how="left_anti")
 
 
-def _apply_equality_deletes(spark: SparkSession, source: TableSource, snapshot: Snapshot,
-                            entries: list[FileEntry], df: DataFrame) -> DataFrame:
+def _apply_equality_deletes(
+    spark: SparkSession, source: TableSource, snapshot: Snapshot, entries: list[FileEntry], df: DataFrame
+) -> DataFrame:
     from pyspark.sql import functions as F
 
     # Delete files grouped by their column tuple; each applies to some of the files.
@@ -400,9 +413,11 @@ def _apply_equality_deletes(spark: SparkSession, source: TableSource, snapshot: 
         del_fields = [(_EQ, pa.int32()), *[(n, c.type) for n, c in zip(names, columns, strict=True)]]
         app_fields = [(_EQ, pa.int32()), ("__li_dfid", pa.int32())]
         # Both sides are small driver-side tables: broadcast, no shuffle.
-        matches = _local_frame(spark, applies, app_fields).join(
-            F.broadcast(_local_frame(spark, del_rows, del_fields)), on=_EQ
-        ).drop(_EQ)
+        matches = (
+            _local_frame(spark, applies, app_fields)
+            .join(F.broadcast(_local_frame(spark, del_rows, del_fields)), on=_EQ)
+            .drop(_EQ)
+        )
         cond = _col(_FID) == _col("__li_dfid")
         for n, c in zip(names, cols, strict=True):
             cond = cond & _col(c).eqNullSafe(_col(n))

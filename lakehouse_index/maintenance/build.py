@@ -10,7 +10,7 @@ footers and recorded in the log entry.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -19,11 +19,12 @@ import pyarrow.parquet as pq
 
 from lakehouse_index.kinds import covering as cov
 from lakehouse_index.kinds import secondary as sec
+from lakehouse_index.kinds import skipping
 from lakehouse_index.kinds.keys import file_bounds
 from lakehouse_index.log.entry import Content, IndexFile, Level, SourceFile, SourceState
 from lakehouse_index.maintenance.writer import ROWS_PER_FILE, TaskWriter
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
-from lakehouse_index.spec import CoveringIndex, IndexSpec
+from lakehouse_index.spec import CoveringIndex, IndexSpec, SkippingIndex
 from lakehouse_index.storage import Storage, join_uri
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ def read_root_index(
         vlo, vhi = file_bounds(meta, [sec.VERSION])
         out.append(
             IndexFile(
-                path=status.path[len(index_dir.rstrip("/")) + 1 :],
+                path=relative_to(index_dir, status.path),
                 rows=meta.num_rows,
                 size=status.size,
                 level=level,
@@ -176,7 +177,7 @@ def read_root_index(
 
 
 def full_build(
-    spark: SparkSession,
+    spark_factory: Callable[[], SparkSession],
     source: TableSource,
     snapshot: Snapshot,
     spec: IndexSpec,
@@ -185,14 +186,27 @@ def full_build(
     data_dir: str,
     previous: SourceState | None,
 ) -> tuple[SourceState, Content]:
-    """Index every live row of ``snapshot``; the result answers exactly from its ordinal on."""
-    sec.validate_spec(spec, snapshot)
+    """Index every live row of ``snapshot``; the result answers exactly from its ordinal on.
+
+    Secondary and covering indexes are built on Spark (``spark_factory()``); a skipping
+    index (one row per file) is built with pyarrow, without a JVM.
+    """
+    if isinstance(spec, SkippingIndex):
+        skipping.validate_spec(spec, snapshot)
+    else:
+        sec.validate_spec(spec, snapshot)
     files, next_id = assign_file_ids(snapshot.files, previous, snapshot.ordinal)
-    est_rows = sum((f.num_records or f.size // 64) - f.deleted_count for f in files)
     content_files: tuple[IndexFile, ...] = ()
-    if files:
-        jobs = [IndexJob(snapshot.files[f.path], f.id, snapshot.ordinal) for f in files]
-        df = entries_frame(spark, source, snapshot, spec, jobs)
+    if files and isinstance(spec, SkippingIndex):
+        jobs = [(snapshot.files[f.path], f.id) for f in files]
+        rel = relative_to(index_dir, join_uri(data_dir, "skipping.parquet"))
+        content_files = skipping.build_files(
+            source, snapshot, spec, jobs, storage, index_dir, rel, Level.BASE
+        )
+    elif files:
+        est_rows = sum((f.num_records or f.size // 64) - f.deleted_count for f in files)
+        jobs_ = [IndexJob(snapshot.files[f.path], f.id, snapshot.ordinal) for f in files]
+        df = entries_frame(spark_factory(), source, snapshot, spec, jobs_)
         schema = sec.index_schema(spec, snapshot)
         content_files = write_sorted(df, spec, schema, storage, index_dir, data_dir, Level.BASE, est_rows)
     state = SourceState(
@@ -207,6 +221,6 @@ def full_build(
     return state, Content(files=content_files, base_ordinal=snapshot.ordinal)
 
 
-def data_dir_for(index_dir: str, token: str) -> str:
-    """The fresh data directory an operation writes into."""
-    return join_uri(index_dir, "data", token)
+def relative_to(index_dir: str, uri: str) -> str:
+    """``uri`` relative to the index directory (how the log names index files)."""
+    return uri[len(index_dir.rstrip("/")) + 1 :]

@@ -16,8 +16,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakehouse_index.kinds import secondary as sec
+from lakehouse_index.kinds import skipping
 from lakehouse_index.log.entry import Content, Level, LogEntry, SourceState
-from lakehouse_index.maintenance.build import write_sorted
+from lakehouse_index.maintenance.build import relative_to, write_sorted
+from lakehouse_index.spec import SkippingIndex
 from lakehouse_index.storage import Storage, join_uri
 
 if TYPE_CHECKING:
@@ -26,6 +28,9 @@ if TYPE_CHECKING:
 
 def needs_optimize(stable: LogEntry, mode: str) -> bool:
     """Whether ``optimize(mode)`` would change anything (else it is a no-op)."""
+    if isinstance(stable.spec, SkippingIndex):
+        removed = any(f.removed_ordinal is not None for f in stable.source.files)
+        return len(stable.content.files) > 1 or removed
     deltas = [f for f in stable.content.files if f.level is Level.DELTA]
     if mode == "quick":
         return len(deltas) > 1
@@ -73,15 +78,7 @@ def optimize_full(
 
     src = stable.source
     live_ids = [(f.id,) for f in src.files if f.removed_ordinal is None]
-    state = SourceState(
-        src.format,
-        src.table_uri,
-        src.version,
-        src.ordinal,
-        src.timestamp_ms,
-        tuple(f for f in src.files if f.removed_ordinal is None),
-        src.next_file_id,
-    )
+    state = _live_state(src)
     if not stable.content.files or not live_ids:
         return state, Content((), src.ordinal)
     ids = spark.createDataFrame(live_ids, StructType([StructField(sec.FILE_ID, LongType(), False)]))
@@ -98,3 +95,28 @@ def optimize_full(
         entries, stable.spec, schema, storage, index_dir, data_dir, Level.BASE, stable.content.rows
     )
     return state, Content(files, src.ordinal)
+
+
+def optimize_skipping(
+    stable: LogEntry, storage: Storage, index_dir: str, data_dir: str
+) -> tuple[SourceState, Content]:
+    """Both modes for a skipping index: one file with the rows of the live files (pyarrow, no JVM)."""
+    state = _live_state(stable.source)
+    live = [f.id for f in state.files]
+    data = skipping.load(storage, index_dir, stable.content.files, live)
+    rel = relative_to(index_dir, join_uri(data_dir, "skipping.parquet"))
+    files = (skipping.write_skipping_file(data.rows, storage, index_dir, rel, Level.BASE),) if live else ()
+    return state, Content(files, stable.source.ordinal)
+
+
+def _live_state(src: SourceState) -> SourceState:
+    """The file-id map without files that left the table."""
+    return SourceState(
+        src.format,
+        src.table_uri,
+        src.version,
+        src.ordinal,
+        src.timestamp_ms,
+        tuple(f for f in src.files if f.removed_ordinal is None),
+        src.next_file_id,
+    )

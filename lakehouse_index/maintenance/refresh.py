@@ -28,17 +28,19 @@ import pyarrow as pa
 
 from lakehouse_index.datafiles import read_file
 from lakehouse_index.kinds import secondary as sec
+from lakehouse_index.kinds import skipping
 from lakehouse_index.log.entry import Content, IndexFile, Level, LogEntry, Pending, SourceFile, SourceState
 from lakehouse_index.maintenance.build import (
     IndexJob,
     entries_frame,
     read_root_index,
+    relative_to,
     source_file,
     write_sorted,
 )
 from lakehouse_index.maintenance.writer import write_entries
 from lakehouse_index.source import Change, FileEntry, Snapshot, TableSource
-from lakehouse_index.spec import IndexSpec
+from lakehouse_index.spec import IndexSpec, SkippingIndex
 from lakehouse_index.storage import Storage, join_uri
 
 if TYPE_CHECKING:
@@ -57,9 +59,19 @@ class _Replay:
 
 
 def replay(
-    source: TableSource, target: Snapshot, spec: IndexSpec, stable: LogEntry, changes: Sequence[Change]
+    source: TableSource,
+    target: Snapshot,
+    spec: IndexSpec,
+    stable: LogEntry,
+    changes: Sequence[Change],
+    *,
+    row_level: bool = True,
 ) -> _Replay:
-    """Apply ``changes`` to the stable entry's file map; collect index jobs and row-level entries."""
+    """Apply ``changes`` to the stable entry's file map; collect index jobs and row-level entries.
+
+    ``row_level=False`` (skipping indexes: per-file statistics stay valid, merely
+    conservative, when rows are deleted) only records the new deletes in the map.
+    """
     state = _Replay(
         files={f.id: f for f in stable.source.files},
         live={f.path: f.id for f in stable.source.files if f.removed_ordinal is None},
@@ -79,7 +91,7 @@ def replay(
             state.live[fe.path] = fid
             state.jobs.append(IndexJob(fe, fid, change.ordinal))
         for dc in change.delete_changes:
-            _deletes_changed(state, source, target, spec, dc.before, dc.after, change.ordinal)
+            _deletes_changed(state, source, target, spec, dc.before, dc.after, change.ordinal, row_level)
     return state
 
 
@@ -97,15 +109,19 @@ def _deletes_changed(
     before: FileEntry,
     after: FileEntry,
     ordinal: int,
+    row_level: bool,
 ) -> None:
     fid = state.live.get(after.path)
     if fid is None:
         return
-    old = source.deleted_positions(before)
-    new = source.deleted_positions(after)
-    for positions, op in ((new - old, sec.DEL), (old - new, sec.PUT)):
-        if positions:
-            state.row_entries.append(_row_entries(source, target, spec, after, positions, fid, ordinal, op))
+    if row_level:
+        old = source.deleted_positions(before)
+        new = source.deleted_positions(after)
+        for positions, op in ((new - old, sec.DEL), (old - new, sec.PUT)):
+            if positions:
+                state.row_entries.append(
+                    _row_entries(source, target, spec, after, positions, fid, ordinal, op)
+                )
     state.files[fid] = replace(
         state.files[fid],
         deletes_id=after.deletes.id if after.deletes else None,
@@ -162,10 +178,19 @@ def incremental(
     are applied without a JVM).
     """
     spec = stable.spec
-    sec.validate_spec(spec, target)
     changes = list(source.changes(stable.source.version, target.version))
-    state = replay(source, target, spec, stable, changes)
     new_files: list[IndexFile] = []
+    if isinstance(spec, SkippingIndex):
+        skipping.validate_spec(spec, target)
+        state = replay(source, target, spec, stable, changes, row_level=False)
+        rel = relative_to(index_dir, join_uri(data_dir, "skipping.parquet"))
+        jobs = [(j.entry, j.file_id) for j in state.jobs]
+        new_files += skipping.build_files(source, target, spec, jobs, storage, index_dir, rel, Level.DELTA)
+        return _source_state(stable, target, state), Content(
+            stable.content.files + tuple(new_files), stable.content.base_ordinal
+        )
+    sec.validate_spec(spec, target)
+    state = replay(source, target, spec, stable, changes)
     if state.jobs:
         spark: SparkSession = spark_factory()  # type: ignore[operator]
         df = entries_frame(spark, source, target, spec, state.jobs)
@@ -179,7 +204,14 @@ def incremental(
             pa.concat_tables(state.row_entries), spec, storage, join_uri(rows_dir, "part-0.parquet")
         )
         new_files += read_root_index(spec, storage, index_dir, rows_dir, Level.DELTA)
-    source_state = SourceState(
+    return _source_state(stable, target, state), Content(
+        stable.content.files + tuple(new_files), stable.content.base_ordinal
+    )
+
+
+def _source_state(stable: LogEntry, target: Snapshot, state: _Replay) -> SourceState:
+    """The file-id map after the replay, at the target version."""
+    return SourceState(
         format=stable.source.format,
         table_uri=stable.source.table_uri,
         version=target.version,
@@ -188,7 +220,6 @@ def incremental(
         files=tuple(state.files[i] for i in sorted(state.files)),
         next_file_id=state.next_id,
     )
-    return source_state, Content(stable.content.files + tuple(new_files), stable.content.base_ordinal)
 
 
 def quick(source: TableSource, stable: LogEntry, target: Snapshot) -> Pending:

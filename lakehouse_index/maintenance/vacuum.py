@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from lakehouse_index.log.garbage import orphans
+from lakehouse_index.log.garbage import orphan_dirs, orphans
 from lakehouse_index.log.store import DATA_DIR, IndexLog
 from lakehouse_index.storage import join_uri
 
@@ -33,8 +33,11 @@ def vacuum_active(log: IndexLog, retention_hours: float) -> list[str]:
     ]
     retention_s = retention_hours * 3600
     log.expire(old, min_retention_s=retention_s if retention_s > log.relist_after_s else 0)
-    removed = []
-    for status in orphans(log):
-        log.storage.delete(status.path)
-        removed.append(status.path)
+    removed = [status.path for status in orphans(log)]
+    # Directories no retained entry names go whole (with empty subdirectories and markers);
+    # then single orphan files inside directories that are still referenced.
+    for directory in orphan_dirs(log):
+        log.storage.delete_tree(directory)
+    for path in removed:
+        log.storage.delete(path)
     return removed

@@ -9,7 +9,8 @@ For a target version v and an index snapshot s (a stable log entry):
   entries are taken as of s and repaired against v's snapshot:
   files live in v and not covered by s are scanned; entries of covered files not live in
   v are dropped; a covered file whose row-level deletes differ is filtered by v's deletes
-  when it had none when indexed, else scanned (rows deleted then may be live in v).
+  when it had none when indexed, else scanned (rows deleted then may be live in v); the
+  same for a covered file with an equality delete at s that does not apply in v.
 
 In both, rows of files with equality deletes are re-read and filtered (they match by value).
 """
@@ -67,7 +68,30 @@ def coverage(source: TableSource, entry: LogEntry, target: Snapshot) -> Coverage
     )
     if window:
         return _window(entry, target)
-    return _hybrid(entry, target)
+    return _hybrid(entry, target, _equality_deletes_when_indexed(source, entry))
+
+
+def _equality_deletes_when_indexed(source: TableSource, entry: LogEntry) -> dict[str, frozenset[str]] | None:
+    """Per covered file: paths of the equality-delete files that applied at the indexed version.
+
+    A full build reads the rows with every delete applied, equality deletes included, so
+    the rows those files deleted have no entry. A version where one of them does not apply
+    (time travel to before it, a rollback) must scan the file. ``{}`` for formats without
+    equality deletes; ``None`` when the indexed version is gone (unknown: scan every file).
+    Inside an exact window this cannot happen: the window starts at the last full build and
+    equality deletes only accumulate along the lineage.
+    """
+    if type(source).equality_delete_rows is TableSource.equality_delete_rows:
+        return {}
+    try:
+        indexed = source.snapshot(entry.source.version)
+    except VersionNotFoundError:
+        return None
+    return {
+        path: frozenset(e.path for e in fe.equality_deletes)
+        for path, fe in indexed.files.items()
+        if fe.equality_deletes
+    }
 
 
 def _covered_at(f: SourceFile, ordinal: int) -> bool:
@@ -91,7 +115,7 @@ def _window(entry: LogEntry, target: Snapshot) -> Coverage:
     return Coverage(v, answered, frozenset(filtered), tuple(scan), True)
 
 
-def _hybrid(entry: LogEntry, target: Snapshot) -> Coverage:
+def _hybrid(entry: LogEntry, target: Snapshot, eq_indexed: dict[str, frozenset[str]] | None) -> Coverage:
     covered = {f.path: f for f in entry.source.files if f.removed_ordinal is None}
     answered: dict[int, FileEntry] = {}
     filtered = set()
@@ -101,6 +125,10 @@ def _hybrid(entry: LogEntry, target: Snapshot) -> Coverage:
         target_deletes = fe.deletes.id if fe.deletes else None
         if sf is None:
             scan.append(fe)
+        elif eq_indexed is None or not eq_indexed.get(path, frozenset()) <= {
+            e.path for e in fe.equality_deletes
+        }:
+            scan.append(fe)  # rows equality-deleted when indexed may be live here
         elif sf.deletes_id == target_deletes:
             answered[sf.id] = fe
             if fe.equality_deletes:

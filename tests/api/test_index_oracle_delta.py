@@ -78,6 +78,7 @@ class DeltaIndexMachine(RuleBasedStateMachine):
         self.table.create_index(
             li.CoveringIndex("by_cov", indexed="k", included=["id", "g"], num_buckets=3), spark=self.spark
         )
+        self.table.create_index(li.SkippingIndex("skip", columns=["k", "g"], max_values=2))
 
     # ------------------------------------------------------------------ table writes
 
@@ -123,7 +124,7 @@ class DeltaIndexMachine(RuleBasedStateMachine):
     @precondition(lambda self: not self.deleted)
     @rule(
         mode=st.sampled_from(["full", "incremental", "quick", "incremental"]),
-        name=st.sampled_from(["by_k", "by_kg", "by_cov"]),
+        name=st.sampled_from(["by_k", "by_kg", "by_cov", "skip"]),
     )
     def refresh(self, mode: str, name: str) -> None:
         assert self.table is not None
@@ -131,7 +132,7 @@ class DeltaIndexMachine(RuleBasedStateMachine):
         assert info.state is li.IndexState.ACTIVE
 
     @precondition(lambda self: not self.deleted)
-    @rule(mode=st.sampled_from(["quick", "full"]), name=st.sampled_from(["by_k", "by_kg", "by_cov"]))
+    @rule(mode=st.sampled_from(["quick", "full"]), name=st.sampled_from(["by_k", "by_kg", "by_cov", "skip"]))
     def optimize(self, mode: str, name: str) -> None:
         assert self.table is not None
         self.table.optimize_index(name, mode=mode, spark=self.spark)
@@ -153,7 +154,7 @@ class DeltaIndexMachine(RuleBasedStateMachine):
         self.deleted = False
 
     @precondition(lambda self: not self.deleted)
-    @rule(name=st.sampled_from(["by_k", "by_kg", "by_cov"]))
+    @rule(name=st.sampled_from(["by_k", "by_kg", "by_cov", "skip"]))
     def vacuum(self, name: str) -> None:
         assert self.table is not None
         self.table.vacuum_index(name, retention_hours=0)
@@ -187,6 +188,18 @@ class DeltaIndexMachine(RuleBasedStateMachine):
         got5 = pa.Table.from_pylist([r.asDict() for r in collected], schema=SCHEMA)
         want5 = oracle(self.path, version, sql_keys, ("k",))
         assert rows_multiset(got5, ["id", "k", "g", "part"]) == rows_multiset(want5, ["id", "k", "g", "part"])
+        # Plain scan pruned by the skipping index.
+        got6 = self.table.scan(version_as_of=version, where="k = 'ü' OR g = 2")
+        full = DeltaTable(self.path, version=version).to_pyarrow_table()
+        want6 = full.filter(
+            pa.array(
+                [
+                    k == "ü" or g == 2
+                    for k, g in zip(full["k"].to_pylist(), full["g"].to_pylist(), strict=True)
+                ]
+            )
+        )
+        assert rows_multiset(got6, ["id", "k", "g", "part"]) == rows_multiset(want6, ["id", "k", "g", "part"])
 
     @invariant()
     def answers_equal_a_plain_read(self) -> None:

@@ -41,25 +41,12 @@ def _stable_versions(path: Path) -> list[int]:
     return [(e["pending"] or e["source"])["version"] for e in entries]
 
 
-_STALE_TARGET_BUG = pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "api.Table.refresh_index computes the target snapshot before run_operation reads the log and "
-        "its precheck only tests 'indexed != target': with a target older than the stable entry, "
-        "incremental fails with VersionNotFoundError from source.changes(after > upto), full "
-        "rebuilds the older version and quick records pending changes of the older version (indexed "
-        "version goes back); fix: in precheck treat "
-        "target.version <= indexed version as a no-op (or raise ConcurrentIndexUpdate)"
-    ),
-)
-
-
 @pytest.mark.parametrize(
     "mode",
     [
-        pytest.param("incremental", marks=_STALE_TARGET_BUG),
-        pytest.param("quick", marks=_STALE_TARGET_BUG),
-        pytest.param("full", marks=_STALE_TARGET_BUG),
+        "incremental",
+        "quick",
+        "full",
     ],
 )
 def test_refresh_whose_target_went_stale_never_moves_the_index_back(

@@ -57,22 +57,7 @@ def _reap_jvm(pid_file: Path) -> None:
 @pytest.mark.parametrize("mode", ["incremental", "full"])
 @pytest.mark.parametrize(
     "point",
-    [
-        pytest.param(
-            p,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason=(
-                    "maintenance/vacuum.py vacuum_active deletes orphan files one by one and leaves the "
-                    "empty data/<uuid>/ directories on local disk; fix: delete_tree each "
-                    "garbage.orphan_dirs(log) first"
-                ),
-            ),
-        )
-        if p == "after-data"
-        else p
-        for p in KILL_POINTS
-    ],
+    KILL_POINTS,
 )
 def test_refresh_killed_at_each_step(
     indexed_table: tuple[Path, li.Table], spark: Any, tmp_path: Path, mode: str, point: str
