@@ -90,8 +90,9 @@ def test_lookup_benchmark_tiny(spark: SparkSession, isolated: Path) -> None:
     sc = bench_lookup.SCALES["tiny"]
     assert res.disagreements == []
 
-    def check(methods: dict[str, bench_lookup.MethodResult], rows_in_version: int, only_new: bool = False
-              ) -> None:
+    def check(
+        methods: dict[str, bench_lookup.MethodResult], rows_in_version: int, only_new: bool = False
+    ) -> None:
         for m in methods.values():
             assert m.answers, m.name
             for key, ids in m.answers.items():

@@ -266,9 +266,7 @@ def file_specs(draw: st.DrawFn, part: str | None) -> FileSpec:
 def case_specs(draw: st.DrawFn, max_files: int = 4) -> CaseSpec:
     partitioned = draw(st.booleans())
     n_files = draw(st.integers(0, max_files))
-    files = [
-        draw(file_specs(draw(st.sampled_from(PARTS)) if partitioned else None)) for _ in range(n_files)
-    ]
+    files = [draw(file_specs(draw(st.sampled_from(PARTS)) if partitioned else None)) for _ in range(n_files)]
     return CaseSpec(
         mode=draw(st.sampled_from(["name", "id"])),
         partitioned=partitioned,

@@ -53,8 +53,9 @@ def test_read_file_matches_spec(spec: CaseSpec, data: st.DataObject) -> None:
             n = entry.num_records or 0
             if n:
                 pos = data.draw(st.lists(st.integers(0, n - 1), max_size=2 * n))
-                got_pos = read_file(source, snap, entry, cols, positions=np.array(pos, dtype=np.int64),
-                                    with_positions=True)
+                got_pos = read_file(
+                    source, snap, entry, cols, positions=np.array(pos, dtype=np.int64), with_positions=True
+                )
                 live = [p for p in sorted(set(pos)) if p in set(want["_row"].to_pylist())]
                 want_pos = want.filter(pc.is_in(want["_row"], pa.array(live, pa.int64())))
                 assert got_pos.to_pydict() == want_pos.select([*cols, "_row"]).to_pydict()
@@ -67,7 +68,7 @@ def test_positions_touch_only_needed_row_groups(tmp_path: os.PathLike[str]) -> N
     source, _ = build_case(str(tmp_path), spec)
     snap = source.snapshot()
     entry = next(iter(snap.files.values()))
-    path = entry.path[len("file://"):]
+    path = entry.path[len("file://") :]
     md = pq.ParquetFile(path).metadata
     # overwrite the column chunks of row groups 0, 1 and 3 with garbage (same size, footer intact)
     with open(path, "r+b") as f:

@@ -88,8 +88,9 @@ def spark_rows(df: DataFrame, schema: pa.Schema) -> collections.Counter[str]:
     """Spark rows through Arrow types, so both sides print values the same way."""
     rows = df.collect()
     cols = list(zip(*rows, strict=True)) if rows else [() for _ in schema]
-    table = pa.table([pa.array(list(c), type=f.type) for c, f in zip(cols, schema, strict=True)],
-                     schema=schema)
+    table = pa.table(
+        [pa.array(list(c), type=f.type) for c, f in zip(cols, schema, strict=True)], schema=schema
+    )
     return multiset(table, schema)
 
 
@@ -141,19 +142,25 @@ OPS = st.one_of(
 
 
 def _batch(start: int, n: int, rnd: st.DataObject) -> pa.Table:
-    return pa.table({
-        "id": pa.array(range(start, start + n), pa.int64()),
-        "k": pa.array([rnd.draw(st.one_of(st.none(), st.integers(0, 4))) for _ in range(n)], pa.int32()),
-        "s": pa.array([rnd.draw(st.sampled_from(["a", "b", "é", None])) for _ in range(n)], pa.string()),
-        "p": pa.array([rnd.draw(st.sampled_from(["x", "y", "z z"])) for _ in range(n)], pa.string()),
-    })
+    return pa.table(
+        {
+            "id": pa.array(range(start, start + n), pa.int64()),
+            "k": pa.array([rnd.draw(st.one_of(st.none(), st.integers(0, 4))) for _ in range(n)], pa.int32()),
+            "s": pa.array([rnd.draw(st.sampled_from(["a", "b", "é", None])) for _ in range(n)], pa.string()),
+            "p": pa.array([rnd.draw(st.sampled_from(["x", "y", "z z"])) for _ in range(n)], pa.string()),
+        }
+    )
 
 
-@settings(max_examples=6, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=6,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(partitioned=st.booleans(), ops=st.lists(OPS, min_size=1, max_size=5), rnd=st.data())
-def test_random_histories(spark: SparkSession, partitioned: bool, ops: list[tuple[str, Any]],
-                          rnd: st.DataObject) -> None:
+def test_random_histories(
+    spark: SparkSession, partitioned: bool, ops: list[tuple[str, Any]], rnd: st.DataObject
+) -> None:
     with tempfile.TemporaryDirectory() as root:
         path = str(Path(root) / "t")
         next_id = 0
@@ -165,8 +172,12 @@ def test_random_histories(spark: SparkSession, partitioned: bool, ops: list[tupl
             n = arg if kind != "delete" else 3
             batch = _batch(next_id, n, rnd)
             next_id += n
-            deltalake.write_deltalake(path, batch, mode="overwrite" if kind == "overwrite" else "append",
-                                      partition_by=["p"] if partitioned else None)
+            deltalake.write_deltalake(
+                path,
+                batch,
+                mode="overwrite" if kind == "overwrite" else "append",
+                partition_by=["p"] if partitioned else None,
+            )
             first = False
         src = open_source(path)
         spark_versions = {src.latest_version()}
@@ -180,6 +191,5 @@ def test_random_histories(spark: SparkSession, partitioned: bool, ops: list[tupl
                 df = spark_frame(spark, src, snap, where="k IS NULL OR k >= 1 OR s = 'é'")
                 want = scan_snapshot(src, snap, where="k IS NULL OR k >= 1 OR s = 'é'")
                 assert spark_rows(df, snap.schema) == multiset(want, snap.schema), f"version {v}"
-                filtered = [r for r in theirs.to_pylist()
-                            if r["k"] is None or r["k"] >= 1 or r["s"] == "é"]
+                filtered = [r for r in theirs.to_pylist() if r["k"] is None or r["k"] >= 1 or r["s"] == "é"]
                 assert len(filtered) == want.num_rows

@@ -16,9 +16,15 @@ from hypothesis import strategies as st
 from lakehouse_index.errors import QueryError
 from lakehouse_index.expr import Predicate
 
-SCHEMA = pa.schema([
-    ("id", pa.int64()), ("k", pa.int64()), ("s", pa.string()), ("x", pa.float64()), ("p", pa.string()),
-])
+SCHEMA = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("k", pa.int64()),
+        ("s", pa.string()),
+        ("x", pa.float64()),
+        ("p", pa.string()),
+    ]
+)
 K = st.one_of(st.none(), st.integers(-3, 3))
 S = st.one_of(st.none(), st.sampled_from(["a", "b", "ab", "ü", ""]))
 
@@ -26,13 +32,16 @@ S = st.one_of(st.none(), st.sampled_from(["a", "b", "ab", "ü", ""]))
 @st.composite
 def tables(draw: st.DrawFn) -> pa.Table:
     n = draw(st.integers(0, 30))
-    return pa.table({
-        "id": pa.array(range(n), pa.int64()),
-        "k": pa.array([draw(K) for _ in range(n)], pa.int64()),
-        "s": pa.array([draw(S) for _ in range(n)], pa.string()),
-        "x": pa.array([draw(st.one_of(st.none(), st.sampled_from([0.0, 0.5, -1.25]))) for _ in range(n)]),
-        "p": pa.array([draw(st.sampled_from(["a", "b", "c d"])) for _ in range(n)], pa.string()),
-    }, schema=SCHEMA)
+    return pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "k": pa.array([draw(K) for _ in range(n)], pa.int64()),
+            "s": pa.array([draw(S) for _ in range(n)], pa.string()),
+            "x": pa.array([draw(st.one_of(st.none(), st.sampled_from([0.0, 0.5, -1.25]))) for _ in range(n)]),
+            "p": pa.array([draw(st.sampled_from(["a", "b", "c d"])) for _ in range(n)], pa.string()),
+        },
+        schema=SCHEMA,
+    )
 
 
 @settings(max_examples=150, deadline=None)
@@ -44,8 +53,7 @@ def test_pyarrow_rendering_matches_duckdb(table: pa.Table, where: str) -> None:
 
 
 @settings(max_examples=150, deadline=None)
-@given(table=tables(), where=where_clauses(partitioned=True, depth=3),
-       p=st.sampled_from(["a", "b", "c d"]))
+@given(table=tables(), where=where_clauses(partitioned=True, depth=3), p=st.sampled_from(["a", "b", "c d"]))
 def test_might_match_never_prunes_a_matching_file(table: pa.Table, where: str, p: str) -> None:
     """A 'file' whose rows all have p = value is pruned only if no row of it matches."""
     pred = Predicate.parse(where, SCHEMA)
@@ -75,7 +83,10 @@ def test_key_values_shapes() -> None:
     assert kv("k = 1", ["k"]) == [(1,)]
     assert kv("k IN (3, 1, 3) AND x > 0", ["k"]) == [(1,), (3,)]
     assert kv("(k = 1 AND s = 'a') OR (k = 2 AND s IN ('b', 'c'))", ["k", "s"]) == [
-        (1, "a"), (2, "b"), (2, "c")]
+        (1, "a"),
+        (2, "b"),
+        (2, "c"),
+    ]
     assert kv("k = 1 AND s IN ('a', 'b')", ["s", "k"]) == [("a", 1), ("b", 1)]
     assert kv("k = 1 OR s = 'a'", ["k"]) is None
     assert kv("k > 1", ["k"]) is None
@@ -85,47 +96,72 @@ def test_key_values_shapes() -> None:
 
 
 def test_literals_are_typed_for_their_column() -> None:
-    schema = pa.schema([
-        ("d", pa.date32()), ("t", pa.timestamp("us", tz="UTC")), ("n", pa.timestamp("us")),
-        ("m", pa.decimal128(10, 2)), ("f", pa.float32()), ("b", pa.bool_()), ("i", pa.int8()),
-    ])
-    table = pa.table({
-        "d": [dt.date(2024, 1, 1), dt.date(2024, 1, 2)],
-        "t": pa.array([dt.datetime(2024, 1, 1, 10, tzinfo=dt.timezone.utc), None], schema.field("t").type),
-        "n": [dt.datetime(2024, 1, 1, 10), dt.datetime(2024, 1, 1, 11)],
-        "m": pa.array([decimal.Decimal("1.50"), decimal.Decimal("2.00")], schema.field("m").type),
-        "f": pa.array([0.5, 0.1], pa.float32()),
-        "b": [True, False],
-        "i": pa.array([1, 100], pa.int8()),
-    }, schema=schema)
+    schema = pa.schema(
+        [
+            ("d", pa.date32()),
+            ("t", pa.timestamp("us", tz="UTC")),
+            ("n", pa.timestamp("us")),
+            ("m", pa.decimal128(10, 2)),
+            ("f", pa.float32()),
+            ("b", pa.bool_()),
+            ("i", pa.int8()),
+        ]
+    )
+    table = pa.table(
+        {
+            "d": [dt.date(2024, 1, 1), dt.date(2024, 1, 2)],
+            "t": pa.array(
+                [dt.datetime(2024, 1, 1, 10, tzinfo=dt.timezone.utc), None], schema.field("t").type
+            ),
+            "n": [dt.datetime(2024, 1, 1, 10), dt.datetime(2024, 1, 1, 11)],
+            "m": pa.array([decimal.Decimal("1.50"), decimal.Decimal("2.00")], schema.field("m").type),
+            "f": pa.array([0.5, 0.1], pa.float32()),
+            "b": [True, False],
+            "i": pa.array([1, 100], pa.int8()),
+        },
+        schema=schema,
+    )
     cases = {
-        "d = '2024-01-02'": 1, "d >= DATE '2024-01-01'": 2,
-        "t = TIMESTAMP '2024-01-01 10:00:00'": 1, "t < '2024-01-01T11:00:00Z'": 1,
+        "d = '2024-01-02'": 1,
+        "d >= DATE '2024-01-01'": 2,
+        "t = TIMESTAMP '2024-01-01 10:00:00'": 1,
+        "t < '2024-01-01T11:00:00Z'": 1,
         "n > '2024-01-01 10:30'": 1,
-        "m = 1.5": 1, "m IN (1, 2, 1.555)": 1, "m > 1": 2,
-        "f = 0.5": 1, "f IN (0.1, 0.5)": 1,  # 0.1 is no float32 value (compared as double, as Spark)
-        "b": 1, "NOT b": 1, "b IS TRUE": 1, "b IS NOT TRUE": 1,
-        "i IN (1, 1000)": 1, "i < 1000": 2, "i = 1.5": 0,
+        "m = 1.5": 1,
+        "m IN (1, 2, 1.555)": 1,
+        "m > 1": 2,
+        "f = 0.5": 1,
+        "f IN (0.1, 0.5)": 1,  # 0.1 is no float32 value (compared as double, as Spark)
+        "b": 1,
+        "NOT b": 1,
+        "b IS TRUE": 1,
+        "b IS NOT TRUE": 1,
+        "i IN (1, 1000)": 1,
+        "i < 1000": 2,
+        "i = 1.5": 0,
     }
     for where, n in cases.items():
         pred = Predicate.parse(where, schema)
         assert table.filter(pred.to_pyarrow()).num_rows == n, where
 
 
-@pytest.mark.parametrize(("where", "message"), [
-    ("k ==", "cannot parse"),
-    ("zz = 1", "unknown column 'zz'"),
-    ("k = 'x'", "cannot compare column 'k'"),
-    ("s = 1", "cannot compare column 's'"),
-    ("k = NULL", "IS NULL"),
-    ("k IN (1, NULL)", "IS NULL"),
-    ("k = s", "cannot compare 'k'"),
-    ("1 = 1", "needs a column"),
-    ("k", "not boolean"),
-    ("k IN (SELECT 1)", "subquery"),
-    ("upper(s) = 'A'", "needs a column"),
-    ("", "empty"),
-])
+@pytest.mark.parametrize(
+    ("where", "message"),
+    [
+        ("k ==", "cannot parse"),
+        ("zz = 1", "unknown column 'zz'"),
+        ("k = 'x'", "cannot compare column 'k'"),
+        ("s = 1", "cannot compare column 's'"),
+        ("k = NULL", "IS NULL"),
+        ("k IN (1, NULL)", "IS NULL"),
+        ("k = s", "cannot compare 'k'"),
+        ("1 = 1", "needs a column"),
+        ("k", "not boolean"),
+        ("k IN (SELECT 1)", "subquery"),
+        ("upper(s) = 'A'", "needs a column"),
+        ("", "empty"),
+    ],
+)
 def test_bad_predicates(where: str, message: str) -> None:
     with pytest.raises(QueryError, match=message):
         Predicate.parse(where, SCHEMA)
@@ -160,8 +196,14 @@ def test_pyarrow_expression_predicates() -> None:
 def test_three_valued_partition_evaluation_is_exhaustive() -> None:
     """might_match equals brute force over every value the unknown column can take."""
     schema = pa.schema([("p", pa.string()), ("k", pa.int64())])
-    wheres = ["NOT (p = 'a' AND k = 1)", "p = 'a' OR k = 1", "NOT (p IN ('a') OR k IS NULL)",
-              "p IS NULL AND k = 1", "NOT (p <> 'a')", "NOT (p = 'b')"]
+    wheres = [
+        "NOT (p = 'a' AND k = 1)",
+        "p = 'a' OR k = 1",
+        "NOT (p IN ('a') OR k IS NULL)",
+        "p IS NULL AND k = 1",
+        "NOT (p <> 'a')",
+        "NOT (p = 'b')",
+    ]
     for where, pv in itertools.product(wheres, ["a", "b", None]):
         pred = Predicate.parse(where, schema)
         rows = pa.table({"p": pa.array([pv] * 3, pa.string()), "k": pa.array([1, 2, None], pa.int64())})

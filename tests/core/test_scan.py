@@ -54,7 +54,8 @@ def test_scan_files_lineage(spec: CaseSpec) -> None:
 def test_partition_pruning_skips_files(tmp_path: object) -> None:
     """Files whose partition value rules the predicate out are not even opened."""
     spec = CaseSpec(
-        "name", True,
+        "name",
+        True,
         [FileSpec(rows=[(1, "a", 1.0)], part="a"), FileSpec(rows=[(2, "b", 2.0)], part="b")],
     )
     source, _ = build_case(str(tmp_path), spec)
@@ -63,7 +64,7 @@ def test_partition_pruning_skips_files(tmp_path: object) -> None:
     import os
 
     b = next(e for e in snap.files.values() if e.partition_dict["p"] == "b")
-    os.remove(b.path[len("file://"):])
+    os.remove(b.path[len("file://") :])
     assert scan_snapshot(source, snap, where="p = 'a' AND k > 0").to_pydict()["id"] == [0]
     assert scan_snapshot(source, snap, where="p IN ('a') OR p IS NULL").to_pydict()["id"] == [0]
     with pytest.raises(Exception, match="missing"):

@@ -23,8 +23,11 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.spark
 
-SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                          HealthCheck.function_scoped_fixture])
+SETTINGS = settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 
 
 def collect(df: DataFrame) -> list[tuple[Any, ...]]:
@@ -56,10 +59,13 @@ def test_spark_frame_matches_duckdb(spark: SparkSession, spec: CaseSpec, data: s
 
 def test_spark_frame_file_subset_and_types(spark: SparkSession, tmp_path: os.PathLike[str]) -> None:
     spec = CaseSpec(
-        "id", True,
-        [FileSpec(rows=[(1, "a", 0.5), (2, None, None)], part="a", deleted={1}),
-         FileSpec(rows=[(3, "b", 1.0)], part="b", old=True),
-         FileSpec(rows=[(None, "c", 2.0)], part="c d")],
+        "id",
+        True,
+        [
+            FileSpec(rows=[(1, "a", 0.5), (2, None, None)], part="a", deleted={1}),
+            FileSpec(rows=[(3, "b", 1.0)], part="b", old=True),
+            FileSpec(rows=[(None, "c", 2.0)], part="c d"),
+        ],
         equality_keys=[],
     )
     source, expected = build_case(str(tmp_path), spec)
@@ -67,7 +73,13 @@ def test_spark_frame_file_subset_and_types(spark: SparkSession, tmp_path: os.Pat
     entries = [e for e in snap.files.values() if e.partition_dict["p"] != "a"]
     df = spark_frame(spark, source, snap, files=entries, with_lineage=True)
     assert [f.dataType.simpleString() for f in df.schema.fields] == [
-        "bigint", "bigint", "string", "double", "string", "string", "bigint"
+        "bigint",
+        "bigint",
+        "string",
+        "double",
+        "string",
+        "string",
+        "bigint",
     ]
     want = live(expected).filter(pc.not_equal(expected.filter(pc.invert(expected["_deleted"]))["p"], "a"))
     assert collect(df) == rows_of(want, df.columns)
@@ -80,9 +92,12 @@ def test_spark_frame_special_paths(spark: SparkSession, tmp_path: os.PathLike[st
     """File and partition names with spaces, %, %XX, +, #, ?, unicode and glob characters."""
     names = ["a b.parquet", "100% x+y%20z.parquet", "gl*ob é[1]{x}#h?q.parquet"]
     spec = CaseSpec(
-        "name", True,
-        [FileSpec(rows=[(i, f"s{i}", None)], part=part, name=n, deleted=set())
-         for i, (n, part) in enumerate(zip(names, ["a", "c d", "%2F+é=1"], strict=True))],
+        "name",
+        True,
+        [
+            FileSpec(rows=[(i, f"s{i}", None)], part=part, name=n, deleted=set())
+            for i, (n, part) in enumerate(zip(names, ["a", "c d", "%2F+é=1"], strict=True))
+        ],
     )
     source, expected = build_case(str(tmp_path), spec)
     snap = source.snapshot()
@@ -131,29 +146,37 @@ def test_java_version_parsing(tmp_path: os.PathLike[str]) -> None:
 
     fake = os.path.join(str(tmp_path), "java")
     with open(fake, "w") as f:
-        f.write('#!/bin/sh\necho \'openjdk version "1.8.0_392"\' >&2\n')
+        f.write("#!/bin/sh\necho 'openjdk version \"1.8.0_392\"' >&2\n")
     os.chmod(fake, 0o755)
     assert java_major_version(fake) == 8
     with open(fake, "w") as f:
-        f.write('#!/bin/sh\necho \'openjdk version "21.0.2" 2024-01-16\' >&2\n')
+        f.write("#!/bin/sh\necho 'openjdk version \"21.0.2\" 2024-01-16' >&2\n")
     assert java_major_version(fake) == 21
     with pytest.raises(SparkUnavailableError):
         java_major_version(os.path.join(str(tmp_path), "missing-java"))
 
 
 @pytest.mark.parametrize("limit", [0, 200_000])
-def test_driver_tables_values_and_rdd_paths(spark: SparkSession, tmp_path: os.PathLike[str],
-                                            monkeypatch: pytest.MonkeyPatch, limit: int) -> None:
+def test_driver_tables_values_and_rdd_paths(
+    spark: SparkSession, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch, limit: int
+) -> None:
     """Partition values, position and equality deletes through both ways of shipping them."""
     import lakehouse_index.spark_read as sr
 
     monkeypatch.setattr(sr, "LOCAL_VALUES_LIMIT", limit)
     spec = CaseSpec(
-        "name", True,
-        [FileSpec(rows=[(1, "a", 0.5), (2, None, None), (None, "q'\\\\", 1.0)], part="it's \\ é",
-                  deleted={1}, equality=True),
-         FileSpec(rows=[(3, "b", 1.0), (None, "c", 2.0)], part="b", equality=True),
-         FileSpec(rows=[(None, "d", 2.0)], part="c d")],
+        "name",
+        True,
+        [
+            FileSpec(
+                rows=[(1, "a", 0.5), (2, None, None), (None, "q'\\\\", 1.0)],
+                part="it's \\ é",
+                deleted={1},
+                equality=True,
+            ),
+            FileSpec(rows=[(3, "b", 1.0), (None, "c", 2.0)], part="b", equality=True),
+            FileSpec(rows=[(None, "d", 2.0)], part="c d"),
+        ],
         equality_keys=[3, None],
     )
     source, expected = build_case(str(tmp_path / f"t{limit}"), spec)  # type: ignore[operator]

@@ -29,9 +29,8 @@ def spark_wh(tmp_path_factory):
     from tests.support.spark_iceberg import spark_session
 
     wh = tmp_path_factory.mktemp("spark_wh")
-    spark = spark_session(wh)
+    spark = spark_session(wh)  # the run's shared session (its JVM has the Iceberg jars)
     yield spark, wh
-    spark.stop()
 
 
 def build(spark, name: str, version: int) -> dict[str, int]:
