@@ -196,7 +196,8 @@ class DeltaIndexMachine(RuleBasedStateMachine):
                 [
                     k == "ü" or g == 2
                     for k, g in zip(full["k"].to_pylist(), full["g"].to_pylist(), strict=True)
-                ]
+                ],
+                pa.bool_(),
             )
         )
         assert rows_multiset(got6, ["id", "k", "g", "part"]) == rows_multiset(want6, ["id", "k", "g", "part"])
