@@ -456,8 +456,10 @@ class DeltaSource(TableSource):
         otherwise ``_delta_log`` is listed again.
         """
         listing = self._listing
-        if listing is None or listing.latest_version is None or (
-            time.monotonic() - self._listed_at > self.LISTING_MAX_AGE_S
+        if (
+            listing is None
+            or listing.latest_version is None
+            or (time.monotonic() - self._listed_at > self.LISTING_MAX_AGE_S)
         ):
             listing = self._list()
         latest = listing.latest_version

@@ -70,19 +70,31 @@ class BuildScale:
 
 SCALES: dict[str, BuildScale] = {
     "tiny": BuildScale(
-        build=datagen.TableParams(20_000, 4), build_reps=1,
-        refresh=datagen.TableParams(4_000, 8), appends=(1, 2),
-        refresh_small=datagen.TableParams(2_000, 4), small_append=2, delete_keys=5,
+        build=datagen.TableParams(20_000, 4),
+        build_reps=1,
+        refresh=datagen.TableParams(4_000, 8),
+        appends=(1, 2),
+        refresh_small=datagen.TableParams(2_000, 4),
+        small_append=2,
+        delete_keys=5,
     ),
     "small": BuildScale(
-        build=datagen.TableParams(200_000, 20), build_reps=1,
-        refresh=datagen.TableParams(100_000, 100), appends=(1, 10, 30),
-        refresh_small=datagen.TableParams(10_000, 10), small_append=10, delete_keys=100,
+        build=datagen.TableParams(200_000, 20),
+        build_reps=1,
+        refresh=datagen.TableParams(100_000, 100),
+        appends=(1, 10, 30),
+        refresh_small=datagen.TableParams(10_000, 10),
+        small_append=10,
+        delete_keys=100,
     ),
     "full": BuildScale(
-        build=datagen.TableParams(5_000_000, 100), build_reps=3,
-        refresh=datagen.TableParams(5_000_000, 1000), appends=(1, 10, 100),
-        refresh_small=datagen.TableParams(500_000, 100), small_append=10, delete_keys=100,
+        build=datagen.TableParams(5_000_000, 100),
+        build_reps=3,
+        refresh=datagen.TableParams(5_000_000, 1000),
+        appends=(1, 10, 100),
+        refresh_small=datagen.TableParams(500_000, 100),
+        small_append=10,
+        delete_keys=100,
     ),
 }
 
@@ -135,7 +147,9 @@ def spark_baseline(spark: Any, table: Path, out: Path, rows: int) -> None:
     files = [_local(u) for u in DeltaTable(str(table)).file_uris()]
     n_parts = max(1, math.ceil(rows / getattr(build, "ROWS_PER_FILE", 4_000_000)))
     df = spark.read.parquet(*files).select(
-        F.col(KEY), F.col("id"), F.col("_metadata.file_path").alias("_file_path"),
+        F.col(KEY),
+        F.col("id"),
+        F.col("_metadata.file_path").alias("_file_path"),
         F.col("_metadata.row_index").alias("_row"),
     )
     (
@@ -267,6 +281,7 @@ def measure_refresh(res: BuildResults, sc: BuildScale, spark: Any, work: Path, l
     for mode in ("quick", "full"):
         log(f"refresh: optimize {mode}")
         st = RefreshStep(f"optimize {mode}", len(after))
+
         def optimize(mode: str = mode) -> tuple[float, Any]:
             return timed(lambda: table.optimize_index(INDEX, mode, spark=spark))
 
@@ -290,8 +305,10 @@ def measure_refresh(res: BuildResults, sc: BuildScale, spark: Any, work: Path, l
     log(f"refresh: {ps.files}-file table, appending {sc.small_append} files")
     st_table.create_index(_spec(), spark=spark)
     datagen.append_files(small, ps.rows, sc.small_append, ps.rows_per_file)
-    label = (f"incremental after appending {sc.small_append} file(s) ({sc.small_append} commit(s)) "
-             f"to a {ps.files}-file table")
+    label = (
+        f"incremental after appending {sc.small_append} file(s) ({sc.small_append} commit(s)) "
+        f"to a {ps.files}-file table"
+    )
     _refresh(res, st_table, spark, label, ps.files + sc.small_append, "incremental")
 
 
@@ -342,21 +359,34 @@ def render(res: BuildResults) -> str:
         markdown_table(
             ["measurement", "time (median)", "throughput"],
             [
-                ["bare Spark read → repartitionByRange → sort → write (key, record key, lineage)",
-                 fmt_ms(base), f"{res.build_rows / base:,.0f} rows/s" if base == base else "n/a"],
-                ["`create_index` (secondary, email → id)", fmt_ms(b),
-                 f"{res.build_rows / b:,.0f} rows/s" if b == b else "n/a"],
+                [
+                    "bare Spark read → repartitionByRange → sort → write (key, record key, lineage)",
+                    fmt_ms(base),
+                    f"{res.build_rows / base:,.0f} rows/s" if base == base else "n/a",
+                ],
+                [
+                    "`create_index` (secondary, email → id)",
+                    fmt_ms(b),
+                    f"{res.build_rows / b:,.0f} rows/s" if b == b else "n/a",
+                ],
             ],
         ),
         "",
         markdown_table(
             ["goal (issue 5)", "measured", "goal", "verdict"],
             [
-                ["build time / bare Spark job", fmt_ratio(ratio(b, base)), "≤ 1.3x",
-                 verdict(ratio(b, base), 1.3, higher_is_better=False)],
-                ["index size / table size (unique key)",
-                 f"{size_pct:.1f}% ({res.index_bytes / 2**20:.1f} MiB, {res.index_rows:,} entries)",
-                 "≤ 10%", verdict(size_pct, 10, higher_is_better=False)],
+                [
+                    "build time / bare Spark job",
+                    fmt_ratio(ratio(b, base)),
+                    "≤ 1.3x",
+                    verdict(ratio(b, base), 1.3, higher_is_better=False),
+                ],
+                [
+                    "index size / table size (unique key)",
+                    f"{size_pct:.1f}% ({res.index_bytes / 2**20:.1f} MiB, {res.index_rows:,} entries)",
+                    "≤ 10%",
+                    verdict(size_pct, 10, higher_is_better=False),
+                ],
             ],
         ),
         "",
@@ -378,8 +408,11 @@ def render(res: BuildResults) -> str:
         lines += ["**ANSWERS DISAGREE** (correctness problem):", ""]
         lines += [f"* {d}" for d in res.disagreements] + [""]
     else:
-        lines += [f"Index answers for {len(res.checked)} probes (old, appended and deleted keys, after "
-                  "appends, the DELETE and optimize) equal deltalake's own reader.", ""]
+        lines += [
+            f"Index answers for {len(res.checked)} probes (old, appended and deleted keys, after "
+            "appends, the DELETE and optimize) equal deltalake's own reader.",
+            "",
+        ]
     lines += ["**What this shows.** " + _summary(res, appends, size_pct)]
     return "\n".join(lines)
 
@@ -392,13 +425,19 @@ def _summary(res: BuildResults, appends: list[RefreshStep], size_pct: float) -> 
     ]
     timed_appends = [s for s in appends if s.seconds == s.seconds]
     if timed_appends:
-        seq = ", ".join(f"{s.label.split('appending ')[1].split(' ')[0]} files → {fmt_ms(s.seconds)}"
-                        for s in timed_appends)
+        seq = ", ".join(
+            f"{s.label.split('appending ')[1].split(' ')[0]} files → {fmt_ms(s.seconds)}"
+            for s in timed_appends
+        )
         full = [s for s in res.steps if s.label.startswith("full refresh")]
-        parts.append(f"Incremental refresh after appends: {seq}"
-                     + (f"; a full rebuild of the table takes {fmt_ms(full[0].seconds)}." if full else "."))
-        parts.append("Compare the two 'appending' rows with the same number of files on tables of different "
-                     "size to see whether the cost follows the appended files or the table.")
+        parts.append(
+            f"Incremental refresh after appends: {seq}"
+            + (f"; a full rebuild of the table takes {fmt_ms(full[0].seconds)}." if full else ".")
+        )
+        parts.append(
+            "Compare the two 'appending' rows with the same number of files on tables of different "
+            "size to see whether the cost follows the appended files or the table."
+        )
     else:
         parts.append("Incremental refresh is not available yet.")
     if res.scale != "full":

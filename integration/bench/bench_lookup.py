@@ -174,8 +174,9 @@ def measure(
     return res
 
 
-def _compare(scenario: str, methods: dict[str, MethodResult], expected: dict[str, tuple[int, ...]],
-             problems: list[str]) -> None:
+def _compare(
+    scenario: str, methods: dict[str, MethodResult], expected: dict[str, tuple[int, ...]], problems: list[str]
+) -> None:
     for m in methods.values():
         for key, ids in m.answers.items():
             want = expected.get(key)
@@ -328,40 +329,74 @@ def run(scale: str, *, workdir: Path | None = None, log: Callable[[str], None] =
             "spark": _spark_scan(table, spark),
         }
         w1["lookup"] = measure(
-            MethodResult("index lookup (full rows)"), fns["lookup"], keys, sc.reps,
-            full_rows=True, problems=problems, cold_setup=lambda: _cold_index(path, locate=False),
+            MethodResult("index lookup (full rows)"),
+            fns["lookup"],
+            keys,
+            sc.reps,
+            full_rows=True,
+            problems=problems,
+            cold_setup=lambda: _cold_index(path, locate=False),
             cold_reps=sc.slow_reps,
         )
         w1["locate"] = measure(
-            MethodResult("index locate"), fns["locate"], keys, sc.reps,
-            full_rows=False, problems=problems, cold_setup=lambda: _cold_index(path, locate=True),
+            MethodResult("index locate"),
+            fns["locate"],
+            keys,
+            sc.reps,
+            full_rows=False,
+            problems=problems,
+            cold_setup=lambda: _cold_index(path, locate=True),
             cold_reps=sc.slow_reps,
         )
         log("W1: Lance")
         w1["lance"] = measure(
-            MethodResult("Lance BTREE (full rows)"), fns["lance"], keys, sc.reps,
-            full_rows=True, problems=problems,
-            cold_setup=lambda: _lance_query(lance_uri, locate=False), cold_reps=sc.slow_reps,
+            MethodResult("Lance BTREE (full rows)"),
+            fns["lance"],
+            keys,
+            sc.reps,
+            full_rows=True,
+            problems=problems,
+            cold_setup=lambda: _lance_query(lance_uri, locate=False),
+            cold_reps=sc.slow_reps,
         )
         w1["lance_locate"] = measure(
-            MethodResult("Lance BTREE (id + row address)"), fns["lance_locate"], keys,
-            sc.reps, full_rows=False, problems=problems,
-            cold_setup=lambda: _lance_query(lance_uri, locate=True), cold_reps=sc.slow_reps,
+            MethodResult("Lance BTREE (id + row address)"),
+            fns["lance_locate"],
+            keys,
+            sc.reps,
+            full_rows=False,
+            problems=problems,
+            cold_setup=lambda: _lance_query(lance_uri, locate=True),
+            cold_reps=sc.slow_reps,
         )
         log("W1: DuckDB / pyarrow / Spark scans")
         w1["duckdb"] = measure(
-            MethodResult("DuckDB read_parquet scan"), fns["duckdb"], keys, sc.reps,
-            full_rows=True, problems=problems,
-            cold_setup=lambda: _duckdb_scan(path, v_a), cold_reps=sc.slow_reps,
+            MethodResult("DuckDB read_parquet scan"),
+            fns["duckdb"],
+            keys,
+            sc.reps,
+            full_rows=True,
+            problems=problems,
+            cold_setup=lambda: _duckdb_scan(path, v_a),
+            cold_reps=sc.slow_reps,
         )
         w1["pyarrow"] = measure(
-            MethodResult("pyarrow dataset scan"), fns["pyarrow"], keys, sc.reps,
-            full_rows=True, problems=problems,
-            cold_setup=lambda: _pyarrow_scan(path, v_a), cold_reps=sc.slow_reps,
+            MethodResult("pyarrow dataset scan"),
+            fns["pyarrow"],
+            keys,
+            sc.reps,
+            full_rows=True,
+            problems=problems,
+            cold_setup=lambda: _pyarrow_scan(path, v_a),
+            cold_reps=sc.slow_reps,
         )
         w1["spark"] = measure(
-            MethodResult("Spark scan (Table.read)", note="warm only"), fns["spark"], keys,
-            sc.slow_reps, full_rows=False, problems=problems,
+            MethodResult("Spark scan (Table.read)", note="warm only"),
+            fns["spark"],
+            keys,
+            sc.slow_reps,
+            full_rows=False,
+            problems=problems,
         )
         for name, m in w1.items():
             m.answers[missing] = _ids(fns[name](missing))
@@ -400,17 +435,27 @@ def run(scale: str, *, workdir: Path | None = None, log: Callable[[str], None] =
         w3 = res.w3
         w3["hybrid"] = measure(
             MethodResult(f"hybrid lookup ({n_app} of {sc.files + n_app} files not indexed)"),
-            lambda k: table.lookup(INDEX, [k]), keys3,
-            sc.reps, full_rows=True, problems=problems,
+            lambda k: table.lookup(INDEX, [k]),
+            keys3,
+            sc.reps,
+            full_rows=True,
+            problems=problems,
         )
         at_a = measure(
             MethodResult("index lookup at the indexed version"),
-            lambda k: table.lookup(INDEX, [k], version_as_of=v_a), keys3, sc.reps,
-            full_rows=True, problems=problems,
+            lambda k: table.lookup(INDEX, [k], version_as_of=v_a),
+            keys3,
+            sc.reps,
+            full_rows=True,
+            problems=problems,
         )
         scan_new = measure(
-            MethodResult("pyarrow scan of the appended files only"), _files_scan(appended), keys3, sc.reps,
-            full_rows=True, problems=problems,
+            MethodResult("pyarrow scan of the appended files only"),
+            _files_scan(appended),
+            keys3,
+            sc.reps,
+            full_rows=True,
+            problems=problems,
         )
         _compare("W3 at indexed version", {"a": at_a}, expect_a, problems)
         # The appended files alone hold only the new keys.
@@ -419,23 +464,35 @@ def run(scale: str, *, workdir: Path | None = None, log: Callable[[str], None] =
         res.io["hybrid lookup (W3), warm"] = count_lookup_io(path, keys3[:4], locate=False, cold=False)
         w3["at_indexed"], w3["scan_appended"] = at_a, scan_new
         w3["duckdb"] = measure(
-            MethodResult("DuckDB read_parquet scan (whole version)"), _duckdb_scan(path, v_b), keys3, sc.reps,
-            full_rows=True, problems=problems,
+            MethodResult("DuckDB read_parquet scan (whole version)"),
+            _duckdb_scan(path, v_b),
+            keys3,
+            sc.reps,
+            full_rows=True,
+            problems=problems,
         )
         lance_ds = lance.dataset(str(lance_uri))
         lance_indexed_version = lance_ds.version
         lance.write_dataset(datagen.rows_for(new_ids), str(lance_uri), mode="append")
         w3["lance"] = measure(
-            MethodResult("Lance, appended fragments not indexed"), _lance_query(lance_uri, locate=False),
-            keys3, sc.reps, full_rows=True, problems=problems,
+            MethodResult("Lance, appended fragments not indexed"),
+            _lance_query(lance_uri, locate=False),
+            keys3,
+            sc.reps,
+            full_rows=True,
+            problems=problems,
         )
         w3["lance"].note = f"index covers version {lance_indexed_version}"
 
         ok, msg = not_available(lambda: table.refresh_index(INDEX, "quick", spark=spark))
         if ok:
             w3["quick"] = measure(
-                MethodResult("hybrid lookup after quick refresh"), lambda k: table.lookup(INDEX, [k]), keys3,
-                sc.reps, full_rows=True, problems=problems,
+                MethodResult("hybrid lookup after quick refresh"),
+                lambda k: table.lookup(INDEX, [k]),
+                keys3,
+                sc.reps,
+                full_rows=True,
+                problems=problems,
             )
         else:
             res.notes.append(f"quick refresh: {msg}")
@@ -449,10 +506,15 @@ def run(scale: str, *, workdir: Path | None = None, log: Callable[[str], None] =
         res.refresh_s = out[0]
         w3["refreshed"] = measure(
             MethodResult(f"index lookup after {res.refresh_mode} refresh"),
-            lambda k: table.lookup(INDEX, [k]), keys3, sc.reps, full_rows=True, problems=problems,
+            lambda k: table.lookup(INDEX, [k]),
+            keys3,
+            sc.reps,
+            full_rows=True,
+            problems=problems,
         )
-        _compare("W3", {k: m for k, m in w3.items() if k not in ("at_indexed", "scan_appended")}, expect3,
-                 problems)
+        _compare(
+            "W3", {k: m for k, m in w3.items() if k not in ("at_indexed", "scan_appended")}, expect3, problems
+        )
 
         # ---------------------------------------------------------------- W2
         log("W2: time travel between index snapshots")
@@ -463,17 +525,28 @@ def run(scale: str, *, workdir: Path | None = None, log: Callable[[str], None] =
         res.expected["W2 between"] = expect2
         w2 = res.w2
         w2["latest"] = measure(
-            MethodResult(f"lookup at the indexed version {v_b}"), lambda k: table.lookup(INDEX, [k]), keys3,
-            sc.reps, full_rows=True, problems=problems,
+            MethodResult(f"lookup at the indexed version {v_b}"),
+            lambda k: table.lookup(INDEX, [k]),
+            keys3,
+            sc.reps,
+            full_rows=True,
+            problems=problems,
         )
         w2["between"] = measure(
             MethodResult(f"lookup at version {v_mid} (between snapshots {v_a} and {v_b})"),
-            lambda k: table.lookup(INDEX, [k], version_as_of=v_mid), keys3, sc.reps,
-            full_rows=True, problems=problems,
+            lambda k: table.lookup(INDEX, [k], version_as_of=v_mid),
+            keys3,
+            sc.reps,
+            full_rows=True,
+            problems=problems,
         )
         w2["oracle"] = measure(
-            MethodResult(f"pyarrow scan at version {v_mid}"), _pyarrow_scan(path, v_mid), keys3, sc.reps,
-            full_rows=True, problems=problems,
+            MethodResult(f"pyarrow scan at version {v_mid}"),
+            _pyarrow_scan(path, v_mid),
+            keys3,
+            sc.reps,
+            full_rows=True,
+            problems=problems,
         )
         _compare("W2 between", {"between": w2["between"], "oracle": w2["oracle"]}, expect2, problems)
         _compare("W2 latest", {"latest": w2["latest"]}, expect3, problems)
@@ -526,9 +599,14 @@ def render(res: LookupResults) -> str:
         markdown_table(
             ["method", "warm (median)", "cold (median)", "index speed-up (warm)"],
             [
-                [m.name, fmt_ms(m.warm.median), fmt_ms(m.cold.median) if m.cold.samples else "-",
-                 fmt_ratio(ratio(m.warm.median, lc if "locate" in k else lk)) if k not in ("lookup", "locate")
-                 else "-"]
+                [
+                    m.name,
+                    fmt_ms(m.warm.median),
+                    fmt_ms(m.cold.median) if m.cold.samples else "-",
+                    fmt_ratio(ratio(m.warm.median, lc if "locate" in k else lk))
+                    if k not in ("lookup", "locate")
+                    else "-",
+                ]
                 for k, m in w1.items()
             ],
         ),
@@ -536,15 +614,30 @@ def render(res: LookupResults) -> str:
         markdown_table(
             ["goal (issue 6, W1)", "measured", "goal", "verdict"],
             [
-                ["index lookup vs Spark scan", fmt_ratio(ratio(w1["spark"].warm.median, lk)), "≥ 100x",
-                 verdict(ratio(w1["spark"].warm.median, lk), 100, higher_is_better=True)],
-                ["index lookup vs DuckDB scan", fmt_ratio(ratio(w1["duckdb"].warm.median, lk)), "≥ 10x",
-                 verdict(ratio(w1["duckdb"].warm.median, lk), 10, higher_is_better=True)],
-                ["index lookup / Lance (full rows)", fmt_ratio(ratio(lk, w1["lance"].warm.median)), "≤ 5x",
-                 verdict(ratio(lk, w1["lance"].warm.median), 5, higher_is_better=False)],
-                ["index locate / Lance (id + row address)",
-                 fmt_ratio(ratio(lc, w1["lance_locate"].warm.median)), "≤ 2x",
-                 verdict(ratio(lc, w1["lance_locate"].warm.median), 2, higher_is_better=False)],
+                [
+                    "index lookup vs Spark scan",
+                    fmt_ratio(ratio(w1["spark"].warm.median, lk)),
+                    "≥ 100x",
+                    verdict(ratio(w1["spark"].warm.median, lk), 100, higher_is_better=True),
+                ],
+                [
+                    "index lookup vs DuckDB scan",
+                    fmt_ratio(ratio(w1["duckdb"].warm.median, lk)),
+                    "≥ 10x",
+                    verdict(ratio(w1["duckdb"].warm.median, lk), 10, higher_is_better=True),
+                ],
+                [
+                    "index lookup / Lance (full rows)",
+                    fmt_ratio(ratio(lk, w1["lance"].warm.median)),
+                    "≤ 5x",
+                    verdict(ratio(lk, w1["lance"].warm.median), 5, higher_is_better=False),
+                ],
+                [
+                    "index locate / Lance (id + row address)",
+                    fmt_ratio(ratio(lc, w1["lance_locate"].warm.median)),
+                    "≤ 2x",
+                    verdict(ratio(lc, w1["lance_locate"].warm.median), 2, higher_is_better=False),
+                ],
             ],
         ),
         "",
@@ -552,14 +645,21 @@ def render(res: LookupResults) -> str:
         "ranged GET on an object store):",
         "",
         markdown_table(
-            ["pass", "index data: opens / reads / KB", "index log: reads / lists",
-             "table log: reads / lists", "data files: opens / reads / KB"],
             [
-                [name,
-                 f"{c['index-data opens']:.1f} / {c['index-data reads']:.1f} / {c['index-data KB']:.0f}",
-                 f"{c['index-log reads']:.1f} / {c['index-log lists']:.1f}",
-                 f"{c['table-log reads']:.1f} / {c['table-log lists']:.1f}",
-                 f"{c['table-data opens']:.1f} / {c['table-data reads']:.1f} / {c['table-data KB']:.0f}"]
+                "pass",
+                "index data: opens / reads / KB",
+                "index log: reads / lists",
+                "table log: reads / lists",
+                "data files: opens / reads / KB",
+            ],
+            [
+                [
+                    name,
+                    f"{c['index-data opens']:.1f} / {c['index-data reads']:.1f} / {c['index-data KB']:.0f}",
+                    f"{c['index-log reads']:.1f} / {c['index-log lists']:.1f}",
+                    f"{c['table-log reads']:.1f} / {c['table-log lists']:.1f}",
+                    f"{c['table-data opens']:.1f} / {c['table-data reads']:.1f} / {c['table-data KB']:.0f}",
+                ]
                 for name, c in res.io.items()
             ],
         ),
@@ -585,11 +685,18 @@ def render(res: LookupResults) -> str:
         markdown_table(
             ["goal (issue 6, W3)", "measured", "goal", "verdict"],
             [
-                ["hybrid / (index lookup + scan of appended)", fmt_ratio(ratio(hy, summ)), "≤ 1.5x",
-                 verdict(ratio(hy, summ), 1.5, higher_is_better=False)],
-                ["DuckDB whole-version scan / hybrid",
-                 fmt_ratio(ratio(w3["duckdb"].warm.median, hy)), "≥ 10x",
-                 verdict(ratio(w3["duckdb"].warm.median, hy), 10, higher_is_better=True)],
+                [
+                    "hybrid / (index lookup + scan of appended)",
+                    fmt_ratio(ratio(hy, summ)),
+                    "≤ 1.5x",
+                    verdict(ratio(hy, summ), 1.5, higher_is_better=False),
+                ],
+                [
+                    "DuckDB whole-version scan / hybrid",
+                    fmt_ratio(ratio(w3["duckdb"].warm.median, hy)),
+                    "≥ 10x",
+                    verdict(ratio(w3["duckdb"].warm.median, hy), 10, higher_is_better=True),
+                ],
             ],
         ),
         "",
@@ -597,15 +704,18 @@ def render(res: LookupResults) -> str:
         "",
         "### W2: time travel between two index snapshots",
         "",
-        markdown_table(
-            ["method", "warm (median)"], [[m.name, fmt_ms(m.warm.median)] for m in w2.values()]
-        ),
+        markdown_table(["method", "warm (median)"], [[m.name, fmt_ms(m.warm.median)] for m in w2.values()]),
         "",
         markdown_table(
             ["goal (issue 6, W2)", "measured", "goal", "verdict"],
-            [["lookup between snapshots / at indexed version",
-              fmt_ratio(tt_ratio), "≤ 2x",
-              verdict(tt_ratio, 2, higher_is_better=False)]],
+            [
+                [
+                    "lookup between snapshots / at indexed version",
+                    fmt_ratio(tt_ratio),
+                    "≤ 2x",
+                    verdict(tt_ratio, 2, higher_is_better=False),
+                ]
+            ],
         ),
         "",
     ]
@@ -615,8 +725,11 @@ def render(res: LookupResults) -> str:
         lines += ["**ANSWERS DISAGREE** (correctness problem, numbers above are not valid):", ""]
         lines += [f"* {d}" for d in res.disagreements] + [""]
     else:
-        lines += ["Every method returned the same ids for every probe (and none for a missing key), "
-                  "and every full row matched the generated row.", ""]
+        lines += [
+            "Every method returned the same ids for every probe (and none for a missing key), "
+            "and every full row matched the generated row.",
+            "",
+        ]
     lines += ["**What this shows.** " + _summary(res)]
     return "\n".join(lines)
 
