@@ -25,7 +25,7 @@ import pyarrow as pa
 from lakehouse_index import expr
 from lakehouse_index.errors import IllegalIndexStateError, IndexNotFoundError
 from lakehouse_index.kinds import skipping
-from lakehouse_index.kinds.secondary import validate_spec
+from lakehouse_index.kinds.validation import validate_spec
 from lakehouse_index.log.entry import Content, IndexState, LogEntry, Operation, SourceState
 from lakehouse_index.log.lifecycle import OpContext, OpResult, run_operation
 from lakehouse_index.log.store import IndexCatalog, IndexLog
@@ -236,10 +236,7 @@ class Table:
 
         log = self._log(spec.name)
         snap = self.source.snapshot(self.source.latest_version())
-        if isinstance(spec, SkippingIndex):
-            skipping.validate_spec(spec, snap)
-        else:
-            validate_spec(spec, snap)
+        validate_spec(spec, snap)
         start = SourceState(self.format, self.uri, snap.version, snap.ordinal, snap.timestamp_ms)
 
         def body(ctx: OpContext) -> OpResult:
@@ -280,10 +277,7 @@ class Table:
 
         def precheck(stable: LogEntry) -> bool:
             # Runs before anything is written: a spec the table no longer fits is refused here.
-            if isinstance(stable.spec, SkippingIndex):
-                skipping.validate_spec(stable.spec, target)
-            else:
-                validate_spec(stable.spec, target)
+            validate_spec(stable.spec, target)
             pending = stable.pending if mode == "quick" else None
             indexed = pending.ordinal if pending else stable.source.ordinal
             # Another writer may have refreshed past the version read above: nothing to do then.

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse_index.errors import InvalidIndexSpecError
+from lakehouse_index.kinds.columns import require_columns
 from lakehouse_index.kinds.keys import check_key_type
 from lakehouse_index.source import Snapshot
 from lakehouse_index.spec import IndexSpec
@@ -41,14 +41,7 @@ META_TYPES = {FILE_ID: pa.int64(), ROW: pa.int64(), VERSION: pa.int64(), OP: pa.
 
 def validate_spec(spec: IndexSpec, snapshot: Snapshot) -> None:
     """The spec's columns exist in the table, keys are scalar, names do not clash with ours."""
-    names = {c.name for c in snapshot.columns}
-    for col in spec.columns:
-        if col in META_COLUMNS:
-            raise InvalidIndexSpecError(f"column name {col!r} is reserved by the index")
-        if col not in names:
-            raise InvalidIndexSpecError(
-                f"index {spec.name!r}: table has no column {col!r} (columns: {sorted(names)})"
-            )
+    require_columns(spec.name, spec.columns, snapshot, META_COLUMNS)
     for col in spec.key:
         check_key_type(col, snapshot.column(col).type)
 

@@ -99,6 +99,7 @@ from lakehouse_index.datafiles import read_file
 from lakehouse_index.errors import InvalidIndexSpecError, TableFormatError
 from lakehouse_index.expr import And as AndNode
 from lakehouse_index.expr import Between, Col, Compare, Const, In, IsNull, Like, Lit, Node, Not, Or, Predicate
+from lakehouse_index.kinds.columns import require_columns
 from lakehouse_index.log.entry import IndexFile, Level
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
 from lakehouse_index.spec import SkippingIndex
@@ -171,14 +172,8 @@ def _family(t: pa.DataType) -> str | None:
 
 def validate_spec(spec: SkippingIndex, snapshot: Snapshot) -> None:
     """Every column exists, is a type the index can summarise, and no name clashes with ours."""
-    names = {c.name for c in snapshot.columns}
+    require_columns(spec.name, spec.columns, snapshot, RESERVED)
     for col in spec.columns:
-        if col in RESERVED:
-            raise InvalidIndexSpecError(f"index {spec.name!r}: column name {col!r} is reserved by the index")
-        if col not in names:
-            raise InvalidIndexSpecError(
-                f"index {spec.name!r}: table has no column {col!r} (columns: {sorted(names)})"
-            )
         t = snapshot.column(col).type
         if _family(t) is None:
             raise InvalidIndexSpecError(

@@ -21,6 +21,7 @@ from lakehouse_index.kinds import covering as cov
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds import skipping
 from lakehouse_index.kinds.keys import file_bounds
+from lakehouse_index.kinds.validation import validate_spec
 from lakehouse_index.log.entry import Content, IndexFile, Level, SourceFile, SourceState
 from lakehouse_index.maintenance.writer import ROWS_PER_FILE, TaskWriter
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
@@ -191,10 +192,7 @@ def full_build(
     Secondary and covering indexes are built on Spark (``spark_factory()``); a skipping
     index (one row per file) is built with pyarrow, without a JVM.
     """
-    if isinstance(spec, SkippingIndex):
-        skipping.validate_spec(spec, snapshot)
-    else:
-        sec.validate_spec(spec, snapshot)
+    validate_spec(spec, snapshot)
     files, next_id = assign_file_ids(snapshot.files, previous, snapshot.ordinal)
     content_files: tuple[IndexFile, ...] = ()
     if files and isinstance(spec, SkippingIndex):
