@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
@@ -46,6 +47,13 @@ def _print_infos(infos: list[li.IndexInfo]) -> None:
     console.print(out)
 
 
+def _with_spark(what: str, run: Callable[[Any], li.IndexInfo]) -> li.IndexInfo:
+    """Run a Spark-backed operation with a progress bar fed by Spark's status tracker."""
+    spark = get_spark()
+    with spark_progress(spark, what):
+        return run(spark)
+
+
 def _parse_keys(keys: list[str]) -> list[Any]:
     """Keys as JSON values where they parse (numbers, arrays for composite keys), else strings."""
     out = []
@@ -77,10 +85,7 @@ def create(
     else:
         spec = li.SecondaryIndex(name, key=key, record_key=record_key or None)
     t = _open(table, catalog, index_root)
-    spark = get_spark()
-    with spark_progress(spark, f"building {name}"):
-        info = t.create_index(spec, spark=spark)
-    _print_infos([info])
+    _print_infos([_with_spark(f"building {name}", lambda spark: t.create_index(spec, spark=spark))])
 
 
 @app.command()
@@ -96,10 +101,7 @@ def refresh(
     if mode != "full":  # quick and delete-only incremental refreshes need no JVM
         _print_infos([t.refresh_index(name, mode=mode)])
         return
-    spark = get_spark()
-    with spark_progress(spark, f"rebuilding {name}"):
-        info = t.refresh_index(name, mode=mode, spark=spark)
-    _print_infos([info])
+    _print_infos([_with_spark(f"rebuilding {name}", lambda spark: t.refresh_index(name, mode, spark=spark))])
 
 
 @app.command()
@@ -112,10 +114,7 @@ def optimize(
 ) -> None:
     """Compact an index."""
     t = _open(table, catalog, index_root)
-    spark = get_spark()
-    with spark_progress(spark, f"optimizing {name}"):
-        info = t.optimize_index(name, mode=mode, spark=spark)
-    _print_infos([info])
+    _print_infos([_with_spark(f"optimizing {name}", lambda spark: t.optimize_index(name, mode, spark=spark))])
 
 
 @app.command("list")
