@@ -24,7 +24,6 @@ Run: ``python -m integration.bench.bench_build --scale small|full``.
 
 from __future__ import annotations
 
-import argparse
 import math
 import shutil
 import tempfile
@@ -40,6 +39,7 @@ import pyarrow.compute as pc
 from integration.bench import datagen
 from integration.bench.common import (
     Timing,
+    bench_main,
     fmt_ms,
     fmt_ratio,
     load_average,
@@ -447,19 +447,14 @@ def _summary(res: BuildResults, appends: list[RefreshStep], size_pct: float) -> 
 
 def main(argv: list[str] | None = None) -> BuildResults:
     """Command line entry: run, print, write the docs/BENCHMARKS.md section (unless ``--no-report``)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--scale", choices=sorted(SCALES), default="small")
-    ap.add_argument("--no-report", action="store_true", help="print only; do not write the benchmarks file")
-    ap.add_argument("--report-path", default=None, help="write to this file instead of docs/BENCHMARKS.md")
-    args = ap.parse_args(argv)
-    res = run(args.scale)
-    body = render(res)
-    print(body)
-    if not args.no_report:
-        from integration.bench.report import write_section
-
-        write_section("build", "Index build, size and refresh (issue 5)", SCRIPT, body, path=args.report_path)
-    return res
+    return bench_main(
+        argv,
+        description=__doc__.split("\n")[0],
+        scales=list(SCALES),
+        run=run,
+        render=render,
+        section=("build", "Index build, size and refresh (issue 5)", SCRIPT),
+    )
 
 
 if __name__ == "__main__":

@@ -32,7 +32,6 @@ Run: ``python -m integration.bench.bench_lookup --scale small|full``.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import tempfile
 from collections.abc import Callable, Sequence
@@ -48,6 +47,7 @@ from integration.bench import datagen
 from integration.bench.common import (
     IOCounters,
     Timing,
+    bench_main,
     clear_engine_caches,
     count_io,
     fmt_ms,
@@ -761,19 +761,14 @@ def _summary(res: LookupResults) -> str:
 
 def main(argv: list[str] | None = None) -> LookupResults:
     """Command line entry: run, print, write the docs/BENCHMARKS.md section (unless ``--no-report``)."""
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--scale", choices=sorted(SCALES), default="small")
-    ap.add_argument("--no-report", action="store_true", help="print only; do not write the benchmarks file")
-    ap.add_argument("--report-path", default=None, help="write to this file instead of docs/BENCHMARKS.md")
-    args = ap.parse_args(argv)
-    res = run(args.scale)
-    body = render(res)
-    print(body)
-    if not args.no_report:
-        from integration.bench.report import write_section
-
-        write_section("lookup", "Point lookups (issue 6: W1, W2, W3)", SCRIPT, body, path=args.report_path)
-    return res
+    return bench_main(
+        argv,
+        description=__doc__.split("\n")[0],
+        scales=list(SCALES),
+        run=run,
+        render=render,
+        section=("lookup", "Point lookups (issue 6: W1, W2, W3)", SCRIPT),
+    )
 
 
 if __name__ == "__main__":

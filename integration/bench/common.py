@@ -18,10 +18,12 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 import pyarrow.fs as pafs
+
+T = TypeVar("T")
 
 SCALES = ("tiny", "small", "full")
 
@@ -281,3 +283,34 @@ def not_available(fn: Callable[[], Any]) -> tuple[bool, Any]:
         return True, fn()
     except NotImplementedError as e:
         return False, f"not yet available ({e})"
+
+
+def bench_main(
+    argv: list[str] | None,
+    *,
+    description: str,
+    scales: Sequence[str],
+    run: Callable[[str], T],
+    render: Callable[[T], str],
+    section: tuple[str, str, str],
+) -> T:
+    """The command line every benchmark shares: run at ``--scale``, print, write its section.
+
+    ``section`` is (name, title, script) for ``report.write_section`` (skipped with ``--no-report``).
+    """
+    import argparse
+
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--scale", choices=sorted(scales), default="small")
+    ap.add_argument("--no-report", action="store_true", help="print only; do not write the benchmarks file")
+    ap.add_argument("--report-path", default=None, help="write to this file instead of docs/BENCHMARKS.md")
+    args = ap.parse_args(argv)
+    res = run(args.scale)
+    body = render(res)
+    print(body)
+    if not args.no_report:
+        from integration.bench.report import write_section
+
+        name, title, script = section
+        write_section(name, title, script, body, path=args.report_path)
+    return res
