@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import uuid
-from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -34,11 +33,6 @@ def sql_catalog(directory: str) -> Any:
     catalog = SqlCatalog("oracle", uri=f"sqlite:///{directory}/catalog.db", warehouse=f"file://{wh}")
     catalog.create_namespace("db")
     return catalog
-
-
-def rows_multiset(table: pa.Table, columns: Sequence[str]) -> Counter[tuple[Any, ...]]:
-    """Order-free comparison of rows."""
-    return Counter(zip(*(table[c].to_pylist() for c in columns), strict=True))
 
 
 def key_filter(full: pa.Table, probe: Sequence[Any], key: Sequence[str]) -> pa.Table:

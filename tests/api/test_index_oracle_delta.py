@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-from collections import Counter
 from typing import Any
 
 import pyarrow as pa
@@ -22,17 +21,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import lakehouse_index as li
+from tests.support.oracle import rows_multiset
 
 pytestmark = pytest.mark.spark
 
 POOL = ["a", "b", "c", "ü", "", None, "日本"]
 SCHEMA = pa.schema([("id", pa.int64()), ("k", pa.string()), ("g", pa.int32()), ("part", pa.string())])
 keys = st.sampled_from(POOL)
-
-
-def rows_multiset(table: pa.Table, columns: list[str]) -> Counter[tuple[Any, ...]]:
-    """Order-free comparison of rows."""
-    return Counter(zip(*(table[c].to_pylist() for c in columns), strict=True))
 
 
 def oracle(path: str, version: int, probe: list[Any], key: tuple[str, ...]) -> pa.Table:

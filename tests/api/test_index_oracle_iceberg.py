@@ -39,7 +39,6 @@ from iceberg_index_support import (
     key_filter,
     locate_via,
     main_lineage,
-    rows_multiset,
     sql_catalog,
 )
 from pyiceberg import expressions
@@ -49,6 +48,7 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import IntegerType, LongType, NestedField, StringType
 
 import lakehouse_index as li
+from tests.support.oracle import rows_multiset
 
 pytestmark = [
     pytest.mark.spark,

@@ -7,7 +7,6 @@ duplicate keys, unicode keys); the oracle is deltalake's own reader, filtered in
 from __future__ import annotations
 
 import tempfile
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import lakehouse_index as li
+from tests.support.oracle import rows_multiset as multiset
 
 pytestmark = pytest.mark.spark
 
@@ -64,11 +64,6 @@ def write_history(path: str, spec: dict[str, Any]) -> None:
         )
     if spec["delete_below"] is not None:
         DeltaTable(path).delete(f"id < {spec['delete_below']}")
-
-
-def multiset(table: pa.Table, columns: list[str]) -> Counter[tuple[Any, ...]]:
-    """Rows as a multiset of tuples (order-free comparison)."""
-    return Counter(zip(*(table[c].to_pylist() for c in columns), strict=True))
 
 
 def oracle_rows(path: str, keys: list[Any]) -> pa.Table:
