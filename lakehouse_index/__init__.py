@@ -28,6 +28,7 @@ from lakehouse_index.errors import (
     VersionNotFoundError,
 )
 from lakehouse_index.log.entry import IndexState
+from lakehouse_index.query.planner import PlannerConfig
 from lakehouse_index.spec import AutoRefresh, CoveringIndex, IndexKind, SecondaryIndex, SkippingIndex
 
 __version__ = "0.1.0"
@@ -48,6 +49,7 @@ __all__ = [
     "InvalidIndexSpecError",
     "LakehouseIndexError",
     "NotATableError",
+    "PlannerConfig",
     "QueryError",
     "SecondaryIndex",
     "SkippingIndex",

@@ -255,14 +255,21 @@ class Table:
         return self._info(run_operation(log, Operation.CREATE, body, spec=spec, source=start))
 
     def refresh_index(
-        self, name: str, mode: str = "incremental", *, spark: SparkSession | None = None
+        self,
+        name: str,
+        mode: str = "incremental",
+        *,
+        spark: SparkSession | None = None,
+        remap: bool = True,
     ) -> IndexInfo:
         """Bring an index up to the latest table version.
 
         * ``full`` rebuilds from the latest snapshot (Spark);
         * ``incremental`` applies each commit since the indexed version, stamped with its
           own version, so every version in between stays exactly answerable; appended
-          files are indexed on Spark, row-level deletes without a JVM;
+          files are indexed on Spark, row-level deletes without a JVM; files rewritten by
+          copy-on-write commits are aligned with the files they replace and only their
+          changed rows indexed (the lineage remap; ``remap=False`` indexes them whole);
         * ``quick`` only records what changed (no index data written); queries repair
           the difference by hybrid scan.
 
@@ -297,6 +304,7 @@ class Table:
                     self.storage,
                     log.index_dir,
                     ctx.data_uri,
+                    remap=remap,
                 )
             else:
                 state, content = full_build(

@@ -93,13 +93,16 @@ def refresh(
     table: TableArg,
     name: NameArg,
     mode: Annotated[str, typer.Option(help="full | incremental | quick")] = "incremental",
+    remap: Annotated[
+        bool, typer.Option(help="incremental: remap rows of rewritten files instead of re-indexing them")
+    ] = True,
     catalog: CatalogOpt = None,
     index_root: IndexRootOpt = None,
 ) -> None:
     """Bring an index up to the latest table version."""
     t = _open(table, catalog, index_root)
     if mode != "full":  # quick and delete-only incremental refreshes need no JVM
-        _print_infos([t.refresh_index(name, mode=mode)])
+        _print_infos([t.refresh_index(name, mode=mode, remap=remap)])
         return
     _print_infos([_with_spark(f"rebuilding {name}", lambda spark: t.refresh_index(name, mode, spark=spark))])
 

@@ -271,10 +271,7 @@ def clear_engine_caches() -> None:
     from lakehouse_index.query import index_reader
 
     clear_footer_cache()
-    footers = getattr(index_reader, "FOOTERS", None)
-    files = getattr(footers, "_files", None)
-    if files is not None:
-        files.clear()
+    index_reader.FOOTERS.clear()
 
 
 def not_available(fn: Callable[[], Any]) -> tuple[bool, Any]:

@@ -53,6 +53,23 @@ def index_schema(spec: IndexSpec, snapshot: Snapshot) -> pa.Schema:
     return pa.schema(fields)
 
 
+def row_entries(
+    rows: pa.Table, spec: IndexSpec, snapshot: Snapshot, file_id: int, ordinal: int, op: int
+) -> pa.Table:
+    """Index entries of individual rows of one file: ``rows`` holds the spec's columns and ``_row``."""
+    n = rows.num_rows
+    return pa.table(
+        [
+            *(rows[c] for c in spec.columns),
+            pa.array(np.full(n, file_id), pa.int64()),
+            rows[ROW],
+            pa.array(np.full(n, ordinal), pa.int64()),
+            pa.array(np.full(n, op), pa.int8()),
+        ],
+        schema=index_schema(spec, snapshot),
+    )
+
+
 def merge(entries: pa.Table, cap: int | None) -> pa.Table:
     """LSM merge: the live PUT entries as of ordinal ``cap`` (None: no cap).
 

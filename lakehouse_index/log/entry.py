@@ -14,7 +14,11 @@ from typing import Any
 from lakehouse_index.errors import IndexLogError
 from lakehouse_index.spec import IndexSpec, spec_from_json, spec_to_json
 
-FORMAT_VERSION = 1
+#: Version written. Version 2 added ``SourceFile.moves`` (lineage remap); version 1 logs are
+#: still read (they have no moves). A reader of version 1 refuses version 2 entries, as it
+#: must: it would miss the rows that moved.
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 JsonScalar = str | int | float | bool | None
 
@@ -62,6 +66,20 @@ class Level(str, Enum):
 
 
 @dataclass(frozen=True)
+class Move:
+    """A run of rows of a removed file that lives on, unchanged, in a file added by the same commit.
+
+    Rows ``start .. start+count-1`` of the removed file are rows ``to .. to+count-1`` of
+    the file with id ``file_id``.
+    """
+
+    start: int
+    count: int
+    file_id: int
+    to: int
+
+
+@dataclass(frozen=True)
 class SourceFile:
     """One source data file covered by the index (an entry of the file-id map).
 
@@ -69,6 +87,9 @@ class SourceFile:
     indexed version. ``added_ordinal`` is the table ordinal from which the file is live;
     ``removed_ordinal`` (set by incremental refreshes, cleared by a full optimize) the
     ordinal at which it stopped being live: a file-level tombstone applied by lineage.
+    ``moves`` (lineage remap, only on a removed file) say where its rows went when a
+    copy-on-write commit rewrote it: index entries of those rows answer for their new
+    address from ``removed_ordinal`` on; rows in no move were deleted by that commit.
     """
 
     id: int
@@ -80,6 +101,7 @@ class SourceFile:
     deleted_count: int = 0
     added_ordinal: int = 0
     removed_ordinal: int | None = None
+    moves: tuple[Move, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -171,7 +193,6 @@ class LogEntry:
     writer: str = ""
     #: For a transient entry: the stable entry the operation started from.
     base_id: int | None = None
-    format_version: int = FORMAT_VERSION
 
     @property
     def name(self) -> str:
@@ -198,10 +219,10 @@ class LogEntry:
         if not isinstance(d, dict):
             raise IndexLogError(f"index log entry {where} is not a JSON object")
         version = d.get("formatVersion")
-        if version != FORMAT_VERSION:
+        if version not in READABLE_VERSIONS:
             raise IndexLogError(
                 f"index log entry {where} has format version {version!r}; "
-                f"this lakehouse-index reads version {FORMAT_VERSION}"
+                f"this lakehouse-index reads versions {list(READABLE_VERSIONS)}"
             )
         try:
             return _entry_from_dict(d)
@@ -220,6 +241,7 @@ def _source_file_to_dict(f: SourceFile) -> dict[str, Any]:
         "deletedCount": f.deleted_count,
         "addedOrdinal": f.added_ordinal,
         "removedOrdinal": f.removed_ordinal,
+        "moves": [[m.start, m.count, m.file_id, m.to] for m in f.moves],
     }
 
 
@@ -234,6 +256,7 @@ def _source_file_from_dict(d: dict[str, Any]) -> SourceFile:
         deleted_count=int(d["deletedCount"]),
         added_ordinal=int(d["addedOrdinal"]),
         removed_ordinal=d["removedOrdinal"],
+        moves=tuple(Move(*(int(x) for x in m)) for m in d.get("moves", ())),
     )
 
 
@@ -269,7 +292,7 @@ def _entry_to_dict(e: LogEntry) -> dict[str, Any]:
     s = e.source
     p = e.pending
     return {
-        "formatVersion": e.format_version,
+        "formatVersion": FORMAT_VERSION,
         "id": e.id,
         "spec": spec_to_json(e.spec),
         "state": e.state.value,

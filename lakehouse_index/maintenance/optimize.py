@@ -2,9 +2,10 @@
 
 * ``quick`` merges the delta files into one delta file (tombstones and versions kept,
   so the exact window is unchanged);
-* ``full`` merges everything into a new base: per row address the newest entry wins,
-  tombstones and entries of removed files are dropped, removed files leave the file-id
-  map. The new snapshot answers exactly from its own version on; older snapshots (and
+* ``full`` merges everything into a new base: entries of rewritten files are first moved
+  to their new address (lineage remap), then per row address the newest entry wins,
+  tombstones and entries of removed files are dropped, removed files (and their moves)
+  leave the file-id map. The new snapshot answers exactly from its own version on; older snapshots (and
   their data) stay for time travel until vacuum.
 """
 
@@ -19,6 +20,7 @@ from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds import skipping
 from lakehouse_index.log.entry import Content, Level, LogEntry, SourceState
 from lakehouse_index.maintenance.build import relative_to, write_sorted
+from lakehouse_index.query.moves import MoveMap
 from lakehouse_index.spec import SkippingIndex
 from lakehouse_index.storage import Storage, join_uri
 
@@ -84,7 +86,7 @@ def optimize_full(
     ids = spark.createDataFrame(live_ids, StructType([StructField(sec.FILE_ID, LongType(), False)]))
     newest = Window.partitionBy(sec.FILE_ID, sec.ROW).orderBy(F.desc(sec.VERSION), F.desc(sec.OP))
     entries = (
-        _read(spark, index_dir, stable, None)
+        _relocate(spark, _read(spark, index_dir, stable, None), MoveMap.of(src.files, src.ordinal))
         .join(F.broadcast(ids), sec.FILE_ID)
         .withColumn("__rank", F.row_number().over(newest))
         .filter((F.col("__rank") == 1) & (F.col(sec.OP) == sec.PUT))
@@ -95,6 +97,39 @@ def optimize_full(
         entries, stable.spec, schema, storage, index_dir, data_dir, Level.BASE, stable.content.rows
     )
     return state, Content(files, src.ordinal)
+
+
+def _relocate(spark: SparkSession, entries: DataFrame, moves: MoveMap) -> DataFrame:
+    """``entries`` with moved rows at their new address (one range join per link of the longest chain).
+
+    Entries of rows in no move keep the removed file's id and are dropped with it.
+    """
+    if not moves:
+        return entries
+    from pyspark.sql import functions as F
+
+    runs = F.broadcast(
+        spark.createDataFrame(
+            moves.spark_rows(), "__from long, __start long, __end long, __to_file long, __to_row long"
+        )
+    )
+    fid, row = F.col(sec.FILE_ID), F.col(sec.ROW)
+    moved = F.col("__to_file").isNotNull()
+    for _ in range(moves.depth):
+        joined = entries.join(
+            runs, (fid == F.col("__from")) & (row >= F.col("__start")) & (row < F.col("__end")), "left"
+        )
+        entries = joined.select(
+            *(
+                F.when(moved, F.col("__to_file")).otherwise(fid).alias(c)
+                if c == sec.FILE_ID
+                else F.when(moved, F.col("__to_row") + row - F.col("__start")).otherwise(row).alias(c)
+                if c == sec.ROW
+                else F.col(c)
+                for c in entries.columns
+            )
+        )
+    return entries
 
 
 def optimize_skipping(

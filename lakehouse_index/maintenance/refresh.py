@@ -5,8 +5,11 @@ stamped with its own ordinal, so every version in between is answered exactly:
 
 * added files → PUT entries for their live rows (Spark job over those files only);
 * removed files → a file-level tombstone: ``SourceFile.removed_ordinal`` in the log
-  (lineage), no rewrite of index data. A ``dataChange=false`` rewrite (OPTIMIZE) is
-  the same: the old file is tombstoned, the new file's rows are indexed;
+  (lineage), no rewrite of index data;
+* copy-on-write rewrites (a commit that removes files and adds files in the same
+  partition: DELETE/UPDATE/MERGE, OPTIMIZE) → the lineage remap (``lineage``): rows that
+  moved unchanged keep their index entries, read at the new address through
+  ``SourceFile.moves``; only rows the commit changed or inserted get new entries;
 * row-level delete changes (deletion vectors, position deletes) → DEL entries for
   exactly the newly deleted positions and PUT entries for positions that came back
   (RESTORE, rollback), reading only those rows' key columns (pyarrow, no JVM);
@@ -30,6 +33,7 @@ from lakehouse_index.datafiles import read_file
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds import skipping
 from lakehouse_index.log.entry import Content, IndexFile, Level, LogEntry, Pending, SourceFile, SourceState
+from lakehouse_index.maintenance import lineage
 from lakehouse_index.maintenance.build import (
     IndexJob,
     entries_frame,
@@ -66,11 +70,14 @@ def replay(
     changes: Sequence[Change],
     *,
     row_level: bool = True,
+    remap: bool = True,
 ) -> _Replay:
     """Apply ``changes`` to the stable entry's file map; collect index jobs and row-level entries.
 
     ``row_level=False`` (skipping indexes: per-file statistics stay valid, merely
     conservative, when rows are deleted) only records the new deletes in the map.
+    ``remap`` aligns files a commit added with files it removed (``lineage``): rows that
+    moved unchanged keep their entries; only the rest of such files is indexed.
     """
     state = _Replay(
         files={f.id: f for f in stable.source.files},
@@ -80,8 +87,10 @@ def replay(
         row_entries=[],
     )
     for change in changes:
+        removed = [(state.live[fe.path], fe) for fe in change.removed if fe.path in state.live]
         for fe in change.removed:
             _remove(state, fe.path, change.ordinal)
+        added = []
         for fe in change.added:
             if fe.path in state.live:  # the same path re-added: replaces the old file
                 _remove(state, fe.path, change.ordinal)
@@ -89,7 +98,15 @@ def replay(
             state.next_id += 1
             state.files[fid] = source_file(fe, fid, change.ordinal)
             state.live[fe.path] = fid
-            state.jobs.append(IndexJob(fe, fid, change.ordinal))
+            added.append((fid, fe))
+        placed: frozenset[str] = frozenset()
+        if remap and row_level and removed and added:
+            rw = lineage.remap_commit(source, target, spec, removed, added, change.ordinal)
+            for fid, moves in rw.moves.items():
+                state.files[fid] = replace(state.files[fid], moves=moves)
+            state.row_entries += rw.entries
+            placed = rw.placed
+        state.jobs += [IndexJob(fe, fid, change.ordinal) for fid, fe in added if fe.path not in placed]
         for dc in change.delete_changes:
             _deletes_changed(state, source, target, spec, dc.before, dc.after, change.ordinal, row_level)
     return state
@@ -150,17 +167,7 @@ def _row_entries(
         with_positions=True,
         apply_deletes=False,
     )
-    n = rows.num_rows
-    return pa.table(
-        [
-            *(rows[c] for c in spec.columns),
-            pa.array(np.full(n, fid), pa.int64()),
-            rows[sec.ROW],
-            pa.array(np.full(n, ordinal), pa.int64()),
-            pa.array(np.full(n, op), pa.int8()),
-        ],
-        schema=sec.index_schema(spec, target),
-    )
+    return sec.row_entries(rows, spec, target, fid, ordinal, op)
 
 
 def incremental(
@@ -171,11 +178,14 @@ def incremental(
     storage: Storage,
     index_dir: str,
     data_dir: str,
+    *,
+    remap: bool = True,
 ) -> tuple[SourceState, Content]:
     """Apply every commit in (indexed version, target] to the index as new delta files.
 
-    ``spark_factory()`` is called only when files were added (row-level deletes alone
-    are applied without a JVM).
+    ``spark_factory()`` is called only when files must be indexed on Spark (row-level
+    deletes and files placed by the lineage remap are applied without a JVM).
+    ``remap=False`` indexes every added file from its key columns (no lineage remap).
     """
     spec = stable.spec
     changes = list(source.changes(stable.source.version, target.version))
@@ -190,7 +200,7 @@ def incremental(
             stable.content.files + tuple(new_files), stable.content.base_ordinal
         )
     sec.validate_spec(spec, target)
-    state = replay(source, target, spec, stable, changes)
+    state = replay(source, target, spec, stable, changes, remap=remap)
     if state.jobs:
         spark: SparkSession = spark_factory()  # type: ignore[operator]
         df = entries_frame(spark, source, target, spec, state.jobs)

@@ -12,7 +12,9 @@ For a target version v and an index snapshot s (a stable log entry):
   when it had none when indexed, else scanned (rows deleted then may be live in v); the
   same for a covered file with an equality delete at s that does not apply in v.
 
-In both, rows of files with equality deletes are re-read and filtered (they match by value).
+In both, rows of files with equality deletes are re-read and filtered (they match by value),
+and entries of files rewritten by copy-on-write commits up to the cap are read at their new
+address (``moves``, the lineage remap).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 
 from lakehouse_index.errors import VersionNotFoundError
 from lakehouse_index.log.entry import LogEntry, SourceFile
+from lakehouse_index.query.moves import MoveMap, moves_of
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
 
 
@@ -37,6 +40,8 @@ class Coverage:
     #: Target files the index cannot answer for: read and filtered directly.
     scan: tuple[FileEntry, ...]
     exact_window: bool
+    #: Where rows of files rewritten up to ``cap`` moved (applied to entries before the merge).
+    moves: MoveMap
 
     @property
     def scan_bytes(self) -> int:
@@ -112,7 +117,7 @@ def _window(entry: LogEntry, target: Snapshot) -> Coverage:
         answered[sf.id] = fe
         if fe.equality_deletes:
             filtered.add(sf.id)
-    return Coverage(v, answered, frozenset(filtered), tuple(scan), True)
+    return Coverage(v, answered, frozenset(filtered), tuple(scan), True, moves_of(entry.source, v))
 
 
 def _hybrid(entry: LogEntry, target: Snapshot, eq_indexed: dict[str, frozenset[str]] | None) -> Coverage:
@@ -138,9 +143,12 @@ def _hybrid(entry: LogEntry, target: Snapshot, eq_indexed: dict[str, frozenset[s
             filtered.add(sf.id)
         else:
             scan.append(fe)
-    return Coverage(entry.source.ordinal, answered, frozenset(filtered), tuple(scan), False)
+    cap = entry.source.ordinal
+    return Coverage(
+        cap, answered, frozenset(filtered), tuple(scan), False, MoveMap.of(entry.source.files, cap)
+    )
 
 
 def plain_scan(target: Snapshot) -> Coverage:
     """The coverage of "no index": every live file is scanned."""
-    return Coverage(target.ordinal, {}, frozenset(), tuple(target.files.values()), False)
+    return Coverage(target.ordinal, {}, frozenset(), tuple(target.files.values()), False, MoveMap({}))

@@ -8,6 +8,7 @@ statistics may hold a key are read.
 from __future__ import annotations
 
 import bisect
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -23,27 +24,106 @@ from lakehouse_index.log.entry import IndexFile, Level
 from lakehouse_index.storage import Storage, join_uri
 
 
+@dataclass(frozen=True)
+class GroupBounds:
+    """Row-group statistics of one column of an index file, extracted once per file."""
+
+    mins: tuple[Any, ...]
+    maxes: tuple[Any, ...]
+    null_counts: tuple[int | None, ...]
+    #: Every group has min/max and both are non-decreasing (files sorted by the column).
+    ordered: bool
+
+    @classmethod
+    def of(cls, meta: pq.FileMetaData, column: str) -> GroupBounds:
+        idx = meta.schema.names.index(column)
+        mins: list[Any] = []
+        maxes: list[Any] = []
+        nulls: list[int | None] = []
+        for rg in range(meta.num_row_groups):
+            st = meta.row_group(rg).column(idx).statistics
+            has = st is not None and st.has_min_max
+            mins.append(st.min if has else None)
+            maxes.append(st.max if has else None)
+            nulls.append(st.null_count if st is not None and st.has_null_count else None)
+        try:
+            ordered = all(m is not None for m in mins) and all(
+                mins[i] <= mins[i + 1] and maxes[i] <= maxes[i + 1] for i in range(len(mins) - 1)
+            )
+        except TypeError:
+            ordered = False
+        return cls(tuple(mins), tuple(maxes), tuple(nulls), ordered)
+
+    def groups_for(self, keys: KeySet) -> list[int]:
+        """Row groups whose statistics may hold one of the keys' leading values."""
+        if self.ordered and not keys.has_null_leading:
+            try:
+                found: set[int] = set()
+                for k in keys.leading_sorted:
+                    i = bisect.bisect_left(self.maxes, k)
+                    while i < len(self.mins) and self.mins[i] <= k:
+                        found.add(i)
+                        i += 1
+                return sorted(found)
+            except TypeError:
+                pass
+        return [
+            rg
+            for rg in range(len(self.mins))
+            if (self.mins[rg] is None and (self.null_counts[rg] is None or keys.has_null_leading))
+            or (
+                self.mins[rg] is not None
+                and keys.may_hit(self.mins[rg], self.maxes[rg], self.null_counts[rg])
+            )
+        ]
+
+
+@dataclass
+class _Opened:
+    file: pq.ParquetFile
+    bounds: dict[str, GroupBounds] = field(default_factory=dict)
+
+
 @dataclass
 class FooterCache:
     """A bounded LRU of opened Parquet files (footers parsed once), keyed by (path, size)."""
 
     capacity: int = 256
-    _files: OrderedDict[tuple[str, int], pq.ParquetFile] = field(default_factory=OrderedDict)
+    _files: OrderedDict[tuple[str, int], _Opened] = field(default_factory=OrderedDict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def _get(self, storage: Storage, path: str, size: int) -> _Opened:
+        key = (path, size)
+        with self._lock:
+            hit = self._files.get(key)
+            if hit is not None:
+                self._files.move_to_end(key)
+                return hit
+        fs, inner = storage.arrow(path)
+        # pre_buffer coalesces the column chunks of a row group into one read.
+        opened = _Opened(pq.ParquetFile(fs.open_input_file(inner), pre_buffer=True))
+        with self._lock:
+            self._files[key] = opened
+            while len(self._files) > self.capacity:
+                self._files.popitem(last=False)
+        return opened
+
+    def clear(self) -> None:
+        """Forget every opened file (benchmarks of cold reads)."""
+        with self._lock:
+            self._files.clear()
 
     def open(self, storage: Storage, path: str, size: int) -> pq.ParquetFile:
         """The Parquet file at ``path``; the footer is read only on the first call."""
-        key = (path, size)
-        pf = self._files.get(key)
-        if pf is None:
-            fs, inner = storage.arrow(path)
-            # pre_buffer coalesces the column chunks of a row group into one read.
-            pf = pq.ParquetFile(fs.open_input_file(inner), pre_buffer=True)
-            self._files[key] = pf
-            if len(self._files) > self.capacity:
-                self._files.popitem(last=False)
-        else:
-            self._files.move_to_end(key)
-        return pf
+        return self._get(storage, path, size).file
+
+    def bounds(self, storage: Storage, path: str, size: int, column: str) -> GroupBounds:
+        """Row-group statistics of ``column`` in the file at ``path`` (computed once)."""
+        opened = self._get(storage, path, size)
+        found = opened.bounds.get(column)
+        if found is None:
+            found = opened.bounds[column] = GroupBounds.of(opened.file.metadata, column)
+        return found
 
 
 FOOTERS = FooterCache()
@@ -125,22 +205,12 @@ def read_entries(
         if not keys.may_hit(lo, hi, None):
             continue
         uri = join_uri(index_dir, f.path)
-        pf = FOOTERS.open(storage, uri, f.size)
-        meta = pf.metadata
-        lead_idx = meta.schema.names.index(key_columns[0])
-        groups = []
-        for rg in range(meta.num_row_groups):
-            st = meta.row_group(rg).column(lead_idx).statistics
-            if st is None or not st.has_min_max:
-                if st is None or keys.has_null_leading:
-                    groups.append(rg)
-                continue
-            if keys.may_hit(st.min, st.max, st.null_count if st.has_null_count else None):
-                groups.append(rg)
+        groups = FOOTERS.bounds(storage, uri, f.size, key_columns[0]).groups_for(keys)
         if not groups:
             continue
         stats.files_read += 1
         stats.row_groups_read += len(groups)
+        pf = FOOTERS.open(storage, uri, f.size)
         t = pf.read_row_groups(groups, columns=list(columns) if columns else None)
         t = t.filter(K.match_mask(t, keys.table))
         if t.num_rows:

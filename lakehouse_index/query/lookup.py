@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse_index.datafiles import read_file
+from lakehouse_index.datafiles import file_layout, read_file, resolve_columns
 from lakehouse_index.kinds import covering as cov
 from lakehouse_index.kinds import keys as K
 from lakehouse_index.kinds import secondary as sec
@@ -82,8 +82,11 @@ def _index_hits(
         stats=plan.stats,
         buckets=_buckets(spec, plan),
     )
-    # Base files hold each row address once, as a PUT: only delta files need the LSM merge.
-    has_deltas = any(f.level is Level.DELTA for f in plan.entry.content.files)
+    moves = plan.coverage.moves
+    raw = moves.translate(raw)
+    # Base files hold each row address once, as a PUT: only delta files (and entries read at
+    # a moved address, which later deletes may name) need the LSM merge.
+    has_deltas = bool(moves) or any(f.level is Level.DELTA for f in plan.entry.content.files)
     live = sec.merge(raw, None) if has_deltas else raw
     answered = pa.array(sorted(plan.coverage.answered), pa.int64())
     live = live.filter(pc.is_in(live[sec.FILE_ID], value_set=answered))
@@ -123,15 +126,65 @@ def _live_positions(
 def _scan_hits(
     source: TableSource, plan: LookupPlan, columns: Sequence[str]
 ) -> list[tuple[FileEntry, pa.Table]]:
-    """Rows with the keys in files the index does not answer for (read directly)."""
+    """Rows with the keys in files the index does not answer for (read directly).
+
+    Per file: row groups whose statistics of the leading key column exclude every key
+    are skipped, the key columns of the others are read and matched, and the remaining
+    columns are read for the matching rows only.
+    """
     out = []
-    need = list(dict.fromkeys([*plan.key_columns, *columns]))
+    keys = list(plan.key_columns)
+    rest = [c for c in columns if c not in keys]
     for fe in plan.coverage.scan:
-        t = read_file(source, plan.target, fe, columns=need, with_positions=True)
+        candidates = _candidate_rows(source, plan, fe)
+        if candidates is not None and not len(candidates):
+            continue
+        t = read_file(source, plan.target, fe, columns=keys, positions=candidates, with_positions=True)
         t = t.filter(K.match_mask(t, plan.keys.table))
-        if t.num_rows:
-            out.append((fe, t))
+        if not t.num_rows:
+            continue
+        if rest:
+            more = read_file(source, plan.target, fe, columns=rest, positions=t[sec.ROW].to_numpy())
+            for c in rest:
+                t = t.append_column(plan.target.schema.field(c), more[c])
+        out.append((fe, t))
     return out
+
+
+def _order_family(t: pa.DataType) -> object:
+    """Types whose Parquet statistics compare like the key values (strings of any layout, integers)."""
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "string"
+    if pa.types.is_integer(t):
+        return "integer"
+    return t
+
+
+def _candidate_rows(source: TableSource, plan: LookupPlan, fe: FileEntry) -> np.ndarray | None:
+    """Positions of the row groups of ``fe`` whose leading-key statistics may hold a key (None: all)."""
+    layout = file_layout(source, fe)
+    lead = resolve_columns(plan.target, fe, layout, [plan.key_columns[0]])[0]
+    if (
+        lead.stored is None
+        or lead.stored_type is None
+        or _order_family(lead.stored_type) != _order_family(lead.column.type)
+    ):
+        return None  # a constant, an absent column or a changed type: no statistics to trust
+    meta = layout.metadata
+    if lead.stored not in meta.schema.names:
+        return None
+    idx = meta.schema.names.index(lead.stored)
+    starts = layout.row_group_starts
+    keep = []
+    for rg in range(meta.num_row_groups):
+        st = meta.row_group(rg).column(idx).statistics
+        if st is None or not st.has_min_max:
+            hit = st is None or not st.has_null_count or st.null_count > 0 or plan.keys.has_null_leading
+        else:
+            hit = plan.keys.may_hit(st.min, st.max, st.null_count if st.has_null_count else None)
+        if hit:
+            keep.append(np.arange(starts[rg], starts[rg + 1], dtype=np.int64))
+    return np.concatenate(keep) if keep else np.zeros(0, dtype=np.int64)
 
 
 def locate(source: TableSource, storage: Storage, index_dir: str, plan: LookupPlan) -> pa.Table:

@@ -49,6 +49,10 @@ class PlannerConfig:
     excluded_file_cost: int = 1024
     #: Charged per row deleted since indexing (delete filter work).
     deleted_row_cost: int = 8
+    #: Answer from the cheapest index snapshot that can answer at all, even when a plain
+    #: scan is estimated cheaper or the hybrid scan is over ``max_scan_share`` (tests of
+    #: the index path on small tables; users who know their workload better).
+    force_index: bool = False
 
 
 @dataclass(frozen=True)
@@ -148,7 +152,8 @@ def _distinct(snapshots: Sequence[LogEntry]) -> list[LogEntry]:
     seen = set()
     out = []
     for e in sorted(snapshots, key=lambda e: -e.id):
-        key = (e.source.version, e.content, e.source.files)
+        # Data paths are unique per operation (fresh directories): they identify the content.
+        key = (e.source.version, e.source.ordinal, tuple(f.path for f in e.content.files))
         if key not in seen:
             seen.add(key)
             out.append(e)
@@ -177,7 +182,7 @@ def plan(
         deleted = sum(fe.deleted_count for fid, fe in cov.answered.items() if fid in cov.filter_deletes)
         repair = excluded * config.excluded_file_cost + deleted * config.deleted_row_cost
         reason = Reason.MORE_EXPENSIVE
-        if total and cov.scan_bytes > config.max_scan_share * total:
+        if total and cov.scan_bytes > config.max_scan_share * total and not config.force_index:
             reason = Reason.OVER_THRESHOLD
         cands.append(
             Candidate(
@@ -186,6 +191,8 @@ def plan(
         )
     cands.append(Candidate("plain scan", None, None, total, 0, 0))
     usable = [c for c in cands if c.usable]
+    if config.force_index and any(c.entry is not None for c in usable):
+        usable = [c for c in usable if c.entry is not None]
     # Cheapest; ties to the newer snapshot (higher entry id), then to any index over the plain scan.
     best = min(usable, key=lambda c: (c.cost, -(c.entry.id if c.entry else -1)))
     final = tuple(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -19,6 +19,7 @@ from lakehouse_index.log.entry import (
     IndexState,
     Level,
     LogEntry,
+    Move,
     Operation,
     Pending,
     SourceFile,
@@ -64,6 +65,14 @@ source_files = st.builds(
     num_records=st.none() | st.integers(0, 2**40),
     deletes_id=st.none() | st.text(max_size=20),
     deleted_count=st.integers(0, 2**30),
+    added_ordinal=st.integers(0, 2**40),
+    removed_ordinal=st.none() | st.integers(0, 2**40),
+    moves=st.lists(
+        st.builds(
+            Move, st.integers(0, 2**40), st.integers(1, 2**30), st.integers(0, 2**40), st.integers(0, 2**40)
+        ),
+        max_size=4,
+    ).map(tuple),
 )
 key_tuples = st.none() | st.lists(scalars, min_size=1, max_size=3).map(tuple)
 index_files = st.builds(
@@ -135,7 +144,20 @@ def test_json_round_trip(entry: LogEntry) -> None:
         "writer",
         "baseId",
     }
-    assert doc["formatVersion"] == 1
+    assert doc["formatVersion"] == 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(entries)
+def test_format_version_1_entries_are_still_read(entry: LogEntry) -> None:
+    """Logs written before the lineage remap (version 1) have no ``moves``: read as none."""
+    doc = json.loads(entry.to_json())
+    doc["formatVersion"] = 1
+    for f in doc["source"]["files"]:
+        del f["moves"]
+    old = LogEntry.from_json(json.dumps(doc).encode())
+    assert all(f.moves == () for f in old.source.files)
+    assert old.source.files == tuple(replace(f, moves=()) for f in entry.source.files)
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -165,7 +187,7 @@ def _raw(backend, slot: int, doc: dict | bytes) -> None:
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda d: {**d, "formatVersion": 2}, "format version 2"),
+        (lambda d: {**d, "formatVersion": 3}, "format version 3"),
         (lambda d: {k: v for k, v in d.items() if k != "formatVersion"}, "format version None"),
         (lambda d: {**d, "state": "FROZEN"}, "malformed"),
         (lambda d: {k: v for k, v in d.items() if k != "source"}, "malformed"),

@@ -1,0 +1,135 @@
+"""Reading index entries of rewritten files at their new addresses (the lineage remap).
+
+A copy-on-write commit removes file F and adds file G holding most of F's rows unchanged.
+Instead of indexing G's rows again, an incremental refresh may record where F's rows
+went (``SourceFile.moves``, see ``maintenance.lineage``). A reader at an ordinal at or
+after the commit translates F's entries ``(F, r)`` to ``(G, r')``, keeping their
+``_version`` and ``_op``; entries of rows in no move are dropped (the commit deleted
+them). Moves chain: G may itself be rewritten later, so translation repeats until no
+entry names a moved file.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from lakehouse_index.kinds import secondary as sec
+from lakehouse_index.log.entry import SourceFile, SourceState
+
+
+@dataclass(frozen=True)
+class _Runs:
+    """The moves of one removed file as sorted arrays."""
+
+    start: np.ndarray
+    count: np.ndarray
+    file_id: np.ndarray
+    to: np.ndarray
+
+
+@dataclass(frozen=True)
+class MoveMap:
+    """The moves a reader capped at one ordinal applies, by removed file id."""
+
+    runs: dict[int, _Runs]
+
+    @classmethod
+    def of(cls, files: Iterable[SourceFile], cap: int) -> MoveMap:
+        """Moves of the files removed at or before ``cap``."""
+        runs = {}
+        for f in files:
+            if f.moves and f.removed_ordinal is not None and f.removed_ordinal <= cap:
+                ms = sorted(f.moves, key=lambda m: m.start)
+                runs[f.id] = _Runs(
+                    np.array([m.start for m in ms], dtype=np.int64),
+                    np.array([m.count for m in ms], dtype=np.int64),
+                    np.array([m.file_id for m in ms], dtype=np.int64),
+                    np.array([m.to for m in ms], dtype=np.int64),
+                )
+        return cls(runs)
+
+    def __bool__(self) -> bool:
+        return bool(self.runs)
+
+    def translate(self, entries: pa.Table) -> pa.Table:
+        """``entries`` with the addresses of moved rows replaced; entries of deleted rows dropped."""
+        if not self.runs or entries.num_rows == 0:
+            return entries
+        fids = entries[sec.FILE_ID].to_numpy().copy()
+        rows = entries[sec.ROW].to_numpy().copy()
+        keep = np.ones(len(fids), dtype=bool)
+        moved = np.array(sorted(self.runs), dtype=np.int64)
+        # Each pass moves entries one step along their chain; a chain is at most as long as
+        # the number of moved files.
+        for _ in range(len(moved) + 1):
+            todo = np.nonzero(keep & np.isin(fids, moved))[0]
+            if not len(todo):
+                break
+            for fid in np.unique(fids[todo]).tolist():
+                sel = todo[fids[todo] == fid]
+                r = self.runs[fid]
+                run = np.searchsorted(r.start, rows[sel], side="right") - 1
+                inside = (run >= 0) & (rows[sel] < r.start[np.maximum(run, 0)] + r.count[np.maximum(run, 0)])
+                keep[sel[~inside]] = False
+                hit = sel[inside]
+                run = run[inside]
+                fids[hit] = r.file_id[run]
+                rows[hit] = r.to[run] + rows[hit] - r.start[run]
+        names = entries.schema.names
+        out = entries.set_column(
+            names.index(sec.FILE_ID), sec.FILE_ID, pa.array(fids, pa.int64())
+        ).set_column(names.index(sec.ROW), sec.ROW, pa.array(rows, pa.int64()))
+        return out if keep.all() else out.filter(pa.array(keep))
+
+    def spark_rows(self) -> list[tuple[int, int, int, int, int]]:
+        """``(file id, start, end, new file id, new start)`` per run, for a Spark range join."""
+        return [
+            (fid, int(s), int(s + c), int(f), int(t))
+            for fid, r in self.runs.items()
+            for s, c, f, t in zip(r.start, r.count, r.file_id, r.to, strict=True)
+        ]
+
+    @property
+    def depth(self) -> int:
+        """Length of the longest chain of moves (passes a join-based translation needs)."""
+        targets = {fid: set(r.file_id.tolist()) for fid, r in self.runs.items()}
+        memo: dict[int, int] = {}
+
+        def chain(fid: int) -> int:
+            if fid not in targets:
+                return 0
+            if fid not in memo:
+                memo[fid] = 1 + max(chain(t) for t in targets[fid])
+            return memo[fid]
+
+        return max((chain(f) for f in targets), default=0)
+
+
+#: (id of a log entry's source state, cap) → (that state, its move map). Log entries are
+#: immutable, so the map of one entry at one cap never changes; holding the state keeps
+#: its id from being reused while cached.
+_CACHE: OrderedDict[tuple[int, int], tuple[SourceState, MoveMap]] = OrderedDict()
+_CACHE_SIZE = 64
+_LOCK = threading.Lock()
+
+
+def moves_of(state: SourceState, cap: int) -> MoveMap:
+    """``MoveMap.of(state.files, cap)``, cached: lookups repeat it per query."""
+    key = (id(state), cap)
+    with _LOCK:
+        hit = _CACHE.get(key)
+        if hit is not None and hit[0] is state:
+            _CACHE.move_to_end(key)
+            return hit[1]
+    found = MoveMap.of(state.files, cap)
+    with _LOCK:
+        _CACHE[key] = (state, found)
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return found
