@@ -261,6 +261,7 @@ class Table:
         *,
         spark: SparkSession | None = None,
         remap: bool = True,
+        local_max_rows: int = refresh.DRIVER_MAX_ROWS,
     ) -> IndexInfo:
         """Bring an index up to the latest table version.
 
@@ -270,6 +271,8 @@ class Table:
           files are indexed on Spark, row-level deletes without a JVM; files rewritten by
           copy-on-write commits are aligned with the files they replace and only their
           changed rows indexed (the lineage remap; ``remap=False`` indexes them whole);
+          appended files holding up to ``local_max_rows`` rows are indexed in this process
+          with pyarrow, larger appends by one Spark job;
         * ``quick`` only records what changed (no index data written); queries repair
           the difference by hybrid scan.
 
@@ -305,6 +308,7 @@ class Table:
                     log.index_dir,
                     ctx.data_uri,
                     remap=remap,
+                    local_max_rows=local_max_rows,
                 )
             else:
                 state, content = full_build(

@@ -21,7 +21,9 @@ Row-level deletes are applied unless ``apply_deletes=False``: positions from
 deletes attached to the entry.
 
 Parquet footers are cached in a small LRU keyed by (path, size): repeated point
-reads of a file do not re-read its footer.
+reads of a file do not re-read its footer. Point reads in large row groups of files
+with a page index fetch and decode only the pages holding the rows
+(:mod:`lakehouse_index.parquet_pages`); those files' page indexes are cached likewise.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +40,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakehouse_index.errors import QueryError, TableFormatError
+from lakehouse_index.parquet_pages import PageIndex, load_page_index, plain_type, read_group_rows
 from lakehouse_index.source import Column, FileEntry, Snapshot, TableSource
 
 __all__ = [
@@ -80,22 +84,25 @@ class FileLayout:
         return int(self.metadata.num_rows)
 
 
-class _LRU:
-    """A small thread-safe LRU of footers (Python objects, a few KB each)."""
+_V = TypeVar("_V")
+
+
+class _LRU(Generic[_V]):
+    """A small thread-safe LRU of per-file facts keyed by (path, size) (a few KB each)."""
 
     def __init__(self, capacity: int) -> None:
         self.capacity = capacity
-        self._items: OrderedDict[tuple[str, int], FileLayout] = OrderedDict()
+        self._items: OrderedDict[tuple[str, int], _V] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, key: tuple[str, int]) -> FileLayout | None:
+    def get(self, key: tuple[str, int]) -> _V | None:
         with self._lock:
             item = self._items.get(key)
             if item is not None:
                 self._items.move_to_end(key)
             return item
 
-    def put(self, key: tuple[str, int], value: FileLayout) -> None:
+    def put(self, key: tuple[str, int], value: _V) -> None:
         with self._lock:
             self._items[key] = value
             self._items.move_to_end(key)
@@ -107,12 +114,15 @@ class _LRU:
             self._items.clear()
 
 
-_FOOTERS = _LRU(1024)
+_FOOTERS: _LRU[FileLayout] = _LRU(1024)
+#: Page indexes of the files point-read page by page (larger than footers: fewer of them).
+_PAGES: _LRU[PageIndex] = _LRU(256)
 
 
 def clear_footer_cache() -> None:
-    """Forget every cached footer (tests, benchmarks of cold reads)."""
+    """Forget every cached footer and page index (tests, benchmarks of cold reads)."""
     _FOOTERS.clear()
+    _PAGES.clear()
 
 
 def _layout(metadata: pq.FileMetaData) -> FileLayout:
@@ -133,7 +143,7 @@ def _layout(metadata: pq.FileMetaData) -> FileLayout:
     return FileLayout(metadata, schema, starts, by_id, frozenset(schema.names), int96)
 
 
-def _open(source: TableSource, entry: FileEntry) -> tuple[pq.ParquetFile, FileLayout]:
+def _open(source: TableSource, entry: FileEntry) -> tuple[pq.ParquetFile, pa.NativeFile, FileLayout]:
     fs, path = source.io.arrow(entry.path)
     key = (entry.path, entry.size)
     layout = _FOOTERS.get(key)
@@ -153,7 +163,7 @@ def _open(source: TableSource, entry: FileEntry) -> tuple[pq.ParquetFile, FileLa
     if layout is None:
         layout = _layout(pf.metadata)
         _FOOTERS.put(key, layout)
-    return pf, layout
+    return pf, handle, layout
 
 
 def file_layout(source: TableSource, entry: FileEntry) -> FileLayout:
@@ -161,8 +171,9 @@ def file_layout(source: TableSource, entry: FileEntry) -> FileLayout:
     key = (entry.path, entry.size)
     layout = _FOOTERS.get(key)
     if layout is None:
-        pf, layout = _open(source, entry)
+        pf, handle, layout = _open(source, entry)
         pf.close()
+        handle.close()
     return layout
 
 
@@ -356,13 +367,16 @@ def read_file(
                     eq_cols.append(c)
     read_cols = wanted + eq_cols
 
-    pf, layout = _open(source, entry)
+    pf, handle, layout = _open(source, entry)
     try:
         resolved = resolve_columns(snapshot, entry, layout, read_cols)
         stored = list(dict.fromkeys(r.stored for r in resolved if r.stored is not None))
-        rows, data = _read_rows(pf, layout, entry, stored, positions, source if apply_deletes else None)
+        rows, data = _read_rows(
+            pf, handle, layout, entry, stored, positions, source if apply_deletes else None
+        )
     finally:
         pf.close()
+        handle.close()  # ParquetFile does not close a handle it was given
 
     n = len(rows)
     out: dict[str, pa.ChunkedArray | pa.Array] = {}
@@ -388,6 +402,7 @@ def read_file(
 
 def _read_rows(
     pf: pq.ParquetFile,
+    handle: pa.NativeFile,
     layout: FileLayout,
     entry: FileEntry,
     stored: list[str],
@@ -420,25 +435,45 @@ def _read_rows(
         pos = pos[~np.isin(pos, deleted, assume_unique=True)]
     if len(pos) == 0 or not stored:
         return pos, pa.table({c: pa.array([], type=layout.schema.field(c).type) for c in stored})
-    # Decode only the row groups that hold the wanted rows, and within a large row group
-    # only the batches up to the last wanted row (pyarrow 26 has no page-level read).
+    # Decode only the row groups that hold the wanted rows.
     starts = layout.row_group_starts
     groups = np.searchsorted(starts, pos, side="right") - 1
     parts = []
     for g in np.unique(groups):
         local = pos[groups == g] - starts[g]
-        parts.append(_read_group_rows(pf, int(g), int(starts[g + 1] - starts[g]), local, stored))
+        parts.append(_read_group_rows(pf, handle, layout, (entry.path, entry.size), int(g), local, stored))
     return pos, pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
 
-#: Row groups larger than twice this are decoded batch by batch when few rows are wanted.
+#: Row groups larger than twice this are read page by page, else batch by batch, when
+#: few rows are wanted.
 _POINT_BATCH = 4096
 
 
 def _read_group_rows(
-    pf: pq.ParquetFile, group: int, group_rows: int, local: np.ndarray, stored: list[str]
+    pf: pq.ParquetFile,
+    handle: pa.NativeFile,
+    layout: FileLayout,
+    key: tuple[str, int],
+    group: int,
+    local: np.ndarray,
+    stored: list[str],
 ) -> pa.Table:
-    """Rows ``local`` (sorted positions within the row group) of one row group."""
+    """Rows ``local`` (sorted positions within the row group) of one row group.
+
+    In a large row group: only the pages holding the rows when the file has a page
+    index (:mod:`lakehouse_index.parquet_pages`), else only the batches up to the last
+    wanted row when few rows are wanted (pyarrow 26 has no page-level read).
+    """
+    group_rows = int(layout.row_group_starts[group + 1] - layout.row_group_starts[group])
+    if group_rows > 2 * _POINT_BATCH:
+        pages = _PAGES.get(key)
+        if pages is None:
+            pages = load_page_index(handle, layout.metadata, layout.schema)
+            _PAGES.put(key, pages)
+        read = read_group_rows(handle, pages, layout.schema, group, local, stored)
+        if read is not None:
+            return read.table
     if group_rows <= 2 * _POINT_BATCH or len(local) > 64:
         return _without_views(pf.read_row_group(group, columns=stored)).take(pa.array(local))
     # Stop decoding after the batch that holds the last wanted row: on average half the
@@ -457,12 +492,5 @@ def _read_group_rows(
 def _without_views(data: pa.Table) -> pa.Table:
     # pyarrow has no take kernel for string_view/binary_view (delta-rs writes Utf8View
     # in the Arrow schema it embeds): cast those to the plain types first.
-    fields = []
-    for f in data.schema:
-        if pa.types.is_string_view(f.type):
-            f = f.with_type(pa.large_string())
-        elif pa.types.is_binary_view(f.type):
-            f = f.with_type(pa.large_binary())
-        fields.append(f)
-    schema = pa.schema(fields)
+    schema = pa.schema([f.with_type(plain_type(f.type)) for f in data.schema])
     return data if schema.equals(data.schema) else data.cast(schema)

@@ -3,7 +3,8 @@
 **Incremental** applies the commits after the indexed version one by one, each change
 stamped with its own ordinal, so every version in between is answered exactly:
 
-* added files → PUT entries for their live rows (Spark job over those files only);
+* added files → PUT entries for their live rows (pyarrow on the driver when they hold at
+  most ``DRIVER_MAX_ROWS`` rows, else one Spark job over those files only);
 * removed files → a file-level tombstone: ``SourceFile.removed_ordinal`` in the log
   (lineage), no rewrite of index data;
 * copy-on-write rewrites (a commit that removes files and adds files in the same
@@ -49,6 +50,11 @@ from lakehouse_index.storage import Storage, join_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+
+#: Added files holding at most this many rows in all are indexed on the driver with pyarrow;
+#: more go to one Spark job.
+DRIVER_MAX_ROWS = 1_000_000
 
 
 @dataclass
@@ -170,6 +176,12 @@ def _row_entries(
     return sec.row_entries(rows, spec, target, fid, ordinal, op)
 
 
+def _file_entries(source: TableSource, target: Snapshot, spec: IndexSpec, job: IndexJob) -> pa.Table:
+    """PUT entries for the live rows of one added file, read with pyarrow (its deletes when added apply)."""
+    rows = read_file(source, target, job.entry, columns=list(spec.columns), with_positions=True)
+    return sec.row_entries(rows, spec, target, job.file_id, job.ordinal, sec.PUT)
+
+
 def incremental(
     spark_factory: object,
     source: TableSource,
@@ -180,11 +192,13 @@ def incremental(
     data_dir: str,
     *,
     remap: bool = True,
+    local_max_rows: int = DRIVER_MAX_ROWS,
 ) -> tuple[SourceState, Content]:
     """Apply every commit in (indexed version, target] to the index as new delta files.
 
-    ``spark_factory()`` is called only when files must be indexed on Spark (row-level
-    deletes and files placed by the lineage remap are applied without a JVM).
+    ``spark_factory()`` is called only when added files hold more than ``local_max_rows``
+    rows to index; smaller changes, row-level deletes and files placed by the lineage remap
+    are applied with pyarrow, without a JVM.
     ``remap=False`` indexes every added file from its key columns (no lineage remap).
     """
     spec = stable.spec
@@ -201,10 +215,12 @@ def incremental(
         )
     sec.validate_spec(spec, target)
     state = replay(source, target, spec, stable, changes, remap=remap)
-    if state.jobs:
+    est = sum((j.entry.num_records or j.entry.size // 64) for j in state.jobs)
+    if state.jobs and est <= local_max_rows:  # small: a Spark job's fixed cost would dominate
+        state.row_entries += [_file_entries(source, target, spec, j) for j in state.jobs]
+    elif state.jobs:
         spark: SparkSession = spark_factory()  # type: ignore[operator]
         df = entries_frame(spark, source, target, spec, state.jobs)
-        est = sum((j.entry.num_records or j.entry.size // 64) for j in state.jobs)
         schema = sec.index_schema(spec, target)
         added_dir = join_uri(data_dir, "added")
         new_files += write_sorted(df, spec, schema, storage, index_dir, added_dir, Level.DELTA, est)

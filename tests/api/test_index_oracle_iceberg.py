@@ -209,10 +209,14 @@ class IcebergIndexMachine(RuleBasedStateMachine):
     @rule(
         mode=st.sampled_from(["full", "incremental", "quick", "incremental"]),
         name=st.sampled_from(["by_k", "by_kg"]),
+        remap=st.booleans(),
+        on_spark=st.booleans(),
     )
-    def refresh(self, mode: str, name: str) -> None:
+    def refresh(self, mode: str, name: str, remap: bool, on_spark: bool) -> None:
         assert self.table is not None
-        info = self.table.refresh_index(name, mode=mode, spark=self.spark)
+        # Lineage remap on or off; appended rows indexed in-process or forced onto Spark.
+        local = 0 if on_spark else 1_000_000
+        info = self.table.refresh_index(name, mode=mode, spark=self.spark, remap=remap, local_max_rows=local)
         assert info.state is li.IndexState.ACTIVE
 
     @precondition(lambda self: not self.deleted)

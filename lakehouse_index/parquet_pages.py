@@ -1,0 +1,662 @@
+"""Point reads of a Parquet row group that fetch and decode only the pages holding the rows.
+
+pyarrow 26 decodes whole column chunks: one row of a 50,000-row group costs decoding all
+50,000. A file with a page index has, per column chunk, an ``OffsetIndex``: where each
+data page starts and the first row it holds. With it the reader can fetch only the data
+pages holding the wanted rows (plus the dictionary page when those pages are dictionary
+encoded) and leave the other pages alone.
+
+pyarrow can neither be pointed at single pages nor tell where the offset index is. So
+this module reads the footer itself (a small Thrift compact-protocol codec), and for each
+wanted column assembles a tiny Parquet file in memory: ``PAR1``, the fetched pages byte
+for byte, and a footer for one row group of that one column (schema pruned to the root
+and the leaf; value counts, sizes and offsets of the copied pages; statistics, encoding
+stats, bloom filter and index locations dropped; ``created_by`` kept, as readers apply
+writer-specific fixes by it; the file's ``ARROW:schema`` pruned to the column). pyarrow
+decodes that file as it decodes the original chunk, so the values and Arrow types are
+those of a whole row-group read.
+
+Served: top-level primitive columns that are not repeated and not INT96, in files with
+an offset index, a plaintext footer and no encrypted columns, whose Arrow type is not a
+dictionary. Data page v1 and v2, every encoding and codec pyarrow reads. Anything else
+makes :func:`read_group_rows` return None and the caller reads the row group as usual;
+so does a read that would fetch most of the data pages anyway.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import struct
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+__all__ = [
+    "MAX_SHARE",
+    "ColumnPages",
+    "PageIndex",
+    "PageRead",
+    "decode_struct",
+    "encode_struct",
+    "load_page_index",
+    "plain_type",
+    "read_group_rows",
+]
+
+# --------------------------------------------------------------------------- Thrift compact protocol
+
+# Compact-protocol type codes. A bool struct field carries its value in the type code
+# (TRUE/FALSE); a bool list element is one byte.
+_TRUE, _FALSE, _I8, _I16, _I32, _I64, _DOUBLE, _BINARY, _LIST, _SET, _MAP, _STRUCT = range(1, 13)
+
+#: A decoded Thrift struct: field id → (compact type code, value). A value is a bool, int,
+#: float, bytes, a nested Struct, or for a list or set (element type code, [values]).
+#: For encoding, a struct value may also be given already encoded, as bytes.
+Struct = dict[int, tuple[int, Any]]
+#: Bytes as read: slices of a larger read are memoryviews (no copy).
+Bytes = bytes | memoryview
+
+
+class _Decoder:
+    """Reads compact-protocol values from a buffer, advancing ``pos``."""
+
+    def __init__(self, buf: Bytes, pos: int) -> None:
+        self.buf = buf
+        self.pos = pos
+
+    def varint(self) -> int:
+        buf, pos = self.buf, self.pos
+        result = shift = 0
+        while True:
+            b = buf[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+            if b < 0x80:
+                self.pos = pos
+                return result
+            shift += 7
+
+    def zigzag(self) -> int:
+        n = self.varint()
+        return (n >> 1) ^ -(n & 1)
+
+    def value(self, ctype: int) -> Any:
+        if ctype in (_I16, _I32, _I64):
+            return self.zigzag()
+        if ctype == _STRUCT:
+            return self.struct()
+        if ctype == _BINARY:
+            n = self.varint()
+            start = self.pos
+            self.pos += n
+            if self.pos > len(self.buf):
+                raise ValueError("a binary value runs past the buffer")
+            return bytes(self.buf[start : self.pos])
+        if ctype in (_LIST, _SET):
+            head = self.buf[self.pos]
+            self.pos += 1
+            size = self.varint() if head >> 4 == 15 else head >> 4
+            elem = head & 0x0F
+            return (elem, [self.value(elem) for _ in range(size)])
+        if ctype in (_TRUE, _FALSE):
+            self.pos += 1
+            return self.buf[self.pos - 1] == _TRUE
+        if ctype == _I8:
+            self.pos += 1
+            return struct.unpack_from("<b", self.buf, self.pos - 1)[0]
+        if ctype == _DOUBLE:
+            self.pos += 8
+            return struct.unpack_from("<d", self.buf, self.pos - 8)[0]
+        raise ValueError(f"unsupported Thrift compact type {ctype}")
+
+    def struct(self) -> Struct:
+        out: Struct = {}
+        last = 0
+        while True:
+            head = self.buf[self.pos]
+            self.pos += 1
+            if head == 0:
+                return out
+            ctype = head & 0x0F
+            fid = last + (head >> 4) if head >> 4 else self.zigzag()
+            out[fid] = (_TRUE, ctype == _TRUE) if ctype in (_TRUE, _FALSE) else (ctype, self.value(ctype))
+            last = fid
+
+
+def decode_struct(buf: Bytes, pos: int = 0) -> tuple[Struct, int]:
+    """Decode one compact-protocol struct at ``pos``: (struct, position after it).
+
+    Raises ValueError or IndexError on input it cannot decode.
+    """
+    dec = _Decoder(buf, pos)
+    return dec.struct(), dec.pos
+
+
+def _put_varint(out: bytearray, n: int) -> None:
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+
+
+def _put_zigzag(out: bytearray, n: int) -> None:
+    _put_varint(out, (n << 1) ^ (n >> 63))
+
+
+def _put_value(out: bytearray, ctype: int, value: Any) -> None:
+    if ctype in (_I16, _I32, _I64):
+        _put_zigzag(out, value)
+    elif ctype == _STRUCT:
+        if isinstance(value, bytes):
+            out += value
+        else:
+            _put_struct(out, value)
+    elif ctype == _BINARY:
+        _put_varint(out, len(value))
+        out += value
+    elif ctype in (_LIST, _SET):
+        elem, items = value
+        if len(items) < 15:
+            out.append(len(items) << 4 | elem)
+        else:
+            out.append(0xF0 | elem)
+            _put_varint(out, len(items))
+        for item in items:
+            _put_value(out, elem, item)
+    elif ctype in (_TRUE, _FALSE):
+        out.append(_TRUE if value else _FALSE)
+    elif ctype == _I8:
+        out += struct.pack("<b", value)
+    elif ctype == _DOUBLE:
+        out += struct.pack("<d", value)
+    else:
+        raise ValueError(f"unsupported Thrift compact type {ctype}")
+
+
+def _put_struct(out: bytearray, s: Struct) -> None:
+    last = 0
+    for fid in sorted(s):
+        ctype, value = s[fid]
+        if ctype in (_TRUE, _FALSE):
+            ctype = _TRUE if value else _FALSE
+        delta = fid - last
+        if 0 < delta <= 15:
+            out.append(delta << 4 | ctype)
+        else:
+            out.append(ctype)
+            _put_zigzag(out, fid)
+        if ctype not in (_TRUE, _FALSE):
+            _put_value(out, ctype, value)
+        last = fid
+    out.append(0)
+
+
+def encode_struct(s: Struct) -> bytes:
+    """Encode a struct (as :func:`decode_struct` returns it) in the compact protocol."""
+    out = bytearray()
+    _put_struct(out, s)
+    return bytes(out)
+
+
+def _get(s: Struct, fid: int, default: Any = None) -> Any:
+    field = s.get(fid)
+    return default if field is None else field[1]
+
+
+# --------------------------------------------------------------------------- footer and offset index
+
+_MAGIC = b"PAR1"
+# Field ids and enum values of parquet-format's parquet.thrift.
+_FMD_VERSION, _FMD_SCHEMA, _FMD_NUM_ROWS, _FMD_ROW_GROUPS, _FMD_KV, _FMD_CREATED_BY = 1, 2, 3, 4, 5, 6
+_FMD_ENCRYPTION = 8
+_SE_TYPE, _SE_REPETITION, _SE_NAME, _SE_NUM_CHILDREN = 1, 3, 4, 5
+_RG_COLUMNS, _RG_TOTAL_BYTE_SIZE, _RG_NUM_ROWS = 1, 2, 3
+_CC_FILE_PATH, _CC_FILE_OFFSET, _CC_META, _CC_OI_OFFSET, _CC_OI_LENGTH = 1, 2, 3, 4, 5
+_CC_CRYPTO, _CC_ENCRYPTED_META = 8, 9
+_CMD_NUM_VALUES, _CMD_UNCOMPRESSED, _CMD_COMPRESSED = 5, 6, 7
+_CMD_DATA_PAGE_OFFSET, _CMD_DICTIONARY_PAGE_OFFSET = 9, 11
+#: ColumnMetaData fields copied into the one-column file: type, encodings, path, codec.
+_CMD_KEPT = (1, 2, 3, 4)
+_OI_PAGE_LOCATIONS = 1
+_PL_OFFSET, _PL_SIZE, _PL_FIRST_ROW = 1, 2, 3
+_PH_TYPE, _PH_UNCOMPRESSED, _PH_COMPRESSED = 1, 2, 3
+_PH_DATA_V1, _PH_DATA_V2 = 5, 8
+_DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
+_REPEATED, _INT96 = 2, 3
+_DICTIONARY_ENCODINGS = (2, 8)  # PLAIN_DICTIONARY, RLE_DICTIONARY
+_ARROW_SCHEMA = b"ARROW:schema"
+
+
+@dataclass(frozen=True)
+class ColumnPages:
+    """Where the pages of one flat column chunk are (footer + offset index)."""
+
+    #: Name of the top-level column.
+    name: str
+    #: The leaf SchemaElement, encoded.
+    leaf: bytes
+    #: The ColumnMetaData fields kept in the one-column file (see ``_CMD_KEPT``).
+    meta: Struct
+    #: Offset and length of what precedes the first data page: the dictionary page, if any.
+    dictionary: tuple[int, int]
+    #: Offset and size (header included) of each data page.
+    page_offsets: np.ndarray
+    page_sizes: np.ndarray
+    #: First row of each data page, plus the row group's row count at the end.
+    page_rows: np.ndarray
+    #: ``ARROW:schema`` value for the one-column file (None: the file carries none).
+    arrow_schema: bytes | None
+
+
+@dataclass(frozen=True)
+class PageIndex:
+    """Page facts of one Parquet file, for the columns the page path can read."""
+
+    version: int
+    #: The root SchemaElement with one child, encoded.
+    root: bytes
+    created_by: bytes | None
+    #: (row group, top-level column name) → its pages.
+    chunks: dict[tuple[int, str], ColumnPages]
+
+
+_NO_PAGES = PageIndex(1, b"", None, {})
+
+
+def load_page_index(handle: pa.NativeFile, metadata: pq.FileMetaData, schema: pa.Schema) -> PageIndex:
+    """Read the footer and the offset indexes of an open Parquet file (two reads).
+
+    ``metadata`` and ``schema`` are the file's footer and Arrow schema as pyarrow reads
+    them. A file without any offset index is not read (an index without chunks). Columns
+    the page path cannot serve are left out.
+    """
+    if not any(
+        metadata.row_group(g).column(c).has_offset_index
+        for g in range(metadata.num_row_groups)
+        for c in range(metadata.num_columns)
+    ):
+        return _NO_PAGES
+    footer_len = metadata.serialized_size
+    tail = handle.read_at(footer_len + 8, handle.size() - footer_len - 8)
+    if tail[-4:] != _MAGIC or int.from_bytes(tail[-8:-4], "little") != footer_len:
+        return _NO_PAGES
+    try:
+        return _page_index(handle, decode_struct(tail)[0], schema)
+    except (ValueError, IndexError, KeyError, TypeError, AttributeError):  # not the footer we expect
+        return _NO_PAGES
+
+
+def _page_index(handle: pa.NativeFile, fmd: Struct, schema: pa.Schema) -> PageIndex:
+    if _FMD_ENCRYPTION in fmd:
+        return _NO_PAGES
+    elements = _get(fmd, _FMD_SCHEMA)[1]
+    kv = {_get(item, 1): _get(item, 2) for item in _get(fmd, _FMD_KV, (_STRUCT, []))[1]}
+    served = {}  # name → (leaf index, leaf, ARROW:schema for the one-column file)
+    for name, (leaf, el) in _flat_columns(elements).items():
+        if name in schema.names and not pa.types.is_dictionary(schema.field(name).type):
+            one = pa.schema([schema.field(name)]).serialize().to_pybytes()
+            served[name] = (leaf, encode_struct(el), base64.b64encode(one) if _ARROW_SCHEMA in kv else None)
+    found: list[tuple[int, str, Struct, int]] = []  # (row group, name, ColumnChunk, rows)
+    for g, rg in enumerate(_get(fmd, _FMD_ROW_GROUPS)[1]):
+        columns = _get(rg, _RG_COLUMNS)[1]
+        for name, (leaf, _, _) in served.items():
+            cc = columns[leaf]
+            if {_CC_META, _CC_OI_OFFSET, _CC_OI_LENGTH} <= cc.keys() and not {
+                _CC_FILE_PATH,
+                _CC_CRYPTO,
+                _CC_ENCRYPTED_META,
+            } & cc.keys():
+                found.append((g, name, cc, _get(rg, _RG_NUM_ROWS)))
+    if not found:
+        return _NO_PAGES
+    offset_indexes = _fetch(
+        handle, [(_get(cc, _CC_OI_OFFSET), _get(cc, _CC_OI_LENGTH)) for _, _, cc, _ in found]
+    )
+    chunks = {}
+    for (g, name, cc, rows), raw in zip(found, offset_indexes, strict=True):
+        _, encoded_leaf, arrow_schema = served[name]
+        pages = _column_pages(name, encoded_leaf, _get(cc, _CC_META), raw, rows, arrow_schema)
+        if pages is not None:
+            chunks[(g, name)] = pages
+    root = encode_struct({**elements[0], _SE_NUM_CHILDREN: (_I32, 1)})
+    return PageIndex(_get(fmd, _FMD_VERSION), root, _get(fmd, _FMD_CREATED_BY), chunks)
+
+
+def _flat_columns(elements: list[Struct]) -> dict[str, tuple[int, Struct]]:
+    """Top-level primitive, non-repeated, non-INT96 columns: name → (leaf index, SchemaElement).
+
+    A name that occurs twice at the top level is left out.
+    """
+    out: dict[str, tuple[int, Struct]] = {}
+    seen: set[str] = set()
+    pos, leaf = 1, 0
+    for _ in range(_get(elements[0], _SE_NUM_CHILDREN, 0)):
+        el = elements[pos]
+        name = _get(el, _SE_NAME).decode()
+        end, leaves = _subtree(elements, pos)
+        if name in seen:
+            out.pop(name, None)
+        elif (
+            _SE_NUM_CHILDREN not in el
+            and _get(el, _SE_REPETITION) != _REPEATED
+            and _get(el, _SE_TYPE) != _INT96
+        ):
+            out[name] = (leaf, el)
+        seen.add(name)
+        pos, leaf = end, leaf + leaves
+    return out
+
+
+def _subtree(elements: list[Struct], pos: int) -> tuple[int, int]:
+    """(position after the schema subtree at ``pos``, leaves in it)."""
+    children = _get(elements[pos], _SE_NUM_CHILDREN)
+    if children is None:
+        return pos + 1, 1
+    pos, leaves = pos + 1, 0
+    for _ in range(children):
+        pos, n = _subtree(elements, pos)
+        leaves += n
+    return pos, leaves
+
+
+def _column_pages(
+    name: str, leaf: bytes, meta: Struct, offset_index: Bytes, rows: int, arrow_schema: bytes | None
+) -> ColumnPages | None:
+    """The chunk's pages (None when the offset index does not fit the chunk)."""
+    locations = _get(decode_struct(offset_index)[0], _OI_PAGE_LOCATIONS)[1]
+    offsets = np.array([_get(p, _PL_OFFSET) for p in locations], dtype=np.int64)
+    sizes = np.array([_get(p, _PL_SIZE) for p in locations], dtype=np.int64)
+    first_rows = np.array([*(_get(p, _PL_FIRST_ROW) for p in locations), rows], dtype=np.int64)
+    if not len(offsets):
+        return None
+    # The chunk starts at its dictionary page when it has one (some writers set the
+    # dictionary page offset to 0 for none).
+    first = int(offsets[0])
+    dictionary = _get(meta, _CMD_DICTIONARY_PAGE_OFFSET, 0)
+    start = dictionary if 0 < dictionary < first else min(first, _get(meta, _CMD_DATA_PAGE_OFFSET))
+    ends = offsets + sizes
+    fits = (
+        first_rows[0] == 0
+        and bool(np.all(np.diff(first_rows) > 0))
+        and bool(np.all(sizes > 0))
+        and bool(np.all(ends[:-1] <= offsets[1:]))
+        and int(ends[-1]) <= start + _get(meta, _CMD_COMPRESSED)
+    )
+    if not fits:
+        return None
+    return ColumnPages(
+        name=name,
+        leaf=leaf,
+        meta={fid: meta[fid] for fid in _CMD_KEPT},
+        dictionary=(start, first - start),
+        page_offsets=offsets,
+        page_sizes=sizes,
+        page_rows=first_rows,
+        arrow_schema=arrow_schema,
+    )
+
+
+def _fetch(handle: pa.NativeFile, ranges: list[tuple[int, int]]) -> list[memoryview]:
+    """The bytes at each (offset, length); one read per run of adjacent or overlapping ranges."""
+    order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
+    out = [memoryview(b"")] * len(ranges)
+    i = 0
+    while i < len(order):
+        start = ranges[order[i]][0]
+        end = start + ranges[order[i]][1]
+        j = i + 1
+        while j < len(order) and ranges[order[j]][0] <= end:
+            end = max(end, ranges[order[j]][0] + ranges[order[j]][1])
+            j += 1
+        blob = memoryview(handle.read_at(end - start, start))
+        if len(blob) != end - start:
+            raise ValueError(f"short read at {start}: {len(blob)} of {end - start} bytes")
+        for k in order[i:j]:
+            offset, length = ranges[k]
+            out[k] = blob[offset - start : offset - start + length]
+        i = j
+    return out
+
+
+# --------------------------------------------------------------------------- reading rows
+
+#: By default the page path is taken only when the data pages it reads are at most this
+#: share of the chunks' data pages (it pays a fixed cost per column: a one-column file to
+#: build and open). Dictionary pages do not count: both paths decode them.
+MAX_SHARE = 0.75
+
+
+@dataclass(frozen=True)
+class PageRead:
+    """Rows read page by page, and how many bytes of pages were fetched for them."""
+
+    table: pa.Table
+    bytes_read: int
+
+
+def plain_type(t: pa.DataType) -> pa.DataType:
+    """``t`` with string_view/binary_view as large_string/large_binary (pyarrow cannot take views)."""
+    if pa.types.is_string_view(t):
+        return pa.large_string()
+    if pa.types.is_binary_view(t):
+        return pa.large_binary()
+    return t
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """The data pages of one column chunk that hold the wanted rows."""
+
+    chunk: ColumnPages
+    pages: np.ndarray
+    #: Rows in each selected page.
+    rows: np.ndarray
+    #: Positions of the wanted rows among the rows of the selected pages.
+    positions: np.ndarray
+
+    @property
+    def data_bytes(self) -> int:
+        """Bytes of the selected pages."""
+        return int(self.chunk.page_sizes[self.pages].sum())
+
+
+def _plan(chunk: ColumnPages, local: np.ndarray) -> _Plan:
+    page_of = np.searchsorted(chunk.page_rows, local, side="right") - 1
+    pages = np.unique(page_of)
+    rows = chunk.page_rows[pages + 1] - chunk.page_rows[pages]
+    base = np.cumsum(rows) - rows
+    positions = base[np.searchsorted(pages, page_of)] + local - chunk.page_rows[page_of]
+    return _Plan(chunk, pages, rows, positions)
+
+
+@dataclass(frozen=True)
+class _Page:
+    """One fetched page: its bytes (header included) and its decoded header."""
+
+    data: Bytes
+    header: Struct
+    header_len: int
+
+    @property
+    def uncompressed_size(self) -> int:
+        """Size of the page with its body uncompressed, header included."""
+        return self.header_len + int(_get(self.header, _PH_UNCOMPRESSED))
+
+
+def _page(data: Bytes) -> _Page | None:
+    """The page in ``data`` (None when its header does not decode or does not span it)."""
+    try:
+        header, n = decode_struct(data)
+    except (ValueError, IndexError):
+        return None
+    if _PH_UNCOMPRESSED not in header or n + _get(header, _PH_COMPRESSED, -1) != len(data):
+        return None
+    return _Page(data, header, n)
+
+
+def _data_encoding(page: _Page | None, rows: int) -> int | None:
+    """Encoding of a data page holding ``rows`` rows (None when it is not such a page)."""
+    if page is None:
+        return None
+    kind = _get(page.header, _PH_TYPE)
+    # A flat column has one value (or null) per row.
+    if kind == _DATA_PAGE and _PH_DATA_V1 in page.header:
+        v1 = _get(page.header, _PH_DATA_V1)
+        return _get(v1, 2) if _get(v1, 1) == rows else None
+    if kind == _DATA_PAGE_V2 and _PH_DATA_V2 in page.header:
+        v2 = _get(page.header, _PH_DATA_V2)
+        return _get(v2, 4) if _get(v2, 1) == rows and _get(v2, 3) == rows else None
+    return None
+
+
+def read_group_rows(
+    handle: pa.NativeFile,
+    index: PageIndex,
+    schema: pa.Schema,
+    group: int,
+    local: np.ndarray,
+    columns: list[str],
+    *,
+    max_share: float = MAX_SHARE,
+) -> PageRead | None:
+    """Rows ``local`` (sorted, distinct positions in row group ``group``) of ``columns``.
+
+    ``handle`` is the open file, ``index`` its :func:`load_page_index`, ``schema`` its
+    Arrow schema. The table holds what ``pf.read_row_group(group, columns)`` holds at
+    those rows (values, types, field metadata), with string/binary views as large
+    string/binary (:func:`plain_type`). None when the page path does not apply (see the
+    module docstring), or would read more than ``max_share`` of the chunks' data pages
+    (in bytes): the caller then reads the row group.
+    """
+    chunks = [index.chunks.get((group, c)) for c in columns]
+    if not columns or len(local) == 0 or None in chunks:
+        return None
+    plans = [_plan(c, local) for c in chunks if c is not None]
+    selected = sum(p.data_bytes for p in plans)
+    if selected > max_share * sum(int(p.chunk.page_sizes.sum()) for p in plans):
+        return None
+    pages = _data_pages(handle, plans)
+    if pages is None:
+        return None
+    # The dictionary page is needed only when a selected page is dictionary encoded
+    # (writers fall back to plain pages when the dictionary grows too large).
+    needs = [any(encoding in _DICTIONARY_ENCODINGS for encoding, _ in mine) for mine in pages]
+    dictionaries = _dictionary_pages(handle, [p.chunk for p, need in zip(plans, needs, strict=True) if need])
+    if dictionaries is None:
+        return None
+    found = iter(dictionaries)
+    files = [
+        _one_column_file(index, plan, next(found) if need else None, [page for _, page in mine])
+        for plan, mine, need in zip(plans, pages, needs, strict=True)
+    ]
+    types = [schema.field(c).type for c in columns]
+    # pyarrow decodes without the GIL: columns in parallel, as a whole row-group read does.
+    decoded = (
+        _DECODERS.map(_decode, files, types, plans) if len(files) > 1 else map(_decode, files, types, plans)
+    )
+    arrays = list(decoded)
+    if any(a is None for a in arrays):
+        return None
+    fields = [schema.field(c) for c in columns]
+    out = pa.schema([f.with_type(plain_type(f.type)) for f in fields], schema.metadata)
+    read = selected + sum(len(d.data) for d in dictionaries)
+    return PageRead(pa.Table.from_arrays(arrays, schema=out), read)
+
+
+def _data_pages(handle: pa.NativeFile, plans: list[_Plan]) -> list[list[tuple[int, _Page]]] | None:
+    """The selected data pages of each plan, with their encodings (None: not as indexed)."""
+    ranges = [(int(p.chunk.page_offsets[i]), int(p.chunk.page_sizes[i])) for p in plans for i in p.pages]
+    fetched = iter(_fetch(handle, ranges))
+    out = []
+    for plan in plans:
+        mine = []
+        for rows in plan.rows:
+            page = _page(next(fetched))
+            encoding = _data_encoding(page, int(rows))
+            if page is None or encoding is None:
+                return None
+            mine.append((encoding, page))
+        out.append(mine)
+    return out
+
+
+def _dictionary_pages(handle: pa.NativeFile, chunks: list[ColumnPages]) -> list[_Page] | None:
+    """The dictionary page of each chunk (None: one of them has none)."""
+    if any(length == 0 for _, length in (c.dictionary for c in chunks)):
+        return None
+    pages = [_page(data) for data in _fetch(handle, [c.dictionary for c in chunks])]
+    dictionaries = [p for p in pages if p is not None and _get(p.header, _PH_TYPE) == _DICTIONARY_PAGE]
+    return dictionaries if len(dictionaries) == len(chunks) else None
+
+
+def _pool() -> ThreadPoolExecutor:
+    return ThreadPoolExecutor(max(2, min(8, pa.cpu_count())), thread_name_prefix="parquet-pages")
+
+
+#: Decodes the one-column files of a read in parallel (one pool per process: a forked
+#: child gets a new one, the parent's threads do not exist there).
+_DECODERS = _pool()
+
+
+def _new_pool_after_fork() -> None:
+    global _DECODERS
+    _DECODERS = _pool()
+
+
+if hasattr(os, "register_at_fork"):  # POSIX
+    os.register_at_fork(after_in_child=_new_pool_after_fork)
+
+
+def _decode(data: bytes, t: pa.DataType, plan: _Plan) -> pa.ChunkedArray | None:
+    """The plan's rows of the one-column file ``data``, whose column must decode as type ``t``."""
+    try:
+        reader = pq.ParquetFile(pa.BufferReader(data), pre_buffer=False)
+        column = reader.read_row_group(0, use_threads=False).column(0)
+    except (pa.ArrowException, OSError):
+        return None
+    if not column.type.equals(t):  # not decoded as in the file: let the caller read it
+        return None
+    if plain_type(t) != t:
+        column = column.cast(plain_type(t))
+    return column.take(pa.array(plan.positions))
+
+
+def _one_column_file(index: PageIndex, plan: _Plan, dictionary: _Page | None, pages: list[_Page]) -> bytes:
+    """A Parquet file holding one row group of one column: ``dictionary`` and ``pages``."""
+    chunk = plan.chunk
+    every = pages if dictionary is None else [dictionary, *pages]
+    num_rows = int(plan.rows.sum())
+    uncompressed = sum(p.uncompressed_size for p in every)
+    meta: Struct = {
+        **chunk.meta,
+        _CMD_NUM_VALUES: (_I64, num_rows),
+        _CMD_UNCOMPRESSED: (_I64, uncompressed),
+        _CMD_COMPRESSED: (_I64, sum(len(p.data) for p in every)),
+        _CMD_DATA_PAGE_OFFSET: (_I64, len(_MAGIC) + (0 if dictionary is None else len(dictionary.data))),
+    }
+    if dictionary is not None:
+        meta[_CMD_DICTIONARY_PAGE_OFFSET] = (_I64, len(_MAGIC))
+    column_chunk: Struct = {_CC_FILE_OFFSET: (_I64, 0), _CC_META: (_STRUCT, meta)}
+    row_group: Struct = {
+        _RG_COLUMNS: (_LIST, (_STRUCT, [column_chunk])),
+        _RG_TOTAL_BYTE_SIZE: (_I64, uncompressed),
+        _RG_NUM_ROWS: (_I64, num_rows),
+    }
+    fmd: Struct = {
+        _FMD_VERSION: (_I32, index.version),
+        _FMD_SCHEMA: (_LIST, (_STRUCT, [index.root, chunk.leaf])),
+        _FMD_NUM_ROWS: (_I64, num_rows),
+        _FMD_ROW_GROUPS: (_LIST, (_STRUCT, [row_group])),
+    }
+    if chunk.arrow_schema is not None:
+        kv: Struct = {1: (_BINARY, _ARROW_SCHEMA), 2: (_BINARY, chunk.arrow_schema)}
+        fmd[_FMD_KV] = (_LIST, (_STRUCT, [kv]))
+    if index.created_by is not None:
+        fmd[_FMD_CREATED_BY] = (_BINARY, index.created_by)
+    footer = encode_struct(fmd)
+    return b"".join([_MAGIC, *(p.data for p in every), footer, len(footer).to_bytes(4, "little"), _MAGIC])

@@ -1,0 +1,334 @@
+"""Page-by-page point reads (lakehouse_index.parquet_pages) against whole row-group reads.
+
+The oracle is pyarrow itself: ``pf.read_row_group(g, columns).take(positions)`` on the
+same file, which the page path must match exactly (values, types, field metadata).
+Files are written by pyarrow (random types, nulls, encodings, codecs, page versions, tiny
+pages), deltalake (arrow-rs) and Spark (parquet-mr).
+"""
+
+from __future__ import annotations
+
+import decimal
+import glob
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import deltalake
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from connectors.delta import DeltaSource
+from lakehouse_index import datafiles
+from lakehouse_index.datafiles import read_file
+from lakehouse_index.parquet_pages import (
+    PageIndex,
+    decode_struct,
+    encode_struct,
+    load_page_index,
+    read_group_rows,
+)
+from lakehouse_index.storage import Storage
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _open(data: bytes | str) -> tuple[pa.NativeFile, pq.ParquetFile, PageIndex]:
+    handle = pa.BufferReader(data) if isinstance(data, bytes) else pa.OSFile(data)
+    pf = pq.ParquetFile(data if isinstance(data, str) else pa.BufferReader(data))
+    return handle, pf, load_page_index(handle, pf.metadata, pf.schema_arrow)
+
+
+def _expected(pf: pq.ParquetFile, group: int, local: np.ndarray, columns: list[str]) -> pa.Table:
+    """The whole row group, views as large types (pyarrow cannot take views), at ``local``."""
+    data = pf.read_row_group(group, columns=columns)
+    views = {pa.string_view(): pa.large_string(), pa.binary_view(): pa.large_binary()}
+    fields = [f.with_type(views.get(f.type, f.type)) for f in data.schema]
+    return data.cast(pa.schema(fields, data.schema.metadata)).take(pa.array(local))
+
+
+def _chunk_bytes(pf: pq.ParquetFile, group: int, columns: list[str]) -> int:
+    rg = pf.metadata.row_group(group)
+    return sum(
+        rg.column(i).total_compressed_size
+        for i in range(rg.num_columns)
+        if rg.column(i).path_in_schema in columns
+    )
+
+
+def _check_point_reads(path: str) -> int:
+    """Every row group of a file with a page index: the page path equals the whole read.
+
+    Reads one row, then three spread rows; returns how many reads took the page path
+    with the default share.
+    """
+    handle, pf, index = _open(path)
+    columns = pf.schema_arrow.names
+    served = 0
+    for g in range(pf.num_row_groups):
+        n = pf.metadata.row_group(g).num_rows
+        for local in (np.array([n // 2]), np.array(sorted({0, n // 3, n - 1}))):
+            got = read_group_rows(handle, index, pf.schema_arrow, g, local, columns, max_share=1.0)
+            assert got is not None
+            want = _expected(pf, g, local, columns)
+            assert got.table.schema.equals(want.schema, check_metadata=True)
+            assert got.table.equals(want)
+            default = read_group_rows(handle, index, pf.schema_arrow, g, local, columns)
+            if default is not None:
+                served += 1
+                assert default.table.equals(want)
+            if len(local) == 1 and any(len(index.chunks[(g, c)].page_offsets) > 1 for c in columns):
+                assert got.bytes_read < _chunk_bytes(pf, g, columns)
+    return served
+
+
+# --------------------------------------------------------------------------- random pyarrow files
+
+
+def _from_ints(t: pa.DataType, lo: int, hi: int) -> tuple[pa.DataType, st.SearchStrategy[Any], Callable]:
+    storage = pa.int32() if pa.types.is_date32(t) else pa.int64()
+    return t, st.integers(lo, hi), lambda vals: pa.array(vals, storage).cast(t)
+
+
+def _plain(
+    t: pa.DataType, values: st.SearchStrategy[Any]
+) -> tuple[pa.DataType, st.SearchStrategy[Any], Callable]:
+    return t, values, lambda vals: pa.array(vals, t)
+
+
+_INT = ["PLAIN", "DELTA_BINARY_PACKED", "BYTE_STREAM_SPLIT"]
+_FLOAT = ["PLAIN", "BYTE_STREAM_SPLIT"]
+_BYTES = ["PLAIN", "DELTA_LENGTH_BYTE_ARRAY", "DELTA_BYTE_ARRAY"]
+_FIXED = ["PLAIN", "BYTE_STREAM_SPLIT", "DELTA_BYTE_ARRAY"]
+_DEC = decimal.Decimal
+
+#: name → ((arrow type, value strategy, array builder), encodings besides dictionary).
+TYPES: dict[str, tuple[tuple[pa.DataType, st.SearchStrategy[Any], Callable], list[str]]] = {
+    "i64": (_plain(pa.int64(), st.integers(-(2**63), 2**63 - 1)), _INT),
+    "i32": (_plain(pa.int32(), st.integers(-(2**31), 2**31 - 1)), _INT),
+    "i16": (_plain(pa.int16(), st.integers(-(2**15), 2**15 - 1)), _INT),
+    "u32": (_plain(pa.uint32(), st.integers(0, 2**32 - 1)), _INT),
+    "bool": (_plain(pa.bool_(), st.booleans()), ["PLAIN", "RLE"]),
+    "f64": (_plain(pa.float64(), st.floats(allow_nan=False)), _FLOAT),
+    "f32": (_plain(pa.float32(), st.floats(width=32, allow_nan=False)), _FLOAT),
+    "str": (_plain(pa.string(), st.text(max_size=12)), _BYTES),
+    "large_str": (_plain(pa.large_string(), st.text(max_size=12)), _BYTES),
+    "str_view": (_plain(pa.string_view(), st.text(max_size=12)), _BYTES),
+    "bin": (_plain(pa.binary(), st.binary(max_size=12)), _BYTES),
+    "fixed": (_plain(pa.binary(3), st.binary(min_size=3, max_size=3)), _FIXED),
+    "dec9": (
+        _plain(pa.decimal128(9, 2), st.decimals(_DEC("-9999999.99"), _DEC("9999999.99"), places=2)),
+        _FIXED,
+    ),
+    "dec30": (_plain(pa.decimal128(30, 4), st.decimals(_DEC("-1e25"), _DEC("1e25"), places=4)), _FIXED),
+    "date": (_from_ints(pa.date32(), -(10**6), 10**6), _INT),
+    "ts_utc": (_from_ints(pa.timestamp("us", "UTC"), -(2**60), 2**60), _INT),
+    "ts_ms": (_from_ints(pa.timestamp("ms"), -(2**50), 2**50), _INT),
+    "ts_ns_paris": (_from_ints(pa.timestamp("ns", "Europe/Paris"), -(2**62), 2**62), _INT),
+    "time": (_from_ints(pa.time64("us"), 0, 86_400_000_000 - 1), _INT),
+    "duration": (_from_ints(pa.duration("ms"), -(2**62), 2**62), _INT),
+}
+
+
+@st.composite
+def parquet_files(draw: st.DrawFn) -> bytes:
+    """A small Parquet file with a page index, many pages and several row groups."""
+    n = draw(st.integers(1, 1500))
+    names = draw(st.lists(st.sampled_from(sorted(TYPES)), min_size=1, max_size=5, unique=True))
+    arrays, fields, dictionary, encodings = [], [], [], {}
+    for name in names:
+        (t, values, build), allowed = TYPES[name]
+        null_share = draw(st.sampled_from([0.0, 0.0, 0.2, 0.9, 1.0]))
+        seeds = draw(st.lists(values, min_size=1, max_size=40))
+        rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+        picks = rng.integers(0, len(seeds), n)
+        nulls = rng.random(n) < null_share
+        arrays.append(build([None if nulls[i] else seeds[picks[i]] for i in range(n)]))
+        fields.append(pa.field(name, t, nullable=bool(nulls.any()) or draw(st.booleans())))
+        encoding = draw(st.sampled_from(["DICTIONARY", *allowed]))
+        if encoding == "DICTIONARY":
+            dictionary.append(name)
+        elif encoding != "PLAIN":
+            encodings[name] = encoding
+    table = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+    sink = io.BytesIO()
+    pq.write_table(
+        table,
+        sink,
+        row_group_size=draw(st.integers(50, 1500)),
+        use_dictionary=dictionary,
+        column_encoding=encodings or None,
+        compression=draw(st.sampled_from(["NONE", "SNAPPY", "ZSTD", "GZIP", "LZ4"])),
+        data_page_version=draw(st.sampled_from(["1.0", "2.0"])),
+        data_page_size=draw(st.integers(16, 2048)),
+        write_batch_size=draw(st.sampled_from([1, 7, 64, 1024])),
+        dictionary_pagesize_limit=draw(st.sampled_from([32, 256, 1 << 20])),
+        write_page_index=True,
+    )
+    return sink.getvalue()
+
+
+@SETTINGS
+@given(data=parquet_files(), st_data=st.data())
+def test_page_reads_match_row_group_reads(data: bytes, st_data: st.DataObject) -> None:
+    handle, pf, index = _open(data)
+    assert index.chunks  # every column is flat, with an offset index
+    g = st_data.draw(st.integers(0, pf.num_row_groups - 1))
+    n = pf.metadata.row_group(g).num_rows
+    local = np.array(sorted(set(st_data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=20)))))
+    names = pf.schema_arrow.names
+    columns = st_data.draw(st.permutations(names))[: st_data.draw(st.integers(1, len(names)))]
+    want = _expected(pf, g, local, columns)
+
+    got = read_group_rows(handle, index, pf.schema_arrow, g, local, columns, max_share=1.0)
+    assert got is not None
+    assert got.table.schema.equals(want.schema, check_metadata=True)
+    assert got.table.equals(want)
+    if len(local) == 1 and any(len(index.chunks[(g, c)].page_offsets) > 1 for c in columns):
+        assert got.bytes_read < _chunk_bytes(pf, g, columns)
+    default = read_group_rows(handle, index, pf.schema_arrow, g, local, columns)
+    assert default is None or default.table.equals(want)
+
+
+@SETTINGS
+@given(data=parquet_files())
+def test_thrift_codec_round_trips_footers(data: bytes) -> None:
+    pf = pq.ParquetFile(pa.BufferReader(data))
+    size = pf.metadata.serialized_size
+    footer = data[-8 - size : -8]
+    decoded, end = decode_struct(footer)
+    assert end == size
+    assert encode_struct(decoded) == footer
+
+
+# --------------------------------------------------------------------------- other writers
+
+
+def _delta_table(root: str, rows: int, **props: Any) -> str:
+    rng = np.random.default_rng(7)
+    ids = rng.permutation(rows)
+    table = pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "email": pa.array([f"user{i}@example.com" if i % 11 else None for i in ids]),
+            "ts": pa.array(ids * 1_000_000, pa.int64()).cast(pa.timestamp("us", "UTC")),
+            "country": pa.array([["fr", "de", "us", None][i % 4] for i in ids]),
+            "amount": pa.array(ids * 0.25),
+            "status": pa.array(ids % 5, pa.int32()),
+            "flag": pa.array(ids % 3 == 0),
+            "price": pa.array([decimal.Decimal(int(i)).scaleb(-2) for i in ids], pa.decimal128(12, 2)),
+        }
+    )
+    path = f"{root}/t"
+    deltalake.write_deltalake(path, table, writer_properties=deltalake.WriterProperties(**props))
+    return path
+
+
+@pytest.mark.parametrize(
+    "props",
+    [
+        {"data_page_row_count_limit": 300, "write_batch_size": 100},
+        {"data_page_row_count_limit": 500, "compression": "ZSTD", "dictionary_page_size_limit": 2048},
+        {"data_page_size_limit": 512, "compression": "GZIP", "max_row_group_size": 1500},
+    ],
+)
+def test_deltalake_files(tmp_path: Path, props: dict[str, Any]) -> None:
+    path = _delta_table(str(tmp_path), 4000, **props)
+    (f,) = glob.glob(f"{path}/*.parquet")
+    assert _check_point_reads(f) > 0
+
+
+def test_read_file_reads_pages(tmp_path: Path) -> None:
+    path = _delta_table(str(tmp_path), 20_000, data_page_row_count_limit=1000)
+    source = DeltaSource.open(path, Storage.for_uri(path))
+    snap = source.snapshot()
+    datafiles.clear_footer_cache()
+    for entry in snap.files.values():
+        whole = read_file(source, snap, entry, with_positions=True)
+        positions = [0, 7777, whole.num_rows - 1]
+        got = read_file(source, snap, entry, positions=positions, with_positions=True)
+        assert got.equals(whole.take(positions))
+        index = datafiles._PAGES.get((entry.path, entry.size))
+        assert index is not None and index.chunks  # the point read went page by page
+        assert read_file(source, snap, entry, ["email"], positions=[3]).equals(
+            whole.select(["email"]).take([3])
+        )
+
+
+@pytest.mark.spark
+def test_spark_files(spark: SparkSession, tmp_path: Path) -> None:
+    n = 6000
+    df = spark.range(0, n).selectExpr(
+        "id",
+        "cast(id % 100 as string) as s",
+        "case when id % 7 = 0 then null else id * 1.5 end as d",
+        "cast(id % 100 as decimal(20, 3)) as dec",
+        "timestamp_micros(id * 1000000) as ts",
+    )
+    out = str(tmp_path / "spark")
+    df.coalesce(1).write.option("parquet.page.row.count.limit", 500).parquet(out)
+    (f,) = glob.glob(f"{out}/*.parquet")
+    handle, pf, index = _open(f)
+    # Spark writes timestamps as INT96 by default: that column is left to the whole read.
+    assert pf.schema.column(4).physical_type == "INT96"
+    assert "ts" not in {c for _, c in index.chunks}
+    assert (
+        read_group_rows(handle, index, pf.schema_arrow, 0, np.array([5]), ["id", "ts"], max_share=1.0) is None
+    )
+    flat = pf.schema_arrow.names[:4]
+    assert all(len(index.chunks[(0, c)].page_offsets) > 1 for c in flat)
+    for local in (np.array([4321]), np.array([0, 1, 500, n - 1])):
+        got = read_group_rows(handle, index, pf.schema_arrow, 0, local, flat)
+        assert got is not None and got.table.equals(_expected(pf, 0, local, flat))
+
+
+# --------------------------------------------------------------------------- fallbacks
+
+
+def _write(table: pa.Table, **options: Any) -> bytes:
+    sink = io.BytesIO()
+    pq.write_table(table, sink, data_page_size=64, write_batch_size=16, **options)
+    return sink.getvalue()
+
+
+def test_fallbacks() -> None:
+    n = 2000
+    table = pa.table(
+        {
+            "id": pa.array(np.arange(n)),
+            "nested": pa.array([{"a": i, "b": [i, i]} for i in range(n)]),
+            "tags": pa.array([[str(i)] for i in range(n)]),
+            "cat": pa.array([str(i % 3) for i in range(n)]).dictionary_encode(),
+            "legacy": pa.array(np.arange(n) * 1_000_000, pa.int64()).cast(pa.timestamp("us")),
+        }
+    )
+    local = np.array([1234])
+
+    # No page index: nothing is read beyond pyarrow's footer, every read falls back.
+    handle, pf, index = _open(_write(table))
+    assert index.chunks == {}
+    assert read_group_rows(handle, index, pf.schema_arrow, 0, local, ["id"], max_share=1.0) is None
+
+    # Nested, dictionary-typed and INT96 columns fall back; flat columns of the same file do not.
+    handle, pf, index = _open(_write(table, write_page_index=True, use_deprecated_int96_timestamps=True))
+    assert {c for _, c in index.chunks} == {"id"}
+    for other in ("nested", "tags", "cat", "legacy"):
+        assert read_group_rows(handle, index, pf.schema_arrow, 0, local, ["id", other], max_share=1.0) is None
+    got = read_group_rows(handle, index, pf.schema_arrow, 0, local, ["id"], max_share=1.0)
+    assert got is not None and got.table.equals(_expected(pf, 0, local, ["id"]))
+
+    # Reading most pages is left to the whole read by default.
+    every = np.arange(0, n, 10)
+    assert read_group_rows(handle, index, pf.schema_arrow, 0, every, ["id"]) is None
+    assert read_group_rows(handle, index, pf.schema_arrow, 0, local, ["id"]) is not None
