@@ -30,7 +30,7 @@ from lakehouse_index.log.entry import Content, IndexState, LogEntry, Operation, 
 from lakehouse_index.log.lifecycle import OpContext, OpResult, run_operation
 from lakehouse_index.log.store import IndexCatalog, IndexLog
 from lakehouse_index.maintenance import optimize, refresh, vacuum
-from lakehouse_index.maintenance.build import full_build
+from lakehouse_index.maintenance.build import LOCAL_MAX_ROWS, full_build
 from lakehouse_index.query import lookup as lk
 from lakehouse_index.query import planner
 from lakehouse_index.query.coverage import plain_scan
@@ -226,11 +226,15 @@ class Table:
     def _index_dir(self, name: str) -> str:
         return join_uri(self.index_root, name)
 
-    def create_index(self, spec: IndexSpec, *, spark: SparkSession | None = None) -> IndexInfo:
+    def create_index(
+        self, spec: IndexSpec, *, spark: SparkSession | None = None, local_max_rows: int = LOCAL_MAX_ROWS
+    ) -> IndexInfo:
         """Create an index and build it from the latest table version.
 
-        Secondary and covering indexes are built on Spark; a skipping index with pyarrow.
-        The spec is checked against the table schema before anything is written.
+        Secondary and covering indexes of tables with at most ``local_max_rows`` rows are
+        built in this process with pyarrow, larger ones on Spark (``spark``, or a local
+        session); a skipping index always with pyarrow. The spec is checked against the
+        table schema before anything is written.
         """
         from lakehouse_index.spark import get_spark
 
@@ -249,6 +253,7 @@ class Table:
                 log.index_dir,
                 ctx.data_uri,
                 None,
+                local_max_rows,
             )
             return OpResult(state, content)
 
@@ -261,11 +266,12 @@ class Table:
         *,
         spark: SparkSession | None = None,
         remap: bool = True,
-        local_max_rows: int = refresh.DRIVER_MAX_ROWS,
+        local_max_rows: int = LOCAL_MAX_ROWS,
     ) -> IndexInfo:
         """Bring an index up to the latest table version.
 
-        * ``full`` rebuilds from the latest snapshot (Spark);
+        * ``full`` rebuilds from the latest snapshot (in process up to ``local_max_rows``
+          rows, else on Spark);
         * ``incremental`` applies each commit since the indexed version, stamped with its
           own version, so every version in between stays exactly answerable; appended
           files are indexed on Spark, row-level deletes without a JVM; files rewritten by
@@ -320,6 +326,7 @@ class Table:
                     log.index_dir,
                     ctx.data_uri,
                     stable.source,
+                    local_max_rows,
                 )
             return OpResult(state, content)
 

@@ -1,10 +1,12 @@
-"""Full build of an index from one table snapshot, on Spark.
+"""Full build of an index from one table snapshot: on Spark, or in process when small.
 
-Reads the key (and payload) columns of every live file with their lineage
+On Spark: reads the key (and payload) columns of every live file with their lineage
 (``_file_path``, ``_row`` from Spark's ``_metadata``), attaches file ids, range-partitions
-and sorts by key, and writes Parquet under a fresh data directory. The root index
-(per file: row count, size, per-column key bounds) is read back from the written
-footers and recorded in the log entry.
+and sorts by key, and writes Parquet under a fresh data directory (pyarrow inside the
+tasks). Tables of at most ``LOCAL_MAX_ROWS`` rows are indexed in this process with pyarrow
+instead (the same entries, one sorted file), which also needs no Hadoop S3 support. The
+root index (per file: row count, size, per-column key bounds) is read back from the
+written footers and recorded in the log entry.
 """
 
 from __future__ import annotations
@@ -17,13 +19,14 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakehouse_index.datafiles import read_file
 from lakehouse_index.kinds import covering as cov
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds import skipping
 from lakehouse_index.kinds.keys import file_bounds
 from lakehouse_index.kinds.validation import validate_spec
 from lakehouse_index.log.entry import Content, IndexFile, Level, SourceFile, SourceState
-from lakehouse_index.maintenance.writer import ROWS_PER_FILE, TaskWriter
+from lakehouse_index.maintenance.writer import ROWS_PER_FILE, TaskWriter, write_entries
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
 from lakehouse_index.spec import CoveringIndex, IndexSpec, SkippingIndex
 from lakehouse_index.storage import Storage, join_uri
@@ -71,6 +74,11 @@ def source_file(entry: FileEntry, file_id: int, added_ordinal: int) -> SourceFil
     )
 
 
+#: Index builds and refreshes whose files hold at most this many rows in all run in this
+#: process with pyarrow (no JVM: a Spark job's fixed cost would dominate); larger ones on Spark.
+LOCAL_MAX_ROWS = 1_000_000
+
+
 @dataclass(frozen=True)
 class IndexJob:
     """The rows of one data file to index: PUT entries stamped with ``ordinal``.
@@ -81,6 +89,12 @@ class IndexJob:
     entry: FileEntry
     file_id: int
     ordinal: int
+
+
+def local_entries(source: TableSource, snapshot: Snapshot, spec: IndexSpec, job: IndexJob) -> pa.Table:
+    """PUT entries for the live rows of one file, read with pyarrow (the job's deletes apply)."""
+    rows = read_file(source, snapshot, job.entry, columns=list(spec.columns), with_positions=True)
+    return sec.row_entries(rows, spec, snapshot, job.file_id, job.ordinal, sec.PUT)
 
 
 def entries_frame(
@@ -186,11 +200,13 @@ def full_build(
     index_dir: str,
     data_dir: str,
     previous: SourceState | None,
+    local_max_rows: int = LOCAL_MAX_ROWS,
 ) -> tuple[SourceState, Content]:
     """Index every live row of ``snapshot``; the result answers exactly from its ordinal on.
 
-    Secondary and covering indexes are built on Spark (``spark_factory()``); a skipping
-    index (one row per file) is built with pyarrow, without a JVM.
+    Secondary and covering indexes of at most ``local_max_rows`` rows are built in this
+    process with pyarrow, larger ones on Spark (``spark_factory()``); a skipping index
+    (one row per file) always with pyarrow. Either way without a JVM when it is not needed.
     """
     validate_spec(spec, snapshot)
     files, next_id = assign_file_ids(snapshot.files, previous, snapshot.ordinal)
@@ -204,9 +220,14 @@ def full_build(
     elif files:
         est_rows = sum((f.num_records or f.size // 64) - f.deleted_count for f in files)
         jobs_ = [IndexJob(snapshot.files[f.path], f.id, snapshot.ordinal) for f in files]
-        df = entries_frame(spark_factory(), source, snapshot, spec, jobs_)
-        schema = sec.index_schema(spec, snapshot)
-        content_files = write_sorted(df, spec, schema, storage, index_dir, data_dir, Level.BASE, est_rows)
+        if est_rows <= local_max_rows:
+            entries = pa.concat_tables([local_entries(source, snapshot, spec, j) for j in jobs_])
+            write_entries(entries, spec, storage, join_uri(data_dir, "part-0.parquet"))
+            content_files = read_root_index(spec, storage, index_dir, data_dir, Level.BASE)
+        else:
+            df = entries_frame(spark_factory(), source, snapshot, spec, jobs_)
+            schema = sec.index_schema(spec, snapshot)
+            content_files = write_sorted(df, spec, schema, storage, index_dir, data_dir, Level.BASE, est_rows)
     state = SourceState(
         format=source.format_name,
         table_uri=source.uri,

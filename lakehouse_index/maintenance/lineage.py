@@ -127,7 +127,9 @@ def _fingerprints(tables: Sequence[pa.Table], columns: Sequence[str]) -> list[np
     sizes = [t.num_rows for t in tables]
     combined: np.ndarray | None = None
     for c in columns:
-        values = pa.chunked_array([t[c] for t in tables]).combine_chunks()
+        # From the chunks: building a ChunkedArray from ChunkedArrays is slow in pyarrow.
+        chunks = [chunk for t in tables for chunk in t[c].chunks]
+        values = pa.chunked_array(chunks, type=tables[0].schema.field(c).type).combine_chunks()
         encoded = values.dictionary_encode()
         codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
         if combined is None:

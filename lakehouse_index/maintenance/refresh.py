@@ -3,8 +3,8 @@
 **Incremental** applies the commits after the indexed version one by one, each change
 stamped with its own ordinal, so every version in between is answered exactly:
 
-* added files → PUT entries for their live rows (pyarrow on the driver when they hold at
-  most ``DRIVER_MAX_ROWS`` rows, else one Spark job over those files only);
+* added files → PUT entries for their live rows (pyarrow in this process when they hold
+  at most ``local_max_rows`` rows, else one Spark job over those files only);
 * removed files → a file-level tombstone: ``SourceFile.removed_ordinal`` in the log
   (lineage), no rewrite of index data;
 * copy-on-write rewrites (a commit that removes files and adds files in the same
@@ -36,8 +36,10 @@ from lakehouse_index.kinds import skipping
 from lakehouse_index.log.entry import Content, IndexFile, Level, LogEntry, Pending, SourceFile, SourceState
 from lakehouse_index.maintenance import lineage
 from lakehouse_index.maintenance.build import (
+    LOCAL_MAX_ROWS,
     IndexJob,
     entries_frame,
+    local_entries,
     read_root_index,
     relative_to,
     source_file,
@@ -50,11 +52,6 @@ from lakehouse_index.storage import Storage, join_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-
-#: Added files holding at most this many rows in all are indexed on the driver with pyarrow;
-#: more go to one Spark job.
-DRIVER_MAX_ROWS = 1_000_000
 
 
 @dataclass
@@ -176,12 +173,6 @@ def _row_entries(
     return sec.row_entries(rows, spec, target, fid, ordinal, op)
 
 
-def _file_entries(source: TableSource, target: Snapshot, spec: IndexSpec, job: IndexJob) -> pa.Table:
-    """PUT entries for the live rows of one added file, read with pyarrow (its deletes when added apply)."""
-    rows = read_file(source, target, job.entry, columns=list(spec.columns), with_positions=True)
-    return sec.row_entries(rows, spec, target, job.file_id, job.ordinal, sec.PUT)
-
-
 def incremental(
     spark_factory: object,
     source: TableSource,
@@ -192,7 +183,7 @@ def incremental(
     data_dir: str,
     *,
     remap: bool = True,
-    local_max_rows: int = DRIVER_MAX_ROWS,
+    local_max_rows: int = LOCAL_MAX_ROWS,
 ) -> tuple[SourceState, Content]:
     """Apply every commit in (indexed version, target] to the index as new delta files.
 
@@ -217,7 +208,7 @@ def incremental(
     state = replay(source, target, spec, stable, changes, remap=remap)
     est = sum((j.entry.num_records or j.entry.size // 64) for j in state.jobs)
     if state.jobs and est <= local_max_rows:  # small: a Spark job's fixed cost would dominate
-        state.row_entries += [_file_entries(source, target, spec, j) for j in state.jobs]
+        state.row_entries += [local_entries(source, target, spec, j) for j in state.jobs]
     elif state.jobs:
         spark: SparkSession = spark_factory()  # type: ignore[operator]
         df = entries_frame(spark, source, target, spec, state.jobs)

@@ -20,14 +20,22 @@ from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.spec import IndexSpec
 from lakehouse_index.storage import Storage, join_uri
 
-#: Rows per row group of index files: a point lookup decodes one group of this size.
-ROW_GROUP_ROWS = 16_384
+#: Rows per row group of index files: a point lookup decodes one group of this size (about
+#: 0.3 MB of a secondary index, 1 ms to decode); smaller groups would grow the footer that
+#: a cold lookup parses.
+ROW_GROUP_ROWS = 4_096
 #: Rows per index file before a task starts a new one.
 ROWS_PER_FILE = 4_000_000
 
 
 def _write_options() -> dict[str, object]:
-    return {"compression": "zstd", "write_page_index": True}
+    # Dictionary encoding only for the version and op stamps: keys and payloads are mostly
+    # distinct values, for which a dictionary page makes files larger and decoding slower.
+    return {
+        "compression": "zstd",
+        "write_page_index": True,
+        "use_dictionary": [sec.VERSION, sec.OP],
+    }
 
 
 def write_entries(entries: pa.Table, spec: IndexSpec, storage: Storage, path: str) -> None:

@@ -63,18 +63,26 @@ class DeltaIndexMachine(RuleBasedStateMachine):
             {"id": ids, "k": ks, "g": [i % 3 for i in ids], "part": [f"p{i % 2}" for i in ids]}, schema=SCHEMA
         )
 
-    @initialize(ks=st.lists(keys, min_size=1, max_size=20), partitioned=st.booleans())
-    def create(self, ks: list[Any], partitioned: bool) -> None:
+    @initialize(ks=st.lists(keys, min_size=1, max_size=20), partitioned=st.booleans(), on_spark=st.booleans())
+    def create(self, ks: list[Any], partitioned: bool, on_spark: bool) -> None:
         self.partitioned = partitioned
         write_deltalake(self.path, self._batch(ks), partition_by=["part"] if partitioned else None)
         self.table = li.open_table(self.path)
+        # Built in process (small tables) or forced onto Spark: both build paths are checked.
+        local = {"local_max_rows": 0} if on_spark else {}
         # The tables are tiny, so the cost model would often prefer a plain scan: force the
         # index path, which is what this oracle is about.
         self.table.planner_config = li.PlannerConfig(force_index=True)
-        self.table.create_index(li.SecondaryIndex("by_k", key="k", record_key="id"), spark=self.spark)
-        self.table.create_index(li.SecondaryIndex("by_kg", key=["k", "g"], record_key="id"), spark=self.spark)
         self.table.create_index(
-            li.CoveringIndex("by_cov", indexed="k", included=["id", "g"], num_buckets=3), spark=self.spark
+            li.SecondaryIndex("by_k", key="k", record_key="id"), spark=self.spark, **local
+        )
+        self.table.create_index(
+            li.SecondaryIndex("by_kg", key=["k", "g"], record_key="id"), spark=self.spark, **local
+        )
+        self.table.create_index(
+            li.CoveringIndex("by_cov", indexed="k", included=["id", "g"], num_buckets=3),
+            spark=self.spark,
+            **local,
         )
         self.table.create_index(li.SkippingIndex("skip", columns=["k", "g"], max_values=2))
 

@@ -130,9 +130,12 @@ class IcebergIndexMachine(RuleBasedStateMachine):
         return pa.table(cols)
 
     @initialize(
-        ks=st.lists(keys, min_size=1, max_size=20), partitioned=st.booleans(), by_catalog=st.booleans()
+        ks=st.lists(keys, min_size=1, max_size=20),
+        partitioned=st.booleans(),
+        by_catalog=st.booleans(),
+        on_spark=st.booleans(),
     )
-    def create(self, ks: list[Any], partitioned: bool, by_catalog: bool) -> None:
+    def create(self, ks: list[Any], partitioned: bool, by_catalog: bool, on_spark: bool) -> None:
         self.pyice = self.catalog.create_table(
             "db.t",
             SCHEMA,
@@ -146,8 +149,14 @@ class IcebergIndexMachine(RuleBasedStateMachine):
         self.table, self.other = (by_cat, by_path) if by_catalog else (by_path, by_cat)
         for t in (by_cat, by_path):  # tiny tables: force the index path this oracle is about
             t.planner_config = li.PlannerConfig(force_index=True)
-        self.table.create_index(li.SecondaryIndex("by_k", key="k", record_key="id"), spark=self.spark)
-        self.table.create_index(li.SecondaryIndex("by_kg", key=["k", "g"], record_key="id"), spark=self.spark)
+        # Built in process (small tables) or forced onto Spark: both build paths are checked.
+        local = {"local_max_rows": 0} if on_spark else {}
+        self.table.create_index(
+            li.SecondaryIndex("by_k", key="k", record_key="id"), spark=self.spark, **local
+        )
+        self.table.create_index(
+            li.SecondaryIndex("by_kg", key=["k", "g"], record_key="id"), spark=self.spark, **local
+        )
 
     # ------------------------------------------------------------------ table writes (pyiceberg)
 

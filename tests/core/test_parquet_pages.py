@@ -250,7 +250,8 @@ def test_deltalake_files(tmp_path: Path, props: dict[str, Any]) -> None:
 
 
 def test_read_file_reads_pages(tmp_path: Path) -> None:
-    path = _delta_table(str(tmp_path), 20_000, data_page_row_count_limit=1000)
+    rows = datafiles.PAGE_READ_MIN_ROWS + 5_000  # page reads serve large row groups only
+    path = _delta_table(str(tmp_path), rows, data_page_row_count_limit=1000)
     source = DeltaSource.open(path, Storage.for_uri(path))
     snap = source.snapshot()
     datafiles.clear_footer_cache()

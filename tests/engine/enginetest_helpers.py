@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -114,3 +115,65 @@ def latest_stable(path: Path | str, name: str = INDEX) -> dict[str, Any]:
     stable = ("ACTIVE", "DELETED", "DOES_NOT_EXIST")
     entries = log_entries(path, name)
     return next(entries[i] for i in sorted(entries, reverse=True) if entries[i]["state"] in stable)
+
+
+STABLE = ("ACTIVE", "DELETED", "DOES_NOT_EXIST")
+TRANSIENT = ("CREATING", "REFRESHING", "OPTIMIZING", "DELETING", "RESTORING", "VACUUMING", "CANCELLING")
+#: The final state each operation ends in (no failures, no cancels in this test).
+FINAL_STATE = {
+    "refresh-full": "ACTIVE",
+    "refresh-incremental": "ACTIVE",
+    "refresh-quick": "ACTIVE",
+    "optimize-quick": "ACTIVE",
+    "optimize-full": "ACTIVE",
+    "delete": "DELETED",
+    "restore": "ACTIVE",
+}
+
+
+def check_race_log(entries: dict[int, dict[str, Any]], racers: dict[int, list[tuple[str, int]]]) -> None:
+    """The log of a race (entries read as plain JSON, by slot; ``racers``: pid → operations and
+    entry ids each racer reported): contiguous slots, each written once by one known process
+    (a racer or this one), every operation a transient entry directly followed by its final
+    entry by the same writer, and every slot a racer wrote reported by it."""
+    ids = sorted(entries)
+    assert ids == list(range(len(ids))), f"holes in the log: {ids}"
+    for i, e in entries.items():
+        assert e["id"] == i
+        assert e["spec"]["name"] == INDEX
+    writer_pid = {i: int(e["writer"].rsplit(":", 1)[1]) for i, e in entries.items()}
+    known = set(racers) | {os.getpid()}  # this process created the index and refreshed it once
+    assert set(writer_pid.values()) <= known, f"unknown writers: {set(writer_pid.values()) - known}"
+
+    i = 0
+    while i < len(ids):
+        e = entries[i]
+        assert e["state"] in TRANSIENT, f"slot {i} should open an operation: {e['state']}"
+        assert e["state"] != "CANCELLING" and e["operation"] != "cancel", f"slot {i}: {e['operation']}"
+        final = entries.get(i + 1)
+        assert final is not None, f"operation of slot {i} ({e['operation']}) never finished"
+        assert final["state"] in STABLE
+        assert final["operation"] == e["operation"]
+        assert writer_pid[i + 1] == writer_pid[i], f"slots {i}, {i + 1} written by different processes"
+        if i:
+            assert e["baseId"] == i - 1, f"slot {i} starts from {e['baseId']}, not the latest entry {i - 1}"
+        i += 2
+
+    # Each successful operation a racer reports is its own pair of slots, claimed by nobody else.
+    claimed: dict[int, int] = {}
+    for pid, done in racers.items():
+        seen: set[int] = set()
+        for op, entry_id in done:
+            e = entries[entry_id]
+            if writer_pid[entry_id] != pid or entry_id in seen:
+                continue  # a no-op: the racer was handed the stable entry it or another wrote
+            seen.add(entry_id)
+            assert e["operation"] == op
+            assert e["state"] == FINAL_STATE[op]
+            for slot in (entry_id - 1, entry_id):
+                assert slot not in claimed, f"slot {slot} claimed by {claimed.get(slot)} and {pid}"
+                claimed[slot] = pid
+    # Every slot a racer wrote is accounted for by an operation it reported.
+    for i, pid in writer_pid.items():
+        if pid in racers:
+            assert claimed.get(i) == pid, f"slot {i} written by {pid} but not reported by it"

@@ -9,12 +9,14 @@ import signal
 import sys
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import lakehouse_index as li
 from lakehouse_index.errors import IndexBusyError
+from lakehouse_index.maintenance.build import LOCAL_MAX_ROWS
 from lakehouse_index.spark import MASTER_ENV
 
 #: Where a crash child is killed.
@@ -40,8 +42,10 @@ def refresh_and_die(path: str, mode: str, point: str, pid_file: str) -> None:
     """Run ``refresh_index(mode)`` and SIGKILL this process at ``point``.
 
     The hooks wrap the real functions (the operation itself runs unchanged up to the kill):
-    ``IndexLog.write`` for the transient entry, ``write_sorted`` (the Spark write of index
-    data) for before/after the data write.
+    ``IndexLog.write`` for the transient entry, the index data writers for before/after the
+    data write: ``write_sorted`` (Spark) and ``write_entries`` (in process). The ``full``
+    refresh is forced onto Spark and the ``incremental`` one runs in process (small appends),
+    so a kill inside either writer is covered.
     """
     os.environ[MASTER_ENV] = "local[1]"
     from lakehouse_index.log import store
@@ -57,18 +61,21 @@ def refresh_and_die(path: str, mode: str, point: str, pid_file: str) -> None:
 
         store.IndexLog.write = write  # type: ignore[method-assign]
     else:
-        real_sorted = build.write_sorted
 
-        def write_sorted(*args: Any, **kwargs: Any) -> Any:
-            if point == "before-data":
+        def killing(real: Callable[..., Any]) -> Callable[..., Any]:
+            def write(*args: Any, **kwargs: Any) -> Any:
+                if point == "before-data":
+                    _die(marker)
+                out = real(*args, **kwargs)
                 _die(marker)
-            out = real_sorted(*args, **kwargs)
-            _die(marker)
-            return out
+                return out
 
-        build.write_sorted = write_sorted
-        refresh.write_sorted = write_sorted
-    li.open_table(path).refresh_index("by_k", mode)
+            return write
+
+        build.write_sorted = refresh.write_sorted = killing(build.write_sorted)
+        build.write_entries = refresh.write_entries = killing(build.write_entries)
+    local = 0 if mode == "full" else build.LOCAL_MAX_ROWS
+    li.open_table(path).refresh_index("by_k", mode, local_max_rows=local)
     raise AssertionError("the refresh finished: the kill hook never ran")
 
 
@@ -97,8 +104,10 @@ def attempt(fn: Callable[[], Any], tally: dict[str, int], deadline: float) -> An
         delay = min(delay * 1.5, 0.5)
 
 
-def _refresh(mode: str) -> Callable[[li.Table], Any]:
-    return lambda t: t.refresh_index("by_k", mode)
+def _refresh(mode: str, *, on_spark: bool = False) -> Callable[[li.Table], Any]:
+    # Small tables are indexed in process unless the refresh is forced onto Spark.
+    local = 0 if on_spark else LOCAL_MAX_ROWS
+    return lambda t: t.refresh_index("by_k", mode, local_max_rows=local)
 
 
 def _optimize(mode: str) -> Callable[[li.Table], Any]:
@@ -108,16 +117,21 @@ def _optimize(mode: str) -> Callable[[li.Table], Any]:
 #: What each kind of racing process does, in a loop: (operation, call, pause after it in s).
 #: Only the ``spark-*`` roles start a JVM. Quick refreshes, delete and restore are metadata
 #: only; ``incremental`` starts once the parent has indexed its appends and from then on
-#: only deletes whole files, so its refreshes have no file to index (no JVM either).
+#: only deletes whole files, so its refreshes have no file to index (no JVM either);
+#: ``local-refresh`` indexes in process (small appends, full rebuilds of a small table).
 ROLES: dict[str, list[tuple[str, Callable[[li.Table], Any], float]]] = {
     "spark-refresh": [
-        ("refresh-incremental", _refresh("incremental"), 0.2),
+        ("refresh-incremental", _refresh("incremental", on_spark=True), 0.2),
         ("optimize-quick", _optimize("quick"), 0.2),
-        ("refresh-full", _refresh("full"), 0.2),
+        ("refresh-full", _refresh("full", on_spark=True), 0.2),
     ],
     "spark-optimize": [
         ("optimize-full", _optimize("full"), 0.2),
+        ("refresh-incremental", _refresh("incremental", on_spark=True), 0.2),
+    ],
+    "local-refresh": [
         ("refresh-incremental", _refresh("incremental"), 0.2),
+        ("refresh-full", _refresh("full"), 0.2),
     ],
     "quick": [("refresh-quick", _refresh("quick"), 0.3)],
     "incremental": [("refresh-incremental", _refresh("incremental"), 0.3)],
@@ -129,7 +143,14 @@ ROLES: dict[str, list[tuple[str, Callable[[li.Table], Any], float]]] = {
 
 
 def race_worker(
-    path: str, role: str, min_rounds: int, barrier: Any, go_incremental: Any, stop: Any, results: Any
+    path: str,
+    role: str,
+    min_rounds: int,
+    barrier: Any,
+    go_incremental: Any,
+    stop: Any,
+    results: Any,
+    storage_options: dict[str, str] | None = None,
 ) -> None:
     """One racing process: run its role's operations in a loop, at least ``min_rounds`` times
     and until the parent's table changes are done, each retried until it succeeds.
@@ -141,7 +162,7 @@ def race_worker(
     tally = {"busy": 0, "lost": 0, "deleted": 0}
     done: list[tuple[str, int]] = []
     try:
-        t = li.open_table(path)
+        t = li.open_table(path, storage_options=storage_options)
         barrier.wait(timeout=600)
         if role == "incremental":
             go_incremental.wait(timeout=600)
@@ -165,3 +186,19 @@ def race_worker(
             active = SparkSession.getActiveSession()
             if active is not None:
                 active.stop()
+
+
+def collect_outcomes(procs: list[Any], results: Any) -> tuple[list[Any], Counter[str]]:
+    """Wait for every racer's report; fail with the tracebacks of those that failed.
+
+    Returns the reports ``(role, pid, "ok", done, tally)`` and the summed retry tally.
+    """
+    outcomes = [results.get(timeout=600) for _ in procs]
+    for p in procs:
+        p.join(timeout=120)
+    errors = [o for o in outcomes if o[2] != "ok"]
+    assert not errors, "\n".join(f"{role} (pid {pid}):\n{tb}" for role, pid, _, tb, _ in errors)
+    retries: Counter[str] = Counter()
+    for _, _, _, _, tally in outcomes:
+        retries.update(tally)
+    return outcomes, retries

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
-import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -25,14 +24,12 @@ from typing import Any
 
 import pytest
 from deltalake import DeltaTable
-from enginetest_helpers import INDEX, check_answers, log_entries, make_table
-from enginetest_workers import attempt, race_worker
+from enginetest_helpers import INDEX, STABLE, check_answers, check_race_log, log_entries, make_table
+from enginetest_workers import attempt, collect_outcomes, race_worker
 
 import lakehouse_index as li
 
 pytestmark = pytest.mark.spark
-
-STABLE = ("ACTIVE", "DELETED", "DOES_NOT_EXIST")
 
 
 def _stable_versions(path: Path) -> list[int]:
@@ -82,17 +79,6 @@ def test_refresh_whose_target_went_stale_never_moves_the_index_back(
 
 #: The eight racing processes: two on Spark, six metadata-only.
 RACERS = ("spark-refresh", "spark-optimize", "quick", "quick", "quick", "delete", "delete", "incremental")
-TRANSIENT = ("CREATING", "REFRESHING", "OPTIMIZING", "DELETING", "RESTORING", "VACUUMING", "CANCELLING")
-#: The final state each operation ends in (no failures, no cancels in this test).
-FINAL_STATE = {
-    "refresh-full": "ACTIVE",
-    "refresh-incremental": "ACTIVE",
-    "refresh-quick": "ACTIVE",
-    "optimize-quick": "ACTIVE",
-    "optimize-full": "ACTIVE",
-    "delete": "DELETED",
-    "restore": "ACTIVE",
-}
 
 
 def _answers_while_racing(t: li.Table, path: Path, tally: Counter[str]) -> None:
@@ -140,14 +126,7 @@ def test_eight_processes_race_on_one_index_while_the_table_changes(
         time.sleep(1.0)
     stop.set()
 
-    outcomes = [results.get(timeout=600) for _ in procs]
-    for p in procs:
-        p.join(timeout=120)
-    errors = [o for o in outcomes if o[2] != "ok"]
-    assert not errors, "\n".join(f"{role} (pid {pid}):\n{tb}" for role, pid, _, tb, _ in errors)
-    retries = Counter[str]()
-    for _, _, _, _, tally in outcomes:
-        retries.update(tally)
+    outcomes, retries = collect_outcomes(procs, results)
     written = Counter(e["operation"] for e in log_entries(path).values() if e["state"] in STABLE)
     # Shown with -s (and on failure): how much racing happened.
     print(f"retries {dict(retries)}, parent {dict(parent_tally)}, operations written {dict(written)}")
@@ -156,7 +135,7 @@ def test_eight_processes_race_on_one_index_while_the_table_changes(
     assert retries["busy"] + retries["lost"] > 0, f"no process ever lost a race: {retries}"
     assert parent_tally["checked"] > 0
 
-    _check_log(path, {pid: done for _, pid, _, done, _ in outcomes})
+    check_race_log(log_entries(path), {pid: done for _, pid, _, done, _ in outcomes})
 
     # The final index answers like deltalake; after a last refresh, too.
     [info] = t.indexes()
@@ -165,50 +144,3 @@ def test_eight_processes_race_on_one_index_while_the_table_changes(
     t.refresh_index(INDEX, "incremental", spark=spark)
     check_answers(t, path)
     assert t.indexes()[0].indexed_version == DeltaTable(str(path)).version()
-
-
-def _check_log(path: Path, racers: dict[int, list[tuple[str, int]]]) -> None:
-    """The log, read as plain JSON: contiguous slots, each written once by one known process,
-    every operation a transient entry directly followed by its final entry by the same writer."""
-    entries = log_entries(path)
-    ids = sorted(entries)
-    assert ids == list(range(len(ids))), f"holes in the log: {ids}"
-    for i, e in entries.items():
-        assert e["id"] == i
-        assert e["spec"]["name"] == INDEX
-    writer_pid = {i: int(e["writer"].rsplit(":", 1)[1]) for i, e in entries.items()}
-    known = set(racers) | {os.getpid()}  # this process created the index and refreshed it once
-    assert set(writer_pid.values()) <= known, f"unknown writers: {set(writer_pid.values()) - known}"
-
-    i = 0
-    while i < len(ids):
-        e = entries[i]
-        assert e["state"] in TRANSIENT, f"slot {i} should open an operation: {e['state']}"
-        assert e["state"] != "CANCELLING" and e["operation"] != "cancel", f"slot {i}: {e['operation']}"
-        final = entries.get(i + 1)
-        assert final is not None, f"operation of slot {i} ({e['operation']}) never finished"
-        assert final["state"] in STABLE
-        assert final["operation"] == e["operation"]
-        assert writer_pid[i + 1] == writer_pid[i], f"slots {i}, {i + 1} written by different processes"
-        if i:
-            assert e["baseId"] == i - 1, f"slot {i} starts from {e['baseId']}, not the latest entry {i - 1}"
-        i += 2
-
-    # Each successful operation a racer reports is its own pair of slots, claimed by nobody else.
-    claimed: dict[int, int] = {}
-    for pid, done in racers.items():
-        seen: set[int] = set()
-        for op, entry_id in done:
-            e = entries[entry_id]
-            if writer_pid[entry_id] != pid or entry_id in seen:
-                continue  # a no-op: the racer was handed the stable entry it or another wrote
-            seen.add(entry_id)
-            assert e["operation"] == op
-            assert e["state"] == FINAL_STATE[op]
-            for slot in (entry_id - 1, entry_id):
-                assert slot not in claimed, f"slot {slot} claimed by {claimed.get(slot)} and {pid}"
-                claimed[slot] = pid
-    # Every slot a racer wrote is accounted for by an operation it reported.
-    for i, pid in writer_pid.items():
-        if pid in racers:
-            assert claimed.get(i) == pid, f"slot {i} written by {pid} but not reported by it"

@@ -6,11 +6,10 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import boto3
 import pytest
-from moto.server import ThreadedMotoServer
 
 from lakehouse_index.storage import Storage
+from tests.support.moto import moto_s3
 
 BUCKET = "lakehouse-index-log-tests"
 
@@ -32,28 +31,8 @@ class Backend:
 @pytest.fixture(scope="session")
 def s3_options() -> Iterator[dict[str, str]]:
     """A moto S3 server on loopback with one bucket; the storage_options to reach it."""
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
-    server.start()
-    host, port = server.get_host_and_port()
-    endpoint = f"http://{host}:{port}"
-    options = {
-        "AWS_ENDPOINT_URL": endpoint,
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_REGION": "us-east-1",
-    }
-    client = boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        aws_access_key_id="testing",
-        aws_secret_access_key="testing",
-        region_name="us-east-1",
-    )
-    client.create_bucket(Bucket=BUCKET)
-    try:
+    with moto_s3(BUCKET) as options:
         yield options
-    finally:
-        server.stop()
 
 
 def make_backend(kind: str, tmp_path, s3_options: dict[str, str] | None, name: str = "idx") -> Backend:

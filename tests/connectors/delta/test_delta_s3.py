@@ -2,51 +2,26 @@
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
-import boto3
 import pytest
 from delta_helpers import PEER_TABLES, oracle_files
 
 from connectors.delta import DeltaSource
 from lakehouse_index.storage import Storage
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support.moto import moto_s3, s3_client
 
 
 @pytest.fixture(scope="module")
 def s3() -> Iterator[dict[str, str]]:
-    from moto.server import ThreadedMotoServer
-
-    port = _free_port()
-    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port)
-    server.start()
-    options = {
-        "AWS_ACCESS_KEY_ID": "test",
-        "AWS_SECRET_ACCESS_KEY": "test",
-        "AWS_REGION": "us-east-1",
-        "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}",
-    }
-    try:
+    with moto_s3() as options:
         yield options
-    finally:
-        server.stop()
 
 
 def _upload(options: dict[str, str], bucket: str, local: Path, prefix: str) -> None:
-    client = boto3.client(
-        "s3",
-        endpoint_url=options["AWS_ENDPOINT_URL"],
-        aws_access_key_id="test",
-        aws_secret_access_key="test",
-        region_name="us-east-1",
-    )
+    client: Any = s3_client(options)
     client.create_bucket(Bucket=bucket)
     for f in local.rglob("*"):
         if f.is_file():
