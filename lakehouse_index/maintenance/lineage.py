@@ -233,7 +233,10 @@ def _seek(value: int, sources: list[_Rows], where: _Occurrences, cur: _Rows | No
     cursor. None when no unused row has the value.
     """
     src, off = where.find(value)
-    ahead = off >= np.array([s.at for s in sources])[src] if len(src) else np.zeros(0, dtype=bool)
+    if not len(src):
+        return None
+    cursors = np.array([s.at for s in sources])
+    ahead = off >= cursors[src]
     src, off = src[ahead], off[ahead]
     if not len(src):
         return None
@@ -242,7 +245,7 @@ def _seek(value: int, sources: list[_Rows], where: _Occurrences, cur: _Rows | No
         if len(mine):
             cur.at = int(off[mine[0]])
             return cur
-    at_cursor = np.flatnonzero(off == np.array([s.at for s in sources])[src])
+    at_cursor = np.flatnonzero(off == cursors[src])
     pick = int(at_cursor[0]) if len(at_cursor) else 0
     chosen = sources[int(src[pick])]
     chosen.at = int(off[pick])

@@ -22,7 +22,7 @@ from lakehouse_index.kinds import keys as K
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.log.entry import Level, LogEntry
 from lakehouse_index.query.coverage import Coverage, coverage
-from lakehouse_index.query.index_reader import KeySet, ReadStats, read_entries
+from lakehouse_index.query.index_reader import GroupBounds, KeySet, ReadStats, read_entries
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
 from lakehouse_index.spec import CoveringIndex, IndexSpec
 from lakehouse_index.storage import Storage
@@ -170,20 +170,11 @@ def _candidate_rows(source: TableSource, plan: LookupPlan, fe: FileEntry) -> np.
         or _order_family(lead.stored_type) != _order_family(lead.column.type)
     ):
         return None  # a constant, an absent column or a changed type: no statistics to trust
-    meta = layout.metadata
-    if lead.stored not in meta.schema.names:
+    if lead.stored not in layout.metadata.schema.names:
         return None
-    idx = meta.schema.names.index(lead.stored)
     starts = layout.row_group_starts
-    keep = []
-    for rg in range(meta.num_row_groups):
-        st = meta.row_group(rg).column(idx).statistics
-        if st is None or not st.has_min_max:
-            hit = st is None or not st.has_null_count or st.null_count > 0 or plan.keys.has_null_leading
-        else:
-            hit = plan.keys.may_hit(st.min, st.max, st.null_count if st.has_null_count else None)
-        if hit:
-            keep.append(np.arange(starts[rg], starts[rg + 1], dtype=np.int64))
+    groups = GroupBounds.of(layout.metadata, lead.stored).groups_for(plan.keys)
+    keep = [np.arange(starts[rg], starts[rg + 1], dtype=np.int64) for rg in groups]
     return np.concatenate(keep) if keep else np.zeros(0, dtype=np.int64)
 
 

@@ -202,3 +202,30 @@ def collect_outcomes(procs: list[Any], results: Any) -> tuple[list[Any], Counter
     for _, _, _, _, tally in outcomes:
         retries.update(tally)
     return outcomes, retries
+
+
+def start_racers(
+    path: str, roles: tuple[str, ...], storage_options: dict[str, str] | None = None
+) -> tuple[list[Any], Any, Any, Any, Any]:
+    """Spawn one :func:`race_worker` per role on the table at ``path``.
+
+    Returns (processes, barrier the parent must also wait on, go-incremental event, stop
+    event, results queue).
+    """
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    barrier = ctx.Barrier(len(roles) + 1)
+    go_incremental, stop = ctx.Event(), ctx.Event()
+    results = ctx.Queue()
+    procs = [
+        ctx.Process(
+            target=race_worker,
+            args=(path, role, 2, barrier, go_incremental, stop, results, storage_options),
+            daemon=True,
+        )
+        for role in roles
+    ]
+    for p in procs:
+        p.start()
+    return procs, barrier, go_incremental, stop, results

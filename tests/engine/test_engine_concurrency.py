@@ -16,7 +16,6 @@ its transient entry.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing as mp
 import time
 from collections import Counter
 from pathlib import Path
@@ -25,7 +24,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable
 from enginetest_helpers import INDEX, STABLE, check_answers, check_race_log, log_entries, make_table
-from enginetest_workers import attempt, collect_outcomes, race_worker
+from enginetest_workers import attempt, collect_outcomes, start_racers
 
 import lakehouse_index as li
 
@@ -96,18 +95,7 @@ def test_eight_processes_race_on_one_index_while_the_table_changes(
     indexed_table: tuple[Path, li.Table], spark: Any
 ) -> None:
     path, t = indexed_table
-    ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(len(RACERS) + 1)
-    go_incremental, stop = ctx.Event(), ctx.Event()
-    results = ctx.Queue()
-    procs = [
-        ctx.Process(
-            target=race_worker, args=(str(path), role, 2, barrier, go_incremental, stop, results), daemon=True
-        )
-        for role in RACERS
-    ]
-    for p in procs:
-        p.start()
+    procs, barrier, go_incremental, stop, results = start_racers(str(path), RACERS)
     parent_tally: Counter[str] = Counter({"busy": 0, "lost": 0, "deleted": 0})
     barrier.wait(timeout=600)
 

@@ -12,7 +12,6 @@ index answers like deltalake's read of the S3 table.
 from __future__ import annotations
 
 import json
-import multiprocessing as mp
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -21,7 +20,7 @@ from typing import Any
 import pytest
 from deltalake import DeltaTable, write_deltalake
 from enginetest_helpers import INDEX, KEYS, batch, check_race_log, secondary
-from enginetest_workers import attempt, collect_outcomes, race_worker
+from enginetest_workers import attempt, collect_outcomes, start_racers
 
 import lakehouse_index as li
 from tests.support.moto import moto_s3, s3_client
@@ -77,20 +76,7 @@ def test_eight_processes_race_on_an_s3_index(s3: dict[str, str]) -> None:
     t.create_index(secondary())  # in process: no Spark, no Hadoop S3 jars
     _answers(t, uri, s3)
 
-    ctx = mp.get_context("spawn")
-    barrier = ctx.Barrier(len(RACERS) + 1)
-    go_incremental, stop = ctx.Event(), ctx.Event()
-    results = ctx.Queue()
-    procs = [
-        ctx.Process(
-            target=race_worker,
-            args=(uri, role, 2, barrier, go_incremental, stop, results, s3),
-            daemon=True,
-        )
-        for role in RACERS
-    ]
-    for p in procs:
-        p.start()
+    procs, barrier, go_incremental, stop, results = start_racers(uri, RACERS, s3)
     barrier.wait(timeout=600)
     tally = {"busy": 0, "lost": 0, "deleted": 0}
     for b in (10, 11, 12):
