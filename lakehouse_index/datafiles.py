@@ -447,11 +447,13 @@ def _read_rows(
 
 #: Row groups larger than twice this are read batch by batch when few rows are wanted.
 _POINT_BATCH = 4096
-#: Row groups with more rows than this are read page by page when few rows are wanted. Below
-#: it the dictionary pages, which both paths decode whole, dominate (delta-rs puts nearly every
-#: value of a 50,000-row group in the dictionary): measured equal at 50,000 rows, 19x faster
-#: at 1,000,000 (delta-rs's default row-group size).
-PAGE_READ_MIN_ROWS = 131_072
+#: Row groups with more rows than this are read page by page when few rows are wanted (when
+#: the file has a page index). The page path fetches the same dictionary page as a whole read
+#: and a subset of the data pages; below this size the row group is decoded whole, which
+#: costs less than loading the file's page index.
+PAGE_READ_MIN_ROWS = 2 * _POINT_BATCH
+#: At most this many wanted rows of one row group take the page or batch path.
+_POINT_ROWS = 64
 
 
 def _read_group_rows(
@@ -466,26 +468,36 @@ def _read_group_rows(
     """Rows ``local`` (sorted positions within the row group) of one row group.
 
     For a few rows of a large row group: only the pages holding them when the file has a
-    page index (:mod:`lakehouse_index.parquet_pages`), else only the batches up to the last
-    wanted row (pyarrow 26 has no page-level read).
+    page index (:mod:`lakehouse_index.parquet_pages`), column by column; the columns the
+    page path cannot serve are read batch by batch up to the last wanted row (pyarrow 26
+    has no page-level read).
     """
     group_rows = int(layout.row_group_starts[group + 1] - layout.row_group_starts[group])
-    if group_rows > PAGE_READ_MIN_ROWS and len(local) <= 64:
-        pages = _PAGES.get(key)
-        if pages is None:
-            pages = load_page_index(handle, layout.metadata, layout.schema)
-            _PAGES.put(key, pages)
-        read = read_group_rows(handle, pages, layout.schema, group, local, stored)
-        if read is not None:
-            return read.table
-    if group_rows <= 2 * _POINT_BATCH or len(local) > 64:
+    if group_rows <= PAGE_READ_MIN_ROWS or len(local) > _POINT_ROWS:
         return _without_views(pf.read_row_group(group, columns=stored)).take(pa.array(local))
-    # Stop decoding after the batch that holds the last wanted row: on average half the
-    # decode work of the whole row group for a point read.
+    pages = _PAGES.get(key)
+    if pages is None:
+        pages = load_page_index(handle, layout.metadata, layout.schema)
+        _PAGES.put(key, pages)
+    served = read_group_rows(handle, pages, layout.schema, group, local, stored).table
+    rest = [c for c in stored if c not in served.column_names]
+    if not rest:
+        return served
+    other = _read_batches(pf, group, local, rest)
+    parts = {c: served for c in served.column_names} | {c: other for c in rest}
+    fields = [parts[c].schema.field(c) for c in stored]
+    return pa.Table.from_arrays([parts[c].column(c) for c in stored], schema=pa.schema(fields))
+
+
+def _read_batches(pf: pq.ParquetFile, group: int, local: np.ndarray, columns: list[str]) -> pa.Table:
+    """Rows ``local`` of ``columns``, decoding the row group only up to the batch holding the last.
+
+    On average half the decode work of the whole row group for a point read.
+    """
     last = int(local[-1])
     batches = []
     seen = 0
-    for batch in pf.iter_batches(batch_size=_POINT_BATCH, row_groups=[group], columns=stored):
+    for batch in pf.iter_batches(batch_size=_POINT_BATCH, row_groups=[group], columns=columns):
         batches.append(batch)
         seen += batch.num_rows
         if seen > last:

@@ -18,9 +18,9 @@ those of a whole row-group read.
 
 Served: top-level primitive columns that are not repeated and not INT96, in files with
 an offset index, a plaintext footer and no encrypted columns, whose Arrow type is not a
-dictionary. Data page v1 and v2, every encoding and codec pyarrow reads. Anything else
-makes :func:`read_group_rows` return None and the caller reads the row group as usual;
-so does a read that would fetch most of the data pages anyway.
+dictionary. Data page v1 and v2, every encoding and codec pyarrow reads. A column the
+page path cannot serve is left out of :func:`read_group_rows`' answer, and the caller
+reads that column of the row group as usual; the other columns still go page by page.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 __all__ = [
-    "MAX_SHARE",
     "ColumnPages",
     "PageIndex",
     "PageRead",
@@ -425,15 +424,14 @@ def _fetch(handle: pa.NativeFile, ranges: list[tuple[int, int]]) -> list[memoryv
 
 # --------------------------------------------------------------------------- reading rows
 
-#: By default the page path is taken only when the data pages it reads are at most this
-#: share of the chunks' data pages (it pays a fixed cost per column: a one-column file to
-#: build and open). Dictionary pages do not count: both paths decode them.
-MAX_SHARE = 0.75
-
 
 @dataclass(frozen=True)
 class PageRead:
-    """Rows read page by page, and how many bytes of pages were fetched for them."""
+    """Rows read page by page, and how many bytes of pages were fetched for them.
+
+    ``table`` holds the columns the page path served, in the order asked; a column it
+    could not serve is absent (the caller reads it with the row group).
+    """
 
     table: pa.Table
     bytes_read: int
@@ -521,77 +519,77 @@ def read_group_rows(
     group: int,
     local: np.ndarray,
     columns: list[str],
-    *,
-    max_share: float = MAX_SHARE,
-) -> PageRead | None:
+) -> PageRead:
     """Rows ``local`` (sorted, distinct positions in row group ``group``) of ``columns``.
 
     ``handle`` is the open file, ``index`` its :func:`load_page_index`, ``schema`` its
-    Arrow schema. The table holds what ``pf.read_row_group(group, columns)`` holds at
-    those rows (values, types, field metadata), with string/binary views as large
-    string/binary (:func:`plain_type`). None when the page path does not apply (see the
-    module docstring), or would read more than ``max_share`` of the chunks' data pages
-    (in bytes): the caller then reads the row group.
+    Arrow schema. For each column the page path serves (see the module docstring), the
+    table holds what ``pf.read_row_group(group, [column])`` holds at those rows (values,
+    types, field metadata), with string/binary views as large string/binary
+    (:func:`plain_type`); the other columns are left out. The page path never reads more
+    than the whole chunk would (the same dictionary page, a subset of the data pages).
     """
-    chunks = [index.chunks.get((group, c)) for c in columns]
-    if not columns or len(local) == 0 or None in chunks:
-        return None
-    plans = [_plan(c, local) for c in chunks if c is not None]
-    selected = sum(p.data_bytes for p in plans)
-    if selected > max_share * sum(int(p.chunk.page_sizes.sum()) for p in plans):
-        return None
+    plans = [_plan(c, local) for c in (index.chunks.get((group, name)) for name in columns) if c is not None]
+    if not plans or len(local) == 0:
+        return PageRead(pa.table({}), 0)
     pages = _data_pages(handle, plans)
-    if pages is None:
-        return None
     # The dictionary page is needed only when a selected page is dictionary encoded
     # (writers fall back to plain pages when the dictionary grows too large).
-    needs = [any(encoding in _DICTIONARY_ENCODINGS for encoding, _ in mine) for mine in pages]
-    dictionaries = _dictionary_pages(handle, [p.chunk for p, need in zip(plans, needs, strict=True) if need])
-    if dictionaries is None:
-        return None
-    found = iter(dictionaries)
-    files = [
-        _one_column_file(index, plan, next(found) if need else None, [page for _, page in mine])
-        for plan, mine, need in zip(plans, pages, needs, strict=True)
-    ]
-    types = [schema.field(c).type for c in columns]
-    # pyarrow decodes without the GIL: columns in parallel, as a whole row-group read does.
-    decoded = (
-        _DECODERS.map(_decode, files, types, plans) if len(files) > 1 else map(_decode, files, types, plans)
+    needs = [mine is not None and any(e in _DICTIONARY_ENCODINGS for e, _ in mine) for mine in pages]
+    dictionaries = iter(
+        _dictionary_pages(handle, [p.chunk for p, need in zip(plans, needs, strict=True) if need])
     )
-    arrays = list(decoded)
-    if any(a is None for a in arrays):
-        return None
-    fields = [schema.field(c) for c in columns]
+    work = []  # (plan, one-column file) of every column whose pages were fetched as indexed
+    read = 0
+    for plan, mine, need in zip(plans, pages, needs, strict=True):
+        dictionary = next(dictionaries) if need else None
+        if mine is None or (need and dictionary is None):
+            continue
+        work.append((plan, _one_column_file(index, plan, dictionary, [page for _, page in mine])))
+        read += plan.data_bytes + (len(dictionary.data) if dictionary is not None else 0)
+    types = [schema.field(plan.chunk.name).type for plan, _ in work]
+    # pyarrow decodes without the GIL: columns in parallel, as a whole row-group read does.
+    args = ([data for _, data in work], types, [plan for plan, _ in work])
+    decoded = dict(
+        zip(
+            [plan.chunk.name for plan, _ in work],
+            _DECODERS.map(_decode, *args) if len(work) > 1 else map(_decode, *args),
+            strict=True,
+        )
+    )
+    served = [c for c in columns if decoded.get(c) is not None]
+    fields = [schema.field(c) for c in served]
     out = pa.schema([f.with_type(plain_type(f.type)) for f in fields], schema.metadata)
-    read = selected + sum(len(d.data) for d in dictionaries)
-    return PageRead(pa.Table.from_arrays(arrays, schema=out), read)
+    return PageRead(pa.Table.from_arrays([decoded[c] for c in served], schema=out), read)
 
 
-def _data_pages(handle: pa.NativeFile, plans: list[_Plan]) -> list[list[tuple[int, _Page]]] | None:
-    """The selected data pages of each plan, with their encodings (None: not as indexed)."""
+def _data_pages(handle: pa.NativeFile, plans: list[_Plan]) -> list[list[tuple[int, _Page]] | None]:
+    """The selected data pages of each plan with their encodings (None: not as indexed)."""
     ranges = [(int(p.chunk.page_offsets[i]), int(p.chunk.page_sizes[i])) for p in plans for i in p.pages]
     fetched = iter(_fetch(handle, ranges))
-    out = []
+    out: list[list[tuple[int, _Page]] | None] = []
     for plan in plans:
-        mine = []
+        mine: list[tuple[int, _Page]] | None = []
         for rows in plan.rows:
             page = _page(next(fetched))
             encoding = _data_encoding(page, int(rows))
-            if page is None or encoding is None:
-                return None
-            mine.append((encoding, page))
+            if mine is not None and page is not None and encoding is not None:
+                mine.append((encoding, page))
+            else:
+                mine = None
         out.append(mine)
     return out
 
 
-def _dictionary_pages(handle: pa.NativeFile, chunks: list[ColumnPages]) -> list[_Page] | None:
-    """The dictionary page of each chunk (None: one of them has none)."""
-    if any(length == 0 for _, length in (c.dictionary for c in chunks)):
-        return None
-    pages = [_page(data) for data in _fetch(handle, [c.dictionary for c in chunks])]
-    dictionaries = [p for p in pages if p is not None and _get(p.header, _PH_TYPE) == _DICTIONARY_PAGE]
-    return dictionaries if len(dictionaries) == len(chunks) else None
+def _dictionary_pages(handle: pa.NativeFile, chunks: list[ColumnPages]) -> list[_Page | None]:
+    """The dictionary page of each chunk (None for a chunk without one)."""
+    present = [c for c in chunks if c.dictionary[1] > 0]
+    fetched = iter(_fetch(handle, [c.dictionary for c in present]))
+    out: list[_Page | None] = []
+    for c in chunks:
+        page = _page(next(fetched)) if c.dictionary[1] > 0 else None
+        out.append(page if page is not None and _get(page.header, _PH_TYPE) == _DICTIONARY_PAGE else None)
+    return out
 
 
 def _pool() -> ThreadPoolExecutor:

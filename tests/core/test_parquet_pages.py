@@ -67,30 +67,22 @@ def _chunk_bytes(pf: pq.ParquetFile, group: int, columns: list[str]) -> int:
     )
 
 
-def _check_point_reads(path: str) -> int:
+def _check_point_reads(path: str) -> None:
     """Every row group of a file with a page index: the page path equals the whole read.
 
-    Reads one row, then three spread rows; returns how many reads took the page path
-    with the default share.
+    Reads one row, then three spread rows, of every column (all served page by page).
     """
     handle, pf, index = _open(path)
     columns = pf.schema_arrow.names
-    served = 0
     for g in range(pf.num_row_groups):
         n = pf.metadata.row_group(g).num_rows
         for local in (np.array([n // 2]), np.array(sorted({0, n // 3, n - 1}))):
-            got = read_group_rows(handle, index, pf.schema_arrow, g, local, columns, max_share=1.0)
-            assert got is not None
+            got = read_group_rows(handle, index, pf.schema_arrow, g, local, columns)
             want = _expected(pf, g, local, columns)
             assert got.table.schema.equals(want.schema, check_metadata=True)
             assert got.table.equals(want)
-            default = read_group_rows(handle, index, pf.schema_arrow, g, local, columns)
-            if default is not None:
-                served += 1
-                assert default.table.equals(want)
             if len(local) == 1 and any(len(index.chunks[(g, c)].page_offsets) > 1 for c in columns):
                 assert got.bytes_read < _chunk_bytes(pf, g, columns)
-    return served
 
 
 # --------------------------------------------------------------------------- random pyarrow files
@@ -191,14 +183,11 @@ def test_page_reads_match_row_group_reads(data: bytes, st_data: st.DataObject) -
     columns = st_data.draw(st.permutations(names))[: st_data.draw(st.integers(1, len(names)))]
     want = _expected(pf, g, local, columns)
 
-    got = read_group_rows(handle, index, pf.schema_arrow, g, local, columns, max_share=1.0)
-    assert got is not None
+    got = read_group_rows(handle, index, pf.schema_arrow, g, local, columns)
     assert got.table.schema.equals(want.schema, check_metadata=True)
     assert got.table.equals(want)
     if len(local) == 1 and any(len(index.chunks[(g, c)].page_offsets) > 1 for c in columns):
         assert got.bytes_read < _chunk_bytes(pf, g, columns)
-    default = read_group_rows(handle, index, pf.schema_arrow, g, local, columns)
-    assert default is None or default.table.equals(want)
 
 
 @SETTINGS
@@ -246,7 +235,7 @@ def _delta_table(root: str, rows: int, **props: Any) -> str:
 def test_deltalake_files(tmp_path: Path, props: dict[str, Any]) -> None:
     path = _delta_table(str(tmp_path), 4000, **props)
     (f,) = glob.glob(f"{path}/*.parquet")
-    assert _check_point_reads(f) > 0
+    _check_point_reads(f)
 
 
 def test_read_file_reads_pages(tmp_path: Path) -> None:
@@ -284,14 +273,13 @@ def test_spark_files(spark: SparkSession, tmp_path: Path) -> None:
     # Spark writes timestamps as INT96 by default: that column is left to the whole read.
     assert pf.schema.column(4).physical_type == "INT96"
     assert "ts" not in {c for _, c in index.chunks}
-    assert (
-        read_group_rows(handle, index, pf.schema_arrow, 0, np.array([5]), ["id", "ts"], max_share=1.0) is None
-    )
+    got = read_group_rows(handle, index, pf.schema_arrow, 0, np.array([5]), ["ts", "id"])
+    assert got.table.equals(_expected(pf, 0, np.array([5]), ["id"]))
     flat = pf.schema_arrow.names[:4]
     assert all(len(index.chunks[(0, c)].page_offsets) > 1 for c in flat)
     for local in (np.array([4321]), np.array([0, 1, 500, n - 1])):
         got = read_group_rows(handle, index, pf.schema_arrow, 0, local, flat)
-        assert got is not None and got.table.equals(_expected(pf, 0, local, flat))
+        assert got.table.equals(_expected(pf, 0, local, flat))
 
 
 # --------------------------------------------------------------------------- fallbacks
@@ -316,20 +304,40 @@ def test_fallbacks() -> None:
     )
     local = np.array([1234])
 
-    # No page index: nothing is read beyond pyarrow's footer, every read falls back.
+    # No page index: nothing is read beyond pyarrow's footer, every column falls back.
     handle, pf, index = _open(_write(table))
     assert index.chunks == {}
-    assert read_group_rows(handle, index, pf.schema_arrow, 0, local, ["id"], max_share=1.0) is None
+    got = read_group_rows(handle, index, pf.schema_arrow, 0, local, ["id"])
+    assert got.table.num_columns == 0 and got.bytes_read == 0
 
     # Nested, dictionary-typed and INT96 columns fall back; flat columns of the same file do not.
     handle, pf, index = _open(_write(table, write_page_index=True, use_deprecated_int96_timestamps=True))
     assert {c for _, c in index.chunks} == {"id"}
     for other in ("nested", "tags", "cat", "legacy"):
-        assert read_group_rows(handle, index, pf.schema_arrow, 0, local, ["id", other], max_share=1.0) is None
-    got = read_group_rows(handle, index, pf.schema_arrow, 0, local, ["id"], max_share=1.0)
-    assert got is not None and got.table.equals(_expected(pf, 0, local, ["id"]))
+        got = read_group_rows(handle, index, pf.schema_arrow, 0, local, [other, "id"])
+        assert got.table.column_names == ["id"]
+        assert got.table.equals(_expected(pf, 0, local, ["id"]))
 
-    # Reading most pages is left to the whole read by default.
-    every = np.arange(0, n, 10)
-    assert read_group_rows(handle, index, pf.schema_arrow, 0, every, ["id"]) is None
-    assert read_group_rows(handle, index, pf.schema_arrow, 0, local, ["id"]) is not None
+
+def test_read_file_mixes_page_and_row_group_reads(tmp_path: Path) -> None:
+    """Columns the page path cannot serve are read with the row group; the others still by page."""
+    n = datafiles.PAGE_READ_MIN_ROWS + 3_000
+    table = pa.table(
+        {
+            "id": pa.array(np.arange(n)),
+            "tags": pa.array([[str(i)] for i in range(n)]),
+            "name": pa.array([f"n{i % 977}" for i in range(n)]),
+        }
+    )
+    props = deltalake.WriterProperties(data_page_row_count_limit=1000, write_batch_size=500)
+    deltalake.write_deltalake(str(tmp_path / "d"), table, writer_properties=props)
+    source = DeltaSource.open(str(tmp_path / "d"), Storage.for_uri(str(tmp_path / "d")))
+    snap = source.snapshot()
+    (entry,) = snap.files.values()
+    datafiles.clear_footer_cache()
+    positions = [0, 4097, n - 1]
+    got = read_file(source, snap, entry, ["tags", "id", "name"], positions=positions, with_positions=True)
+    whole = read_file(source, snap, entry, ["tags", "id", "name"], with_positions=True)
+    assert got.equals(whole.take(positions))
+    index = datafiles._PAGES.get((entry.path, entry.size))
+    assert index is not None and {c for _, c in index.chunks} == {"id", "name"}
