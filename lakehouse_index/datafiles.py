@@ -427,7 +427,9 @@ def _read_rows(
             data = data.filter(pa.array(keep)) if stored else data
         return rows, data
 
-    pos = np.unique(np.asarray(positions, dtype=np.int64))
+    pos = np.asarray(positions, dtype=np.int64)
+    if not bool(np.all(pos[1:] > pos[:-1])):  # sorted and distinct already: the common case
+        pos = np.unique(pos)
     if len(pos) and (pos[0] < 0 or pos[-1] >= total):
         bad = int(pos[0]) if pos[0] < 0 else int(pos[-1])
         raise QueryError(f"row position {bad} is outside {entry.path}, which has {total} rows")
@@ -438,9 +440,10 @@ def _read_rows(
     # Decode only the row groups that hold the wanted rows.
     starts = layout.row_group_starts
     groups = np.searchsorted(starts, pos, side="right") - 1
+    bounds = np.searchsorted(groups, np.arange(layout.metadata.num_row_groups + 1))
     parts = []
-    for g in np.unique(groups):
-        local = pos[groups == g] - starts[g]
+    for g in np.nonzero(np.diff(bounds))[0]:
+        local = pos[bounds[g] : bounds[g + 1]] - starts[g]
         parts.append(_read_group_rows(pf, handle, layout, (entry.path, entry.size), int(g), local, stored))
     return pos, pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
@@ -473,6 +476,8 @@ def _read_group_rows(
     has no page-level read).
     """
     group_rows = int(layout.row_group_starts[group + 1] - layout.row_group_starts[group])
+    if len(local) == group_rows:  # every row (local is sorted and distinct)
+        return _without_views(pf.read_row_group(group, columns=stored))
     if group_rows <= PAGE_READ_MIN_ROWS or len(local) > _POINT_ROWS:
         return _without_views(pf.read_row_group(group, columns=stored)).take(pa.array(local))
     pages = _PAGES.get(key)

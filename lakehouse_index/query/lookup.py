@@ -161,7 +161,10 @@ def _order_family(t: pa.DataType) -> object:
 
 
 def _candidate_rows(source: TableSource, plan: LookupPlan, fe: FileEntry) -> np.ndarray | None:
-    """Positions of the row groups of ``fe`` whose leading-key statistics may hold a key (None: all)."""
+    """Positions of the row groups of ``fe`` whose leading-key statistics may hold a key.
+
+    None when every row group may (read the whole file).
+    """
     layout = file_layout(source, fe)
     lead = resolve_columns(plan.target, fe, layout, [plan.key_columns[0]])[0]
     if (
@@ -174,6 +177,8 @@ def _candidate_rows(source: TableSource, plan: LookupPlan, fe: FileEntry) -> np.
         return None
     starts = layout.row_group_starts
     groups = GroupBounds.of(layout.metadata, lead.stored).groups_for(plan.keys)
+    if len(groups) == layout.metadata.num_row_groups:
+        return None
     keep = [np.arange(starts[rg], starts[rg + 1], dtype=np.int64) for rg in groups]
     return np.concatenate(keep) if keep else np.zeros(0, dtype=np.int64)
 
