@@ -90,7 +90,7 @@ class Table:
         self.source = source
         self.storage = storage
         self.index_root = index_root
-        self._catalog = IndexCatalog(storage, index_root)
+        self._catalog = IndexCatalog(storage, index_root, source.uri)
         self._logs: dict[str, IndexLog] = {}
         #: Cost-model knobs of the planner (thresholds, per-file and per-row charges).
         self.planner_config = planner.PlannerConfig()

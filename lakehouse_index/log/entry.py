@@ -124,6 +124,21 @@ class SourceState:
         """The file-id map keyed by id."""
         return {f.id: f for f in self.files}
 
+    def rebased(self, table_uri: str) -> SourceState:
+        """This state for the same table at ``table_uri`` (moved or copied with its indexes).
+
+        Paths under the recorded table URI move with it; others (absolute paths outside
+        the table, as Iceberg may have) stay as they are.
+        """
+        return replace(self, table_uri=table_uri, files=_rebase(self.files, self.table_uri, table_uri))
+
+
+def _rebase(files: tuple[SourceFile, ...], old: str, new: str) -> tuple[SourceFile, ...]:
+    prefix, target = old.rstrip("/") + "/", new.rstrip("/") + "/"
+    return tuple(
+        replace(f, path=target + f.path[len(prefix) :]) if f.path.startswith(prefix) else f for f in files
+    )
+
 
 @dataclass(frozen=True)
 class IndexFile:
@@ -202,6 +217,20 @@ class LogEntry:
     def next(self, **changes: Any) -> LogEntry:
         """A copy with the next id and the given fields changed."""
         return replace(self, id=self.id + 1, **changes)
+
+    def rebased(self, table_uri: str) -> LogEntry:
+        """This entry read for the table at ``table_uri`` (see :meth:`SourceState.rebased`)."""
+        old = self.source.table_uri
+        if old == table_uri:
+            return self
+        pending = self.pending
+        if pending is not None:
+            pending = replace(
+                pending,
+                appended=_rebase(pending.appended, old, table_uri),
+                delete_changed=_rebase(pending.delete_changed, old, table_uri),
+            )
+        return replace(self, source=self.source.rebased(table_uri), pending=pending)
 
     # -------------------------------------------------------------- JSON
 

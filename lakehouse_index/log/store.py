@@ -71,6 +71,8 @@ class IndexLog:
     Thread-safe; one instance per index and process is enough (it caches entries).
     ``index_dir``'s last path component is the index name: every entry read must carry
     that name in its spec (an entry copied into the wrong folder is refused).
+    With ``table_uri``, entries recorded for the table at another URI (a table moved or
+    copied together with its indexes) are read with their data-file paths rebased onto it.
     """
 
     def __init__(
@@ -78,9 +80,11 @@ class IndexLog:
         storage: Storage,
         index_dir: str,
         *,
+        table_uri: str | None = None,
         relist_after_s: float = DEFAULT_RELIST_AFTER_S,
     ) -> None:
         self.storage = storage
+        self.table_uri = table_uri
         self.index_dir = index_dir.rstrip("/")
         self.name = self.index_dir.rsplit("/", 1)[-1]
         self.log_dir = join_uri(self.index_dir, LOG_DIR)
@@ -164,6 +168,8 @@ class IndexLog:
             raise IndexLogError(f"index log entry {path} holds id {entry.id}, not {entry_id}")
         if entry.name != self.name:
             raise IndexLogError(f"index log entry {path} belongs to index {entry.name!r}, not {self.name!r}")
+        if self.table_uri is not None:
+            entry = entry.rebased(self.table_uri)
         self._entries[entry_id] = entry
         return entry
 
@@ -288,11 +294,15 @@ class IndexLog:
 
 
 class IndexCatalog:
-    """The indexes under one index root (``<table>/_lakehouse_index`` by default)."""
+    """The indexes under one index root (``<table>/_lakehouse_index`` by default).
 
-    def __init__(self, storage: Storage, root: str) -> None:
+    ``table_uri``: the table the indexes are read for (see :class:`IndexLog`).
+    """
+
+    def __init__(self, storage: Storage, root: str, table_uri: str | None = None) -> None:
         self.storage = storage
         self.root = root.rstrip("/")
+        self.table_uri = table_uri
 
     def names(self) -> list[str]:
         """Names of the index folders that hold a ``_log`` with at least one entry, sorted."""
@@ -311,4 +321,4 @@ class IndexCatalog:
 
     def log(self, name: str) -> IndexLog:
         """The log of index ``name`` (which may not exist yet)."""
-        return IndexLog(self.storage, join_uri(self.root, name))
+        return IndexLog(self.storage, join_uri(self.root, name), table_uri=self.table_uri)
