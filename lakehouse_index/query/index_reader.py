@@ -33,6 +33,9 @@ class GroupBounds:
     null_counts: tuple[int | None, ...]
     #: Every group has min/max and both are non-decreasing (files sorted by the column).
     ordered: bool
+    #: Per group: known to hold only nulls (no min/max, null count = rows). A group without
+    #: min/max is not assumed all-null: some writers record only the null count.
+    all_null: tuple[bool, ...] = ()
 
     @classmethod
     def of(cls, meta: pq.FileMetaData, column: str) -> GroupBounds:
@@ -40,19 +43,22 @@ class GroupBounds:
         mins: list[Any] = []
         maxes: list[Any] = []
         nulls: list[int | None] = []
+        all_null: list[bool] = []
         for rg in range(meta.num_row_groups):
-            st = meta.row_group(rg).column(idx).statistics
+            group = meta.row_group(rg)
+            st = group.column(idx).statistics
             has = st is not None and st.has_min_max
             mins.append(st.min if has else None)
             maxes.append(st.max if has else None)
             nulls.append(st.null_count if st is not None and st.has_null_count else None)
+            all_null.append(not has and nulls[-1] == group.num_rows)
         try:
             ordered = all(m is not None for m in mins) and all(
                 mins[i] <= mins[i + 1] and maxes[i] <= maxes[i + 1] for i in range(len(mins) - 1)
             )
         except TypeError:
             ordered = False
-        return cls(tuple(mins), tuple(maxes), tuple(nulls), ordered)
+        return cls(tuple(mins), tuple(maxes), tuple(nulls), ordered, tuple(all_null))
 
     def groups_for(self, keys: KeySet) -> list[int]:
         """Row groups whose statistics may hold one of the keys' leading values."""
@@ -70,7 +76,7 @@ class GroupBounds:
         return [
             rg
             for rg in range(len(self.mins))
-            if (self.mins[rg] is None and (self.null_counts[rg] is None or keys.has_null_leading))
+            if (self.mins[rg] is None and (not self.all_null[rg] or keys.has_null_leading))
             or (
                 self.mins[rg] is not None
                 and keys.may_hit(self.mins[rg], self.maxes[rg], self.null_counts[rg])

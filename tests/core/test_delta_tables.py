@@ -10,7 +10,6 @@
 from __future__ import annotations
 
 import collections
-import shutil
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,20 +22,13 @@ from hypothesis import strategies as st
 
 from connectors.delta import DeltaSource
 from lakehouse_index.scan import scan_snapshot
-from lakehouse_index.source import Snapshot
 from lakehouse_index.spark_read import spark_frame
 from lakehouse_index.storage import Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-from tests.support.paths import PEER_TABLES
-
-#: Tables the connector refuses on purpose (covered by the connector's tests).
-REFUSED = {"simple_table_features", "spark-shredded-variant-preview-delta"}
-
-#: deltalake decodes INT96 as nanoseconds: 9999-12-31 overflows. Leave those columns out.
-ORACLE_BUGS = {"table_with_edge_timestamps": "timestamp"}
+from tests.support.delta_peers import compared_schema, copy_peer_tables, multiset, oracle_scan, peer_tables
 
 #: Read with Spark too (one per feature, to keep the run short).
 SPARK_TABLES = [
@@ -50,27 +42,13 @@ SPARK_TABLES = [
 ]
 
 
-def _peer_tables() -> list[str]:
-    return sorted(str(p.parent.relative_to(PEER_TABLES)) for p in PEER_TABLES.glob("**/_delta_log"))
-
-
 @pytest.fixture(scope="module")
 def peer_copy(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    dst = tmp_path_factory.mktemp("peer") / "delta-rs"
-    shutil.copytree(PEER_TABLES, dst, symlinks=True)
-    return dst
+    return copy_peer_tables(tmp_path_factory.mktemp("peer"))
 
 
 def open_source(path: str) -> DeltaSource:
     return DeltaSource.open(path, Storage.for_uri(path))
-
-
-def multiset(table: pa.Table | list[Any], schema: pa.Schema) -> collections.Counter[str]:
-    """Rows as a multiset of canonical strings, values cast to ``schema``'s types."""
-    if isinstance(table, list):  # Spark rows
-        return collections.Counter(repr(tuple(r)) for r in table)
-    cols = [table.column(f.name).cast(f.type).to_pylist() for f in schema]
-    return collections.Counter(repr(row) for row in zip(*cols, strict=True))
 
 
 def same_rows(a: pa.Table, b: pa.Table, schema: pa.Schema) -> bool:
@@ -94,16 +72,7 @@ def spark_rows(df: DataFrame, schema: pa.Schema) -> collections.Counter[str]:
     return multiset(table, schema)
 
 
-def oracle_scan(path: str, version: int) -> pa.Table:
-    return pa.RecordBatchReader.from_stream(deltalake.DeltaTable(path, version=version).scan()).read_all()
-
-
-def compared_schema(name: str, snap: Snapshot) -> pa.Schema:
-    bug = ORACLE_BUGS.get(name)
-    return pa.schema([f for f in snap.schema if not (bug and bug in str(f.type))])
-
-
-@pytest.mark.parametrize("name", [n for n in _peer_tables() if n not in REFUSED])
+@pytest.mark.parametrize("name", peer_tables())
 def test_scan_snapshot_on_peer_tables(name: str, peer_copy: Path) -> None:
     path = str(peer_copy / name)
     src = open_source(path)
