@@ -14,7 +14,12 @@ stamped with its own ordinal, so every version in between is answered exactly:
 * row-level delete changes (deletion vectors, position deletes) → DEL entries for
   exactly the newly deleted positions and PUT entries for positions that came back
   (RESTORE, rollback), reading only those rows' key columns (pyarrow, no JVM);
-* equality deletes are matched by value at read time (see ``query.coverage``).
+* equality deletes are matched by value at read time (see ``query.coverage``);
+* files a commit touched that were deleted from storage since (the table was vacuumed
+  before the index caught up): a removed file that is gone is not remapped (the files
+  its commit added are indexed the ordinary way); a file added and removed again within
+  the replay, and gone, is left out of the map, so a query at a version it was live in
+  fails clearly, as the table's own readers do.
 
 **Quick** records only metadata (``Pending``): which files were appended, removed or
 had their deletes changed since the indexed version. Index data is unchanged, the
@@ -31,6 +36,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakehouse_index.datafiles import read_file
+from lakehouse_index.errors import TableFormatError
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds import skipping
 from lakehouse_index.log.entry import Content, IndexFile, Level, LogEntry, Pending, SourceFile, SourceState
@@ -89,6 +95,7 @@ def replay(
         jobs=[],
         row_entries=[],
     )
+    gone = _Vanished(source, target)
     for change in changes:
         removed = [(state.live[fe.path], fe) for fe in change.removed if fe.path in state.live]
         for fe in change.removed:
@@ -97,6 +104,12 @@ def replay(
         for fe in change.added:
             if fe.path in state.live:  # the same path re-added: replaces the old file
                 _remove(state, fe.path, change.ordinal)
+            if gone(fe.path):
+                # Added and removed again since the indexed version, and deleted from storage
+                # since (the table was vacuumed): the versions it was live in cannot be read
+                # any more. Left out of the map, a query at such a version scans it and fails
+                # clearly ("data file ... is missing") instead of answering without its rows.
+                continue
             fid = state.next_id
             state.next_id += 1
             state.files[fid] = source_file(fe, fid, change.ordinal)
@@ -104,15 +117,42 @@ def replay(
             added.append((fid, fe))
         placed: frozenset[str] = frozenset()
         if remap and row_level and removed and added:
-            rw = lineage.remap_commit(source, target, spec, removed, added, change.ordinal)
+            try:
+                rw = lineage.remap_commit(source, target, spec, removed, added, change.ordinal)
+            except TableFormatError:
+                # A removed file (or its deletion vector) is gone: the table was vacuumed
+                # after this commit. The added files are indexed the ordinary way instead.
+                rw = lineage.Remap()
             for fid, moves in rw.moves.items():
                 state.files[fid] = replace(state.files[fid], moves=moves)
             state.row_entries += rw.entries
             placed = rw.placed
         state.jobs += [IndexJob(fe, fid, change.ordinal) for fid, fe in added if fe.path not in placed]
         for dc in change.delete_changes:
+            if gone(dc.after.path):  # vacuumed since: its entries stop answering from here on
+                _remove(state, dc.after.path, change.ordinal)
+                continue
             _deletes_changed(state, source, target, spec, dc.before, dc.after, change.ordinal, row_level)
     return state
+
+
+class _Vanished:
+    """Whether a data file the replay meets was deleted from storage since (table vacuumed).
+
+    Only files not live in the target can be gone; each is checked once.
+    """
+
+    def __init__(self, source: TableSource, target: Snapshot) -> None:
+        self.source = source
+        self.target = target
+        self.seen: dict[str, bool] = {}
+
+    def __call__(self, path: str) -> bool:
+        if path in self.target.files:
+            return False
+        if path not in self.seen:
+            self.seen[path] = not self.source.io.exists(path)
+        return self.seen[path]
 
 
 def _remove(state: _Replay, path: str, ordinal: int) -> None:
