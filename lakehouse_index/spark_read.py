@@ -13,10 +13,14 @@ How the snapshot's logical schema is rebuilt on Spark:
   used instead of ``spark.sql.parquet.fieldId.read.enabled`` because Spark 3.5 does
   not widen types while reading (an INT32 column read as BIGINT fails), the field-id
   switch is session-wide, and one resolution rule for both executors keeps them equal.
-* **Partition values and lineage.** A small broadcast table of the files
-  (file key → file number, FileEntry path, partition values) is joined on
-  ``_metadata.file_path``. Spark reports that path URI-encoded (``%20``, ``%25``...),
-  so it is decoded back before the join; ``_file_path`` is the FileEntry path exactly.
+* **Partition values and lineage.** A small broadcast table of the files (Spark's
+  ``_metadata.file_path`` → file number, FileEntry path, partition values, caller's
+  per-file columns) is joined on the raw ``_metadata.file_path``, so no row's path is
+  decoded or rewritten. Spark reports that path URI-encoded (``%20``, ``%25``...); the
+  table gets it from Spark's own encoder (``SparkPath.fromPathString`` of the Hadoop
+  path, through ``reflect``, folded into the table when the plan is optimized). A row
+  whose file the table does not name fails the query instead of being dropped.
+  ``_file_path`` is the FileEntry path exactly.
 * **Row-level deletes.** Deleted positions (deletion vectors, position deletes) are
   anti-joined on (file, ``_metadata.row_index``); equality deletes are anti-joined
   null-safely (``<=>``) on their columns, for the files they apply to.
@@ -27,7 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -51,18 +55,21 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
     from pyspark.sql.types import DataType, StructType
 
-__all__ = ["FILE_PATH_COLUMN", "arrow_to_spark_type", "spark_frame", "spark_schema"]
+__all__ = ["FILE_PATH_COLUMN", "FileColumns", "arrow_to_spark_type", "spark_frame", "spark_schema"]
 
 #: Lineage column holding the FileEntry path of each row (``with_lineage=True``).
 FILE_PATH_COLUMN = "_file_path"
 
 # Internal column names, unlikely to clash with a user's columns.
 _FID = "__li_fid"
-_KEY = "__li_key"
+_HADOOP_PATH = "__li_hadoop_path"
 _PATH = "__li_path"
 _ROW = "__li_row"
 _SPARK_PATH = "__li_spark_path"
 _EQ = "__li_eq"
+
+#: Constant columns per data file for :func:`spark_frame`: name → (Arrow type, value per FileEntry path).
+FileColumns = Mapping[str, tuple[pa.DataType, Mapping[str, Any]]]
 
 # Below this many deleted positions the delete table is broadcast to every task.
 _BROADCAST_DELETES = 2_000_000
@@ -141,38 +148,23 @@ def _col(name: str) -> SparkColumn:
 # --------------------------------------------------------------------------- paths
 
 
-def _spark_location(path: str) -> str:
-    """The location to hand to ``spark.read`` for a FileEntry path."""
-    parsed = urlparse(path)
-    loc = path
-    if parsed.scheme == "s3":
-        loc = "s3a" + path[2:]  # Hadoop's S3 connector is s3a
-    elif parsed.scheme == "":
-        loc = "file://" + path
-    # spark.read expands glob characters; a backslash makes Hadoop's glob take them literally.
-    return _GLOB_CHARS.sub(r"\\\1", loc)
-
-
-def _path_key(path: str) -> str:
-    """The join key of a FileEntry path, matching :func:`_spark_key` of Spark's file_path."""
-    parsed = urlparse(path)
-    if parsed.scheme in ("", "file"):
-        rest = path[5:] if parsed.scheme == "file" else path
-        return "/" + rest.lstrip("/")
-    if parsed.scheme == "s3":
-        return "s3a" + path[2:]
+def _hadoop_path(path: str) -> str:
+    """The Hadoop path string of a FileEntry path, as Spark lists the file: ``file:/abs``,
+    ``s3a://bucket/key`` (Hadoop's S3 connector), other URIs unchanged; not URI-encoded."""
+    scheme = urlparse(path).scheme
+    if scheme == "":
+        return "file:/" + path.lstrip("/")
+    if scheme == "file":
+        return "file:/" + path[len("file:") :].lstrip("/")
+    if scheme == "s3":
+        return "s3a" + path[len("s3") :]
     return path
 
 
-def _spark_key() -> SparkColumn:
-    """Spark's URI-encoded ``_metadata.file_path`` (column ``__li_spark_path``), decoded
-    into :func:`_path_key` form."""
-    from pyspark.sql import functions as F
-
-    # url_decode follows HTML form rules ('+' means space); Spark leaves '+' unencoded
-    # in paths, so protect it first.
-    decoded = F.expr(f"url_decode(replace({_SPARK_PATH}, '+', '%2B'))")
-    return F.regexp_replace(decoded, r"^file:/+", "/")
+def _spark_location(path: str) -> str:
+    """The location to hand to ``spark.read`` for a FileEntry path."""
+    # spark.read expands glob characters; a backslash makes Hadoop's glob take them literally.
+    return _GLOB_CHARS.sub(r"\\\1", _hadoop_path(path))
 
 
 # --------------------------------------------------------------------------- the read
@@ -187,13 +179,15 @@ def spark_frame(
     columns: Sequence[str] | None = None,
     where: Where | None = None,
     with_lineage: bool = False,
+    file_columns: FileColumns | None = None,
 ) -> DataFrame:
     """A DataFrame of the live rows of ``snapshot`` (or of ``files`` only), deletes applied.
 
     ``columns`` selects logical columns (default all, schema order); ``where`` is a SQL
     string or Predicate (a pyarrow Expression raises QueryError: Spark cannot run it).
     ``with_lineage`` appends ``_file_path`` (the FileEntry path, string) and ``_row``
-    (int64 row position in the file).
+    (int64 row position in the file). ``file_columns`` appends constant columns per file
+    (name → Arrow type and a value for every file's path), e.g. an index's file ids.
     """
     from pyspark.sql import functions as F
 
@@ -206,6 +200,10 @@ def spark_frame(
         raise QueryError(
             f"the table has a column named {FILE_PATH_COLUMN} or {ROW_COLUMN}; lineage columns would clash"
         )
+    file_columns = file_columns or {}
+    clash = set(file_columns) & {*schema.names, FILE_PATH_COLUMN, ROW_COLUMN}
+    if clash:
+        raise QueryError(f"per-file column(s) {sorted(clash)} clash with the table's or lineage columns")
     predicate = Predicate.of(where, schema)
     where_sql = predicate.to_spark_sql() if predicate is not None else None
 
@@ -213,6 +211,7 @@ def spark_frame(
     out_fields = [schema.field(c) for c in out_cols]
     if with_lineage:
         out_fields += [pa.field(FILE_PATH_COLUMN, pa.string()), pa.field(ROW_COLUMN, pa.int64())]
+    out_fields += [pa.field(name, t) for name, (t, _) in file_columns.items()]
     if not entries:
         return _local_frame(spark, [], [(f.name, f.type) for f in out_fields])
 
@@ -226,9 +225,12 @@ def spark_frame(
     part_cols = [c for c in read_cols if not snapshot.column(c).in_data_files]
 
     df = _read_groups(spark, source, snapshot, entries, data_cols)
-    df = df.withColumn(_KEY, _spark_key()).drop(_SPARK_PATH)
-    files_df = _files_frame(spark, snapshot, entries, part_cols)
-    df = df.join(F.broadcast(files_df), on=_KEY, how="inner").drop(_KEY)
+    files_df = _files_frame(spark, snapshot, entries, part_cols, file_columns)
+    df = df.join(F.broadcast(files_df), on=_SPARK_PATH, how="left")
+    unknown_file = F.raise_error(
+        F.concat(F.lit("Spark read a file missing from the snapshot: "), _col(_SPARK_PATH))
+    )
+    df = df.filter(F.when(_col(_FID).isNull(), unknown_file).otherwise(F.lit(True))).drop(_SPARK_PATH)
 
     df = _apply_position_deletes(spark, source, entries, df)
     df = _apply_equality_deletes(spark, source, snapshot, entries, df)
@@ -238,6 +240,7 @@ def spark_frame(
     selected = [_col(c) for c in out_cols]
     if with_lineage:
         selected += [_col(_PATH).alias(FILE_PATH_COLUMN), _col(_ROW).alias(ROW_COLUMN)]
+    selected += [_col(name) for name in file_columns]
     return df.select(*selected)
 
 
@@ -290,11 +293,18 @@ def _read_groups(
 
 
 def _files_frame(
-    spark: SparkSession, snapshot: Snapshot, entries: list[FileEntry], part_cols: list[str]
+    spark: SparkSession,
+    snapshot: Snapshot,
+    entries: list[FileEntry],
+    part_cols: list[str],
+    file_columns: FileColumns,
 ) -> DataFrame:
-    """(file key, file number, FileEntry path, partition values...) per file."""
-    fields = [(_KEY, pa.string()), (_FID, pa.int32()), (_PATH, pa.string())]
+    """(Spark's file path, file number, FileEntry path, partition values..., file columns...) per file."""
+    from pyspark.sql import functions as F
+
+    fields = [(_HADOOP_PATH, pa.string()), (_FID, pa.int32()), (_PATH, pa.string())]
     fields += [(c, snapshot.column(c).type) for c in part_cols]
+    fields += [(name, t) for name, (t, _) in file_columns.items()]
     rows = []
     for fid, e in enumerate(entries):
         values = e.partition_dict
@@ -303,13 +313,17 @@ def _files_frame(
             raise QueryError(f"data file {e.path} has no partition value for {missing}")
         rows.append(
             (
-                _path_key(e.path),
+                _hadoop_path(e.path),
                 fid,
                 e.path,
                 *[_python_value(values[c], snapshot.column(c).type) for c in part_cols],
+                *[_python_value(by_path[e.path], t) for t, by_path in file_columns.values()],
             )
         )
-    return _local_frame(spark, rows, fields)
+    # _metadata.file_path is Spark's URI encoding of the listed Hadoop path (SparkPath);
+    # computing it with that same function keeps the per-row join a plain string match.
+    spark_path = F.expr(f"reflect('org.apache.spark.paths.SparkPath', 'fromPathString', {_HADOOP_PATH})")
+    return _local_frame(spark, rows, fields).withColumn(_SPARK_PATH, spark_path).drop(_HADOOP_PATH)
 
 
 #: Driver-side tables up to this many values become SQL VALUES (a LocalRelation,

@@ -1,9 +1,9 @@
 """Full build of an index from one table snapshot: on Spark, or in process when small.
 
-On Spark: reads the key (and payload) columns of every live file with their lineage
-(``_file_path``, ``_row`` from Spark's ``_metadata``), attaches file ids, range-partitions
-and sorts by key, and writes Parquet under a fresh data directory (pyarrow inside the
-tasks). Tables of at most ``LOCAL_MAX_ROWS`` rows are indexed in this process with pyarrow
+On Spark: reads the key (and payload) columns of every live file with their row
+positions (``_row`` from Spark's ``_metadata``) and file ids (constant columns per file),
+range-partitions and sorts by key, and writes Parquet under a fresh data directory
+(pyarrow inside the tasks). Tables of at most ``LOCAL_MAX_ROWS`` rows are indexed in this process with pyarrow
 instead (the same entries, one sorted file), which also needs no Hadoop S3 support. The
 root index (per file: row count, size, per-column key bounds) is read back from the
 written footers and recorded in the log entry.
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakehouse_index.datafiles import read_file
+from lakehouse_index.datafiles import ROW_COLUMN, read_file
 from lakehouse_index.kinds import covering as cov
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds import skipping
@@ -103,27 +103,29 @@ def entries_frame(
     """PUT entries ``(columns…, _file_id, _row, _version, _op)`` for the live rows of the jobs' files.
 
     ``snapshot`` supplies the schema to read with (files are resolved by field id / name).
+    File ids and versions ride along the read as constant columns per file.
     """
     from pyspark.sql import functions as F
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     from lakehouse_index.spark_read import spark_frame
 
+    per_file = {
+        sec.FILE_ID: (pa.int64(), {j.entry.path: j.file_id for j in jobs}),
+        sec.VERSION: (pa.int64(), {j.entry.path: j.ordinal for j in jobs}),
+    }
     rows = spark_frame(
-        spark, source, snapshot, files=[j.entry for j in jobs], columns=list(spec.columns), with_lineage=True
+        spark,
+        source,
+        snapshot,
+        files=[j.entry for j in jobs],
+        columns=list(spec.columns),
+        with_lineage=True,
+        file_columns=per_file,
     )
-    id_schema = StructType(
-        [
-            StructField("_file_path", StringType(), False),
-            StructField(sec.FILE_ID, LongType(), False),
-            StructField(sec.VERSION, LongType(), False),
-        ]
-    )
-    ids = spark.createDataFrame([(j.entry.path, j.file_id, j.ordinal) for j in jobs], id_schema)
-    return rows.join(F.broadcast(ids), "_file_path").select(
+    return rows.select(
         *[qcol(c) for c in spec.columns],
         F.col(sec.FILE_ID),
-        F.col("_row").cast("long").alias(sec.ROW),
+        F.col(ROW_COLUMN).alias(sec.ROW),
         F.col(sec.VERSION),
         F.lit(sec.PUT).cast("byte").alias(sec.OP),
     )

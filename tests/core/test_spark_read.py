@@ -107,6 +107,55 @@ def test_spark_frame_special_paths(spark: SparkSession, tmp_path: os.PathLike[st
     assert {r[2] for r in got} == set(snap.files)
 
 
+def test_spark_frame_file_columns(spark: SparkSession, tmp_path: os.PathLike[str]) -> None:
+    """Constant columns per file reach every row of exactly that file, whatever its path."""
+    names = ["a b.parquet", "100% x+y%20z.parquet", "gl*ob é[1]{x}#h?q.parquet"]
+    spec = CaseSpec(
+        "name",
+        True,
+        [
+            FileSpec(
+                rows=[(i, f"s{i}", None), (i + 10, "t", None)], part=part, name=n, deleted={1} if i else set()
+            )
+            for i, (n, part) in enumerate(zip(names, ["a", "c d", "%2F+é=1"], strict=True))
+        ],
+    )
+    source, expected = build_case(str(tmp_path), spec)
+    snap = source.snapshot()
+    number = {path: i * 1000 for i, path in enumerate(sorted(snap.files))}
+    tag = {path: f"t{i}" for i, path in enumerate(sorted(snap.files))}
+    df = spark_frame(
+        spark,
+        source,
+        snap,
+        columns=["id"],
+        with_lineage=True,
+        file_columns={"n": (pa.int64(), number), "tag": (pa.string(), tag)},
+    )
+    assert df.columns == ["id", "_file_path", "_row", "n", "tag"]
+    got = collect(df)
+    assert sorted((r[:3] for r in got), key=repr) == rows_of(live(expected), ["id", "_file_path", "_row"])
+    assert all(r[3] == number[r[1]] and r[4] == tag[r[1]] for r in got)
+    with pytest.raises(QueryError, match="clash"):
+        spark_frame(spark, source, snap, file_columns={"id": (pa.int64(), number)})
+
+
+def test_spark_frame_fails_on_a_file_it_cannot_attribute(
+    spark: SparkSession, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows of a file whose Spark path matches no listed file fail the query, never vanish."""
+    import lakehouse_index.spark_read as sr
+
+    spec = CaseSpec("id", False, [FileSpec(rows=[(1, "a", 0.5)])])
+    source, _ = build_case(str(tmp_path), spec)
+    snap = source.snapshot()
+    locations = {path: sr._spark_location(path) for path in snap.files}
+    monkeypatch.setattr(sr, "_spark_location", locations.__getitem__)
+    monkeypatch.setattr(sr, "_hadoop_path", lambda path: "file:/elsewhere/x.parquet")
+    with pytest.raises(Exception, match="missing from the snapshot"):
+        spark_frame(spark, source, snap, columns=["id"]).collect()
+
+
 def test_spark_frame_empty_and_errors(spark: SparkSession, tmp_path: os.PathLike[str]) -> None:
     source, _ = build_case(str(tmp_path), CaseSpec("id", True, []))
     snap = source.snapshot()
