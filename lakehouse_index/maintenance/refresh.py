@@ -19,7 +19,9 @@ stamped with its own ordinal, so every version in between is answered exactly:
   before the index caught up): a removed file that is gone is not remapped (the files
   its commit added are indexed the ordinary way); a file added and removed again within
   the replay, and gone, is left out of the map, so a query at a version it was live in
-  fails clearly, as the table's own readers do.
+  fails clearly, as the table's own readers do;
+* an indexed version that left the table's history (log cleanup, snapshot expiry) cannot
+  be replayed from: the index is rebuilt from the target version instead (logged).
 
 **Quick** records only metadata (``Pending``): which files were appended, removed or
 had their deletes changed since the indexed version. Index data is unchanged, the
@@ -28,6 +30,7 @@ exact window is not extended, queries repair the difference by hybrid scan.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -36,7 +39,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakehouse_index.datafiles import read_file
-from lakehouse_index.errors import TableFormatError
+from lakehouse_index.errors import TableFormatError, VersionNotFoundError
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds import skipping
 from lakehouse_index.log.entry import Content, IndexFile, Level, LogEntry, Pending, SourceFile, SourceState
@@ -45,6 +48,7 @@ from lakehouse_index.maintenance.build import (
     LOCAL_MAX_ROWS,
     IndexJob,
     entries_frame,
+    full_build,
     local_entries,
     read_root_index,
     relative_to,
@@ -58,6 +62,8 @@ from lakehouse_index.storage import Storage, join_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -233,7 +239,24 @@ def incremental(
     ``remap=False`` indexes every added file from its key columns (no lineage remap).
     """
     spec = stable.spec
-    changes = list(source.changes(stable.source.version, target.version))
+    try:
+        changes = list(source.changes(stable.source.version, target.version))
+    except VersionNotFoundError as e:
+        # The indexed version left the table's history (Delta log cleanup, Iceberg snapshot
+        # expiry): its commits cannot be replayed. Rebuild from the target instead (file ids
+        # of known paths kept); older index snapshots stay for time travel until vacuum.
+        _log.warning("index %r: %s; rebuilding it from version %s", spec.name, e, target.version)
+        return full_build(
+            spark_factory,  # type: ignore[arg-type]
+            source,
+            target,
+            spec,
+            storage,
+            index_dir,
+            data_dir,
+            stable.source,
+            local_max_rows,
+        )
     new_files: list[IndexFile] = []
     if isinstance(spec, SkippingIndex):
         skipping.validate_spec(spec, target)
