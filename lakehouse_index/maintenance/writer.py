@@ -52,7 +52,9 @@ class TaskWriter:
 
     Rows arrive sorted (by bucket, then key). A new file starts when ``bucket_column``
     changes (covering indexes: one directory per bucket) or a file reaches
-    ``ROWS_PER_FILE``. Yields one row per file written: its path.
+    ``ROWS_PER_FILE``. Row groups hold exactly ``ROW_GROUP_ROWS`` rows (the last of a
+    file fewer), whatever the size of the Arrow batches Spark sends. Yields one row
+    per file written: its path.
     """
 
     storage: Storage
@@ -62,21 +64,19 @@ class TaskWriter:
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         written: list[str] = []
-        writer: pq.ParquetWriter | None = None
+        out: _GroupWriter | None = None
         current: object = None
-        rows_in_file = 0
         for batch in batches:
             for bucket, part in self._split(batch):
-                if writer is None or bucket != current or rows_in_file >= ROWS_PER_FILE:
-                    if writer is not None:
-                        writer.close()
-                    writer, path = self._open(bucket)
+                if out is None or bucket != current or out.rows >= ROWS_PER_FILE:
+                    if out is not None:
+                        out.close()
+                    out, path = self._open(bucket)
                     written.append(path)
-                    current, rows_in_file = bucket, 0
-                writer.write_batch(part, row_group_size=ROW_GROUP_ROWS)
-                rows_in_file += part.num_rows
-        if writer is not None:
-            writer.close()
+                    current = bucket
+                out.write(part)
+        if out is not None:
+            out.close()
         yield pa.RecordBatch.from_pydict({"path": written}, schema=pa.schema([("path", pa.string())]))
 
     def _split(self, batch: pa.RecordBatch) -> Iterator[tuple[object, pa.RecordBatch]]:
@@ -92,7 +92,7 @@ class TaskWriter:
                 yield buckets[start], body.slice(start, i - start)
                 start = i
 
-    def _open(self, bucket: object) -> tuple[pq.ParquetWriter, str]:
+    def _open(self, bucket: object) -> tuple[_GroupWriter, str]:
         name = f"part-{uuid.uuid4().hex}.parquet"
         path = (
             join_uri(self.data_dir, f"bucket={bucket}", name)
@@ -101,7 +101,33 @@ class TaskWriter:
         )
         fs, inner = self.storage.arrow(path)
         fs.create_dir(inner.rsplit("/", 1)[0], recursive=True)
-        return pq.ParquetWriter(inner, self.schema, filesystem=fs, **_write_options()), path
+        return _GroupWriter(pq.ParquetWriter(inner, self.schema, filesystem=fs, **_write_options())), path
+
+
+class _GroupWriter:
+    """One index file being written: rows are held back until they fill a whole row group."""
+
+    def __init__(self, writer: pq.ParquetWriter) -> None:
+        self._writer = writer
+        self._held: list[pa.RecordBatch] = []
+        self._held_rows = 0
+        self.rows = 0  # rows given to the file so far
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self._held.append(batch)
+        self._held_rows += batch.num_rows
+        self.rows += batch.num_rows
+        if self._held_rows >= ROW_GROUP_ROWS:
+            held = pa.Table.from_batches(self._held)
+            whole = self._held_rows - self._held_rows % ROW_GROUP_ROWS
+            self._writer.write_table(held.slice(0, whole), row_group_size=ROW_GROUP_ROWS)
+            self._held = held.slice(whole).to_batches()
+            self._held_rows -= whole
+
+    def close(self) -> None:
+        if self._held_rows:
+            self._writer.write_table(pa.Table.from_batches(self._held), row_group_size=ROW_GROUP_ROWS)
+        self._writer.close()
 
 
 def _cast(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:

@@ -1,0 +1,74 @@
+"""TaskWriter (the writer inside Spark tasks) on hand-made Arrow batches, without Spark."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lakehouse_index.maintenance.writer as writer
+from lakehouse_index.maintenance.writer import ROW_GROUP_ROWS, TaskWriter
+from lakehouse_index.storage import Storage
+
+SCHEMA = pa.schema([("k", pa.int64()), ("_row", pa.int64(), False)])
+
+
+def batches(sizes: list[int], buckets: list[int] | None = None) -> list[pa.RecordBatch]:
+    """Sorted rows k = 0, 1, ... cut into batches of ``sizes`` (int32 keys: the writer casts)."""
+    out, start = [], 0
+    for i, n in enumerate(sizes):
+        cols = {"k": pa.array(range(start, start + n), pa.int32()), "_row": pa.array(range(n), pa.int64())}
+        if buckets is not None:
+            cols["bucket"] = pa.array([buckets[i]] * n, pa.int32())
+        out.append(pa.RecordBatch.from_pydict(cols))
+        start += n
+    return out
+
+
+def run(tmp_path: Path, data: list[pa.RecordBatch], bucket_column: str | None = None) -> list[str]:
+    task = TaskWriter(Storage("file"), "file://" + str(tmp_path), SCHEMA, bucket_column)
+    (result,) = list(task(iter(data)))
+    return [p[len("file://") :] for p in result.column("path").to_pylist()]
+
+
+def group_sizes(path: str) -> list[int]:
+    meta = pq.ParquetFile(path).metadata
+    return [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
+
+
+def test_row_groups_are_whole_whatever_the_batches(tmp_path: Path) -> None:
+    sizes = [10_000, 3, 1, 5_000, ROW_GROUP_ROWS, 7_777]
+    paths = run(tmp_path, batches(sizes))
+    assert len(paths) == 1
+    total = sum(sizes)
+    full, rest = divmod(total, ROW_GROUP_ROWS)
+    assert group_sizes(paths[0]) == [ROW_GROUP_ROWS] * full + [rest]
+    table = pq.read_table(paths[0])
+    assert table.schema == SCHEMA
+    assert table.column("k").to_pylist() == list(range(total))
+
+
+def test_files_split_at_rows_per_file_and_buckets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(writer, "ROWS_PER_FILE", 9_000)
+    sizes = [6_000, 6_000, 6_000, 2_000, 5_000]
+    paths = run(tmp_path / "plain", batches(sizes))
+    # a file is closed once it holds ROWS_PER_FILE rows, at the next batch
+    assert [pq.ParquetFile(p).metadata.num_rows for p in paths] == [12_000, 13_000]
+    for p in paths:
+        sizes_in_file = group_sizes(p)
+        assert (
+            all(n == ROW_GROUP_ROWS for n in sizes_in_file[:-1]) and 0 < sizes_in_file[-1] <= ROW_GROUP_ROWS
+        )
+    keys = [k for p in paths for k in pq.read_table(p).column("k").to_pylist()]
+    assert keys == list(range(sum(sizes)))
+
+    bucketed = run(tmp_path / "cov", batches([5_000, 5_000, 300], buckets=[0, 0, 3]), "bucket")
+    assert [os.path.basename(os.path.dirname(p)) for p in bucketed] == ["bucket=0", "bucket=3"]
+    assert [group_sizes(p) for p in bucketed] == [
+        [ROW_GROUP_ROWS, ROW_GROUP_ROWS, 10_000 - 2 * ROW_GROUP_ROWS],
+        [300],
+    ]
+    assert pq.read_table(bucketed[0]).schema == SCHEMA
