@@ -14,11 +14,12 @@ from typing import Any
 from lakehouse_index.errors import IndexLogError
 from lakehouse_index.spec import IndexSpec, spec_from_json, spec_to_json
 
-#: Version written. Version 2 added ``SourceFile.moves`` (lineage remap); version 1 logs are
-#: still read (they have no moves). A reader of version 1 refuses version 2 entries, as it
-#: must: it would miss the rows that moved.
-FORMAT_VERSION = 2
-READABLE_VERSIONS = (1, 2)
+#: Version written. Version 2 added ``SourceFile.moves`` (lineage remap), version 3
+#: ``SourceFile.equality_applied``; older logs are still read (no moves; equality deletes
+#: applied unknown). A reader of an older version refuses newer entries, as it must: it
+#: would miss the rows that moved or answer rows an applied equality delete removed.
+FORMAT_VERSION = 3
+READABLE_VERSIONS = (1, 2, 3)
 
 JsonScalar = str | int | float | bool | None
 
@@ -90,6 +91,10 @@ class SourceFile:
     ``moves`` (lineage remap, only on a removed file) say where its rows went when a
     copy-on-write commit rewrote it: index entries of those rows answer for their new
     address from ``removed_ordinal`` on; rows in no move were deleted by that commit.
+    ``equality_applied`` names the equality-delete files (Iceberg) whose rows the index
+    entries already leave out: those that applied when the file was indexed, and later
+    ones on the record key, written as DEL entries. Other equality deletes are verified
+    at read. ``None``: unknown (a log older than format 3).
     """
 
     id: int
@@ -102,6 +107,7 @@ class SourceFile:
     added_ordinal: int = 0
     removed_ordinal: int | None = None
     moves: tuple[Move, ...] = ()
+    equality_applied: tuple[str, ...] | None = ()
 
 
 @dataclass(frozen=True)
@@ -271,6 +277,7 @@ def _source_file_to_dict(f: SourceFile) -> dict[str, Any]:
         "addedOrdinal": f.added_ordinal,
         "removedOrdinal": f.removed_ordinal,
         "moves": [[m.start, m.count, m.file_id, m.to] for m in f.moves],
+        "equalityApplied": None if f.equality_applied is None else list(f.equality_applied),
     }
 
 
@@ -286,6 +293,7 @@ def _source_file_from_dict(d: dict[str, Any]) -> SourceFile:
         added_ordinal=int(d["addedOrdinal"]),
         removed_ordinal=d["removedOrdinal"],
         moves=tuple(Move(*(int(x) for x in m)) for m in d.get("moves", ())),
+        equality_applied=None if d.get("equalityApplied") is None else tuple(map(str, d["equalityApplied"])),
     )
 
 

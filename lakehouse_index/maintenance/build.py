@@ -71,6 +71,8 @@ def source_file(entry: FileEntry, file_id: int, added_ordinal: int) -> SourceFil
         deletes_id=entry.deletes.id if entry.deletes else None,
         deleted_count=entry.deleted_count,
         added_ordinal=added_ordinal,
+        # Entries are read with every delete of ``entry`` applied, equality deletes included.
+        equality_applied=tuple(e.path for e in entry.equality_deletes),
     )
 
 

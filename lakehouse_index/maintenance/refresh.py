@@ -14,7 +14,10 @@ stamped with its own ordinal, so every version in between is answered exactly:
 * row-level delete changes (deletion vectors, position deletes) → DEL entries for
   exactly the newly deleted positions and PUT entries for positions that came back
   (RESTORE, rollback), reading only those rows' key columns (pyarrow, no JVM);
-* equality deletes are matched by value at read time (see ``query.coverage``);
+* equality deletes on record-key columns (Iceberg) → DEL entries for exactly the rows they
+  match, found by reading the delete columns of the files they apply to; equality deletes
+  on other columns are matched by value at read time (see ``query.coverage``);
+  ``SourceFile.equality_applied`` says which is which;
 * files a commit touched that were deleted from storage since (the table was vacuumed
   before the index caught up): a removed file that is gone is not remapped (the files
   its commit added are indexed the ordinary way); a file added and removed again within
@@ -37,8 +40,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
+from pyroaring import BitMap64
 
-from lakehouse_index.datafiles import read_file
+from lakehouse_index.datafiles import ROW_COLUMN, equality_delete_mask, read_file
 from lakehouse_index.errors import TableFormatError, VersionNotFoundError
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds import skipping
@@ -177,22 +181,72 @@ def _deletes_changed(
     ordinal: int,
     row_level: bool,
 ) -> None:
+    """Entries for the rows whose deletion changed in a covered file, and its new map record.
+
+    The rows the index leaves out are those deleted by the file's deletion vector /
+    position deletes and by its applied equality deletes (``SourceFile.equality_applied``).
+    A new equality delete on record-key columns is applied (its rows get DEL entries);
+    one on other columns is verified at read. Rows that come back (RESTORE, rollback)
+    get PUT entries.
+    """
     fid = state.live.get(after.path)
     if fid is None:
         return
+    sf = state.files[fid]
+    applied = _applied_equality_deletes(sf, after, spec)
     if row_level:
         old = source.deleted_positions(before)
         new = source.deleted_positions(after)
+        applied_before, applied_after = sf.equality_applied or (), applied or ()
+        # Applied equality deletes count too when they changed, or when a row would come
+        # back from the position deletes (it may still be equality-deleted).
+        if applied_before != applied_after or (applied_after and old - new):
+            old |= _equality_deleted(source, target, before, applied_before)
+            new |= _equality_deleted(source, target, after, applied_after)
         for positions, op in ((new - old, sec.DEL), (old - new, sec.PUT)):
             if positions:
                 state.row_entries.append(
                     _row_entries(source, target, spec, after, positions, fid, ordinal, op)
                 )
     state.files[fid] = replace(
-        state.files[fid],
+        sf,
         deletes_id=after.deletes.id if after.deletes else None,
         deleted_count=after.deleted_count,
+        equality_applied=applied if row_level else sf.equality_applied,
     )
+
+
+def _applied_equality_deletes(sf: SourceFile, after: FileEntry, spec: IndexSpec) -> tuple[str, ...] | None:
+    """The equality deletes of ``after`` whose rows the index will leave out.
+
+    Those applied before that still apply, plus new ones on record-key columns. ``None``
+    (unknown, a log older than format 3) stays unknown: queries verify every equality delete.
+    """
+    if sf.equality_applied is None:
+        return None
+    record_key = set(getattr(spec, "record_key", ()))
+    kept = [e.path for e in after.equality_deletes if e.path in sf.equality_applied]
+    new = [
+        e.path
+        for e in after.equality_deletes
+        if e.path not in sf.equality_applied and record_key and set(e.columns) <= record_key
+    ]
+    return tuple(kept + new)
+
+
+def _equality_deleted(
+    source: TableSource, target: Snapshot, entry: FileEntry, paths: Sequence[str]
+) -> BitMap64:
+    """Positions of ``entry`` deleted by its equality-delete files named in ``paths``."""
+    deletes = tuple(e for e in entry.equality_deletes if e.path in paths)
+    if not deletes:
+        return BitMap64()
+    only = replace(entry, deletes=None, equality_deletes=deletes)
+    columns = list(dict.fromkeys(c for e in deletes for c in e.columns))
+    rows = read_file(source, target, only, columns=columns, with_positions=True, apply_deletes=False)
+    mask = equality_delete_mask(source, target, only, rows)
+    assert mask is not None
+    return BitMap64(rows[ROW_COLUMN].to_numpy()[mask].tolist())
 
 
 def _row_entries(

@@ -10,11 +10,13 @@ For a target version v and an index snapshot s (a stable log entry):
   files live in v and not covered by s are scanned; entries of covered files not live in
   v are dropped; a covered file whose row-level deletes differ is filtered by v's deletes
   when it had none when indexed, else scanned (rows deleted then may be live in v); the
-  same for a covered file with an equality delete at s that does not apply in v.
+  same for a covered file with an applied equality delete that does not apply in v.
 
-In both, rows of files with equality deletes are re-read and filtered (they match by value),
-and entries of files rewritten by copy-on-write commits up to the cap are read at their new
-address (``moves``, the lineage remap).
+In both, rows of files with equality deletes the index has not applied (``SourceFile.
+equality_applied``: those of a full build, and later ones on the record key, which refresh
+writes as DEL entries) are re-read and filtered by value, and entries of files rewritten by
+copy-on-write commits up to the cap are read at their new address (``moves``, the lineage
+remap).
 """
 
 from __future__ import annotations
@@ -73,20 +75,21 @@ def coverage(source: TableSource, entry: LogEntry, target: Snapshot) -> Coverage
     )
     if window:
         return _window(entry, target)
-    return _hybrid(entry, target, _equality_deletes_when_indexed(source, entry))
+    return _hybrid(entry, target, _legacy_equality_applied(source, entry))
 
 
-def _equality_deletes_when_indexed(source: TableSource, entry: LogEntry) -> dict[str, frozenset[str]] | None:
-    """Per covered file: paths of the equality-delete files that applied at the indexed version.
+def _legacy_equality_applied(source: TableSource, entry: LogEntry) -> dict[str, frozenset[str]] | None:
+    """For file-map records older than format 3: the equality deletes their entries leave out.
 
-    A full build reads the rows with every delete applied, equality deletes included, so
-    the rows those files deleted have no entry. A version where one of them does not apply
-    (time travel to before it, a rollback) must scan the file. ``{}`` for formats without
-    equality deletes; ``None`` when the indexed version is gone (unknown: scan every file).
-    Inside an exact window this cannot happen: the window starts at the last full build and
-    equality deletes only accumulate along the lineage.
+    Those are at least the ones that applied at the indexed version when the file was
+    indexed by a full build (which reads rows with every delete applied); taking every
+    equality delete of the indexed version is the conservative reading. ``{}`` when every
+    record says it itself, or for formats without equality deletes; ``None`` when the
+    indexed version is gone (unknown: scan every such file).
     """
-    if type(source).equality_delete_rows is TableSource.equality_delete_rows:
+    if type(source).equality_delete_rows is TableSource.equality_delete_rows or all(
+        f.equality_applied is not None for f in entry.source.files
+    ):
         return {}
     try:
         indexed = source.snapshot(entry.source.version)
@@ -97,6 +100,19 @@ def _equality_deletes_when_indexed(source: TableSource, entry: LogEntry) -> dict
         for path, fe in indexed.files.items()
         if fe.equality_deletes
     }
+
+
+def _left_out(sf: SourceFile, legacy: dict[str, frozenset[str]] | None) -> frozenset[str] | None:
+    """Equality-delete files whose rows ``sf``'s entries leave out (None: unknown)."""
+    if sf.equality_applied is not None:
+        return frozenset(sf.equality_applied)
+    return None if legacy is None else legacy.get(sf.path, frozenset())
+
+
+def _verify(sf: SourceFile, target: FileEntry) -> bool:
+    """Whether equality deletes of ``target`` may delete rows the entries of ``sf`` still hold."""
+    applies = {e.path for e in target.equality_deletes}
+    return not applies <= set(sf.equality_applied) if sf.equality_applied is not None else bool(applies)
 
 
 def _covered_at(f: SourceFile, ordinal: int) -> bool:
@@ -115,12 +131,12 @@ def _window(entry: LogEntry, target: Snapshot) -> Coverage:
             scan.append(fe)
             continue
         answered[sf.id] = fe
-        if fe.equality_deletes:
+        if _verify(sf, fe):
             filtered.add(sf.id)
     return Coverage(v, answered, frozenset(filtered), tuple(scan), True, moves_of(entry.source, v))
 
 
-def _hybrid(entry: LogEntry, target: Snapshot, eq_indexed: dict[str, frozenset[str]] | None) -> Coverage:
+def _hybrid(entry: LogEntry, target: Snapshot, legacy: dict[str, frozenset[str]] | None) -> Coverage:
     covered = {f.path: f for f in entry.source.files if f.removed_ordinal is None}
     answered: dict[int, FileEntry] = {}
     filtered = set()
@@ -128,15 +144,14 @@ def _hybrid(entry: LogEntry, target: Snapshot, eq_indexed: dict[str, frozenset[s
     for path, fe in target.files.items():
         sf = covered.get(path)
         target_deletes = fe.deletes.id if fe.deletes else None
-        if sf is None:
+        left_out = None if sf is None else _left_out(sf, legacy)
+        if sf is None or left_out is None:
             scan.append(fe)
-        elif eq_indexed is None or not eq_indexed.get(path, frozenset()) <= {
-            e.path for e in fe.equality_deletes
-        }:
-            scan.append(fe)  # rows equality-deleted when indexed may be live here
+        elif not left_out <= {e.path for e in fe.equality_deletes}:
+            scan.append(fe)  # rows an equality delete removed from the index may be live here
         elif sf.deletes_id == target_deletes:
             answered[sf.id] = fe
-            if fe.equality_deletes:
+            if _verify(sf, fe):
                 filtered.add(sf.id)
         elif sf.deleted_count == 0:
             answered[sf.id] = fe

@@ -73,6 +73,7 @@ source_files = st.builds(
         ),
         max_size=4,
     ).map(tuple),
+    equality_applied=st.none() | st.lists(st.text(max_size=20), max_size=3).map(tuple),
 )
 key_tuples = st.none() | st.lists(scalars, min_size=1, max_size=3).map(tuple)
 index_files = st.builds(
@@ -144,20 +145,34 @@ def test_json_round_trip(entry: LogEntry) -> None:
         "writer",
         "baseId",
     }
-    assert doc["formatVersion"] == 2
+    assert doc["formatVersion"] == 3
 
 
 @settings(max_examples=200, deadline=None)
 @given(entries)
 def test_format_version_1_entries_are_still_read(entry: LogEntry) -> None:
-    """Logs written before the lineage remap (version 1) have no ``moves``: read as none."""
+    """Logs written before the lineage remap (version 1) have no ``moves``: read as none; nor
+    ``equalityApplied``: read as unknown."""
     doc = json.loads(entry.to_json())
     doc["formatVersion"] = 1
     for f in doc["source"]["files"]:
-        del f["moves"]
+        del f["moves"], f["equalityApplied"]
     old = LogEntry.from_json(json.dumps(doc).encode())
     assert all(f.moves == () for f in old.source.files)
-    assert old.source.files == tuple(replace(f, moves=()) for f in entry.source.files)
+    assert old.source.files == tuple(replace(f, moves=(), equality_applied=None) for f in entry.source.files)
+
+
+@settings(max_examples=200, deadline=None)
+@given(entries)
+def test_format_version_2_entries_are_still_read(entry: LogEntry) -> None:
+    """Logs written before equality deletes were applied (version 2): which ones the entries
+    leave out is unknown (None), so queries verify every equality delete."""
+    doc = json.loads(entry.to_json())
+    doc["formatVersion"] = 2
+    for f in doc["source"]["files"]:
+        del f["equalityApplied"]
+    old = LogEntry.from_json(json.dumps(doc).encode())
+    assert old.source.files == tuple(replace(f, equality_applied=None) for f in entry.source.files)
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -187,7 +202,7 @@ def _raw(backend, slot: int, doc: dict | bytes) -> None:
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda d: {**d, "formatVersion": 3}, "format version 3"),
+        (lambda d: {**d, "formatVersion": 4}, "format version 4"),
         (lambda d: {k: v for k, v in d.items() if k != "formatVersion"}, "format version None"),
         (lambda d: {**d, "state": "FROZEN"}, "malformed"),
         (lambda d: {k: v for k, v in d.items() if k != "source"}, "malformed"),
