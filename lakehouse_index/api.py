@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from lakehouse_index import expr
-from lakehouse_index.errors import IllegalIndexStateError, IndexNotFoundError
+from lakehouse_index.errors import IllegalIndexStateError, IndexNotFoundError, QueryError
 from lakehouse_index.kinds import skipping
 from lakehouse_index.kinds.validation import validate_spec
 from lakehouse_index.log.entry import Content, IndexState, LogEntry, Operation, SourceState
@@ -34,6 +34,7 @@ from lakehouse_index.maintenance.build import LOCAL_MAX_ROWS, full_build
 from lakehouse_index.query import lookup as lk
 from lakehouse_index.query import planner
 from lakehouse_index.query.coverage import plain_scan
+from lakehouse_index.query.planner import IndexOption
 from lakehouse_index.registry import open_source
 from lakehouse_index.scan import scan_files, scan_snapshot
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
@@ -135,10 +136,15 @@ class Table:
         timestamp_as_of: dt.datetime | int | None = None,
         columns: Sequence[str] | None = None,
         where: Where | None = None,
+        use_indexes: bool = True,
     ) -> pa.Table:
-        """Plain read of a table version with deletes applied (pyarrow, no index, no JVM)."""
+        """The rows of a table version matching ``where``, deletes applied (pyarrow, no JVM).
+
+        With ``where``, the files read are narrowed by the cheapest index that applies (see
+        :meth:`read` and :meth:`explain`); ``use_indexes=False`` reads every live file.
+        """
         snap = self.snapshot(version_as_of, timestamp_as_of)
-        files = self._skipping_files(snap, where) if where is not None else None
+        files = self._files_for(snap, where) if use_indexes and where is not None else None
         if files is None:
             return scan_snapshot(self.source, snap, columns=columns, where=where)
         return scan_files(self.source, snap, files, columns=columns, where=where)
@@ -155,64 +161,64 @@ class Table:
     ) -> DataFrame:
         """A Spark DataFrame of a table version (data files read directly; deletes applied).
 
-        When ``where`` pins the key of an active secondary or covering index to a finite
-        set of values (``=`` / ``IN``, under AND / OR), the planner's snapshot of that index
-        locates the files holding those keys and Spark reads only them, re-checking the
-        predicate; otherwise every live file is read. Works with no index at all.
+        With ``where``, the planner (:meth:`explain` with ``where=``) weighs every index: a
+        secondary or covering index whose key ``where`` pins to a finite set of values
+        (``=`` / ``IN``, under AND / OR) locates the files holding those keys, a skipping
+        index prunes files by its statistics, or every live file is read, whichever is
+        estimated cheapest; Spark re-checks the predicate. Works with no index at all.
         """
         from lakehouse_index.spark import get_spark
         from lakehouse_index.spark_read import spark_frame
 
         snap = self.snapshot(version_as_of, timestamp_as_of)
-        files = None
-        if use_indexes and where is not None:
-            files = self._files_for(snap, where)
-            if files is None:
-                files = self._skipping_files(snap, where)
+        files = self._files_for(snap, where) if use_indexes and where is not None else None
         return spark_frame(get_spark(spark), self.source, snap, files=files, columns=columns, where=where)
 
-    def _skipping_files(self, snap: Snapshot, where: Where) -> list[FileEntry] | None:
-        """Files of ``snap`` kept by an active skipping index on the predicate's columns (None: none applies).
+    def _read_plan(self, snap: Snapshot, where: Where) -> planner.Plan:
+        """The planner's choice among every active index (and a plain scan) for ``where`` at ``snap``."""
+        predicate = expr.Predicate.of(where, snap.schema)
+        options: list[IndexOption] = []
+        for info in self.indexes():
+            if info.state is not IndexState.ACTIVE:
+                continue
+            snapshots = tuple(self._log(info.name).active_snapshots())
+            if info.kind is IndexKind.SKIPPING:
+                kept = self._skipping_kept(info.name, snapshots[-1], snap, predicate) if snapshots else None
+                options.append(IndexOption(info.name, snapshots, kept=kept))
+            else:
+                keys = predicate.key_values(info.spec.key) if predicate is not None else None
+                options.append(IndexOption(info.name, snapshots, keys=keys))
+        text = where if isinstance(where, str) else str(where)
+
+        def located(name: str, keys: Sequence[tuple[object, ...]]) -> frozenset[str]:
+            found = self.locate(name, list(keys), version_as_of=snap.version)
+            return frozenset(found[lk.FILE].to_pylist())
+
+        return planner.plan_read(
+            self.source, f"read where {text}", options, snap, located, self.planner_config
+        )
+
+    def _skipping_kept(
+        self, name: str, entry: LogEntry, snap: Snapshot, predicate: expr.Predicate | None
+    ) -> frozenset[str] | None:
+        """Paths of ``snap``'s files a skipping index keeps for ``predicate`` (None: it prunes nothing).
 
         Files the index does not cover (appended since its last refresh) are always kept.
         """
-        predicate = expr.Predicate.of(where, snap.schema)
-        if predicate is None:
+        if predicate is None or predicate.node is None or not set(entry.spec.columns) & predicate.columns:
             return None
-        for info in self.indexes():
-            if info.kind is not IndexKind.SKIPPING or info.state is not IndexState.ACTIVE:
-                continue
-            if not set(info.spec.columns) & predicate.columns:
-                continue
-            entry = self._log(info.name).latest_stable()
-            assert entry is not None
-            covered = {f.path: f.id for f in entry.source.files if f.removed_ordinal is None}
-            live_ids = [covered[p] for p in snap.files if p in covered]
-            data = skipping.load(
-                self.storage, self._index_dir(info.name), entry.content.files, live_ids, snap
-            )
-            keep = skipping.prune(data, predicate, live_ids)
-            return [f for p, f in snap.files.items() if p not in covered or covered[p] in keep]
-        return None
+        covered = {f.path: f.id for f in entry.source.files if f.removed_ordinal is None}
+        live_ids = [covered[p] for p in snap.files if p in covered]
+        data = skipping.load(self.storage, self._index_dir(name), entry.content.files, live_ids, snap)
+        keep = skipping.prune(data, predicate, live_ids)
+        return frozenset(p for p in snap.files if p not in covered or covered[p] in keep)
 
     def _files_for(self, snap: Snapshot, where: Where) -> list[FileEntry] | None:
-        """The files an index says may hold rows matching ``where`` (None: no index applies)."""
-        predicate = expr.Predicate.of(where, snap.schema)
-        if predicate is None:
+        """The files the planner's choice of index says may hold rows matching ``where`` (None: all)."""
+        chosen = self._read_plan(snap, where).chosen
+        if chosen.files is None:
             return None
-        for info in self.indexes():
-            if info.state is not IndexState.ACTIVE or info.kind is IndexKind.SKIPPING:
-                continue
-            keys = predicate.key_values(info.spec.key)
-            if keys is None:
-                continue
-            plan = self.plan(info.name, keys, version_as_of=snap.version)
-            if plan.chosen.entry is None:
-                continue  # the planner prefers a plain scan here
-            located = self.locate(info.name, keys, version_as_of=snap.version)
-            paths = set(located["_file"].to_pylist())
-            return [f for p, f in snap.files.items() if p in paths]
-        return None
+        return [f for p, f in snap.files.items() if p in chosen.files]
 
     # ------------------------------------------------------------------ index lifecycle
 
@@ -494,16 +500,25 @@ class Table:
 
     def explain(
         self,
-        name: str,
+        name: str | None = None,
         keys: Sequence[Any] | None = None,
         *,
+        where: Where | None = None,
         version_as_of: int | str | None = None,
         timestamp_as_of: dt.datetime | int | None = None,
     ) -> planner.Plan:
-        """The plan of a lookup: every candidate snapshot with its cost, the choice, and why others lost.
+        """The plan of a query: every candidate with its cost, the choice, and why the others lost.
 
-        ``print(t.explain("by_email", ["a@x"], version_as_of=3))``.
+        A lookup through one index: ``print(t.explain("by_email", ["a@x"], version_as_of=3))``
+        lists that index's snapshots and the plain scan. A read with a predicate:
+        ``print(t.explain(where="email = 'a@x' AND country = 'DE'"))`` weighs every index of
+        the table (the ones that cannot answer are listed with the reason) and the plain scan,
+        as :meth:`read` and :meth:`scan` do.
         """
+        if where is not None:
+            return self._read_plan(self.snapshot(version_as_of, timestamp_as_of), where)
+        if name is None:
+            raise QueryError("explain needs an index name (a lookup) or where= (a read)")
         return self.plan(
             name, list(keys or [None]), version_as_of=version_as_of, timestamp_as_of=timestamp_as_of
         )

@@ -1,7 +1,12 @@
 """Choosing the index snapshot that answers a query at a table version most cheaply.
 
-Candidates are every retained ACTIVE snapshot (log entry) of the index, plus a plain
-scan of the version. The cost of answering version v from snapshot s, in bytes:
+A lookup through a named index (:func:`plan`) has as candidates every retained ACTIVE
+snapshot (log entry) of that index, plus a plain scan of the version. A read with a
+predicate (:func:`plan_read`) considers every index of the table: the snapshots of each
+secondary or covering index whose key the predicate pins to finitely many values, each
+skipping index that prunes files for it (cost: the bytes of the files it keeps plus its
+own), and the plain scan; an index that cannot answer is listed with the reason
+``WRONG_COLUMNS``. The cost of answering version v from snapshot s, in bytes:
 
 * data files live in v that s does not cover (the hybrid scan reads them),
 * index data read (per key, up to one row group of each index file, charged at the
@@ -18,8 +23,8 @@ carries a typed reason, which ``explain`` prints.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from lakehouse_index.errors import VersionNotFoundError
@@ -27,6 +32,7 @@ from lakehouse_index.log.entry import LogEntry
 from lakehouse_index.maintenance.writer import ROW_GROUP_ROWS
 from lakehouse_index.query.coverage import Coverage, coverage
 from lakehouse_index.source import Snapshot, TableSource
+from lakehouse_index.spec import IndexKind
 
 
 class Reason(str, Enum):
@@ -66,11 +72,18 @@ class Candidate:
     index_bytes: int
     repair_cost: int
     reason: Reason = Reason.MORE_EXPENSIVE
+    #: The index the candidate reads (None: the plain scan).
+    index: str | None = None
+    #: For a read: the live files (paths) the candidate has the read open: those a skipping
+    #: index keeps, or those a secondary or covering index locates the keys in.
+    files: frozenset[str] | None = None
+    #: Bytes of ``files``.
+    fetch_bytes: int = 0
 
     @property
     def cost(self) -> int:
         """Total estimated bytes."""
-        return self.scan_bytes + self.index_bytes + self.repair_cost
+        return self.scan_bytes + self.index_bytes + self.repair_cost + self.fetch_bytes
 
     @property
     def usable(self) -> bool:
@@ -82,7 +95,8 @@ class Candidate:
 class Plan:
     """The planner's decision for one query; ``str(plan)`` is the explain output."""
 
-    index: str
+    #: What is planned, e.g. "lookup via index 'by_email'" (the explain header).
+    query: str
     target: Snapshot
     keys: int
     candidates: tuple[Candidate, ...]
@@ -95,17 +109,20 @@ class Plan:
 
     def __str__(self) -> str:
         lines = [
-            f"lookup via index {self.index!r} at table version {self.target.version} "
+            f"{self.query} at table version {self.target.version} "
             f"({len(self.target.files)} files, {self.target.total_bytes:,} bytes), {self.keys} key(s)",
-            f"{'candidate':<34} {'cost (bytes)':>14} {'scan':>12} {'index':>10} {'repair':>8}  decision",
+            f"{'candidate':<44} {'cost (bytes)':>14} {'scan':>12} {'index':>10} {'repair':>8} "
+            f"{'fetch':>12}  decision",
         ]
         for c in self.candidates:
             lines.append(
-                f"{c.label:<34} {c.cost:>14,} {c.scan_bytes:>12,} {c.index_bytes:>10,} {c.repair_cost:>8,}  "
-                f"{c.reason.value}"
+                f"{c.label:<44} {c.cost:>14,} {c.scan_bytes:>12,} {c.index_bytes:>10,} {c.repair_cost:>8,} "
+                f"{c.fetch_bytes:>12,}  {c.reason.value}"
             )
         ch = self.chosen
-        if ch.coverage is not None:
+        if ch.files is not None:
+            lines.append(f"→ {ch.label}: {len(ch.files)} of {len(self.target.files)} files read")
+        elif ch.coverage is not None:
             cov = ch.coverage
             mode = "exact window (index only)" if cov.exact_window else "hybrid scan"
             lines.append(
@@ -169,12 +186,105 @@ def plan(
     config: PlannerConfig = PlannerConfig(),
 ) -> Plan:
     """Cost every snapshot of ``index`` and the plain scan for a lookup of ``keys`` keys at ``target``."""
+    cands = _snapshot_candidates(source, index, snapshots, target, keys, config)
+    notes = () if snapshots else ("the index has no active snapshot",)
+    return _choose(f"lookup via index {index!r}", target, keys, cands, config, notes)
+
+
+@dataclass(frozen=True)
+class IndexOption:
+    """One index of the table, as a read with a predicate could use it."""
+
+    name: str
+    #: Its retained ACTIVE snapshots (the newest last).
+    snapshots: tuple[LogEntry, ...]
+    #: Secondary / covering: the key tuples the predicate pins the key to (None: it does not).
+    keys: Sequence[tuple[object, ...]] | None = None
+    #: Skipping: the live files it keeps for the predicate (None: it prunes nothing for it).
+    kept: frozenset[str] | None = None
+
+
+def plan_read(
+    source: TableSource,
+    query: str,
+    options: Sequence[IndexOption],
+    target: Snapshot,
+    locate: Callable[[str, Sequence[tuple[object, ...]]], frozenset[str]],
+    config: PlannerConfig = PlannerConfig(),
+) -> Plan:
+    """Cost every way to read the rows of ``target`` matching a predicate: each index, or a plain scan.
+
+    A skipping index costs its own bytes plus the files it keeps. A secondary or covering
+    index costs what a lookup through each snapshot costs plus the files holding the keys,
+    which ``locate(index, keys)`` finds (it is called only for indexes that can compete).
+    """
+    cands: list[Candidate] = []
+    keys = 0
+    for opt in options:
+        latest = opt.snapshots[-1] if opt.snapshots else None
+        if latest is not None and latest.spec.kind is IndexKind.SKIPPING:
+            if opt.kept is None:
+                cands.append(_unusable(opt.name))
+                continue
+            label = f"{opt.name}: skipping, {len(opt.kept)} files kept"
+            fetch = _bytes_of(target, opt.kept)
+            cands.append(
+                Candidate(
+                    label,
+                    latest,
+                    None,
+                    0,
+                    latest.content.size,
+                    0,
+                    index=opt.name,
+                    files=opt.kept,
+                    fetch_bytes=fetch,
+                )
+            )
+        elif opt.keys is None or latest is None:
+            cands.append(_unusable(opt.name))
+        else:
+            keys = max(keys, len(opt.keys))
+            snaps = _snapshot_candidates(
+                source, opt.name, opt.snapshots, target, len(opt.keys), config, prefix=f"{opt.name}: "
+            )
+            if any(c.usable for c in snaps):
+                found = locate(opt.name, opt.keys)
+                fetch = _bytes_of(target, found)
+                snaps = [replace(c, files=found, fetch_bytes=fetch) if c.usable else c for c in snaps]
+            cands += snaps
+    return _choose(query, target, keys, cands, config, ())
+
+
+def _bytes_of(target: Snapshot, paths: frozenset[str]) -> int:
+    return sum(f.size for p, f in target.files.items() if p in paths)
+
+
+def _unusable(name: str) -> Candidate:
+    return Candidate(name, None, None, 0, 0, 0, Reason.WRONG_COLUMNS, index=name)
+
+
+def _snapshot_candidates(
+    source: TableSource,
+    index: str,
+    snapshots: Sequence[LogEntry],
+    target: Snapshot,
+    keys: int,
+    config: PlannerConfig,
+    *,
+    prefix: str = "",
+) -> list[Candidate]:
+    """A candidate per distinct snapshot of one secondary or covering index (labels after ``prefix``)."""
     total = target.total_bytes
     rg_bytes = _row_group_bytes(snapshots)
     cands: list[Candidate] = []
     for e in _distinct(snapshots):
         if not _in_history(source, e.source.version):
-            cands.append(Candidate(_snapshot_label(e), e, None, 0, 0, 0, Reason.TABLE_VERSION_GONE))
+            cands.append(
+                Candidate(
+                    prefix + _snapshot_label(e), e, None, 0, 0, 0, Reason.TABLE_VERSION_GONE, index=index
+                )
+            )
             continue
         cov = coverage(source, e, target)
         live = set(target.files)
@@ -184,22 +294,29 @@ def plan(
         reason = Reason.MORE_EXPENSIVE
         if total and cov.scan_bytes > config.max_scan_share * total and not config.force_index:
             reason = Reason.OVER_THRESHOLD
+        index_bytes = _index_bytes(e, keys, rg_bytes)
         cands.append(
             Candidate(
-                _snapshot_label(e), e, cov, cov.scan_bytes, _index_bytes(e, keys, rg_bytes), repair, reason
+                prefix + _snapshot_label(e), e, cov, cov.scan_bytes, index_bytes, repair, reason, index=index
             )
         )
-    cands.append(Candidate("plain scan", None, None, total, 0, 0))
+    return cands
+
+
+def _choose(
+    query: str,
+    target: Snapshot,
+    keys: int,
+    cands: list[Candidate],
+    config: PlannerConfig,
+    notes: tuple[str, ...],
+) -> Plan:
+    """The plan choosing the cheapest usable candidate (the plain scan is added last)."""
+    cands = [*cands, Candidate("plain scan", None, None, target.total_bytes, 0, 0)]
     usable = [c for c in cands if c.usable]
     if config.force_index and any(c.entry is not None for c in usable):
         usable = [c for c in usable if c.entry is not None]
     # Cheapest; ties to the newer snapshot (higher entry id), then to any index over the plain scan.
     best = min(usable, key=lambda c: (c.cost, -(c.entry.id if c.entry else -1)))
-    final = tuple(
-        Candidate(c.label, c.entry, c.coverage, c.scan_bytes, c.index_bytes, c.repair_cost, Reason.CHOSEN)
-        if c is best
-        else c
-        for c in cands
-    )
-    notes = () if snapshots else ("the index has no active snapshot",)
-    return Plan(index, target, keys, final, notes)
+    final = tuple(replace(c, reason=Reason.CHOSEN) if c is best else c for c in cands)
+    return Plan(query, target, keys, final, notes)
