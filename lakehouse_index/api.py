@@ -18,6 +18,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -45,8 +46,25 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 INDEX_DIR_NAME = "_lakehouse_index"
-REFRESH_MODES = ("full", "incremental", "quick")
-OPTIMIZE_MODES = ("quick", "full")
+
+
+class RefreshMode(str, Enum):
+    """How ``refresh_index`` brings an index up to date."""
+
+    FULL = "full"
+    INCREMENTAL = "incremental"
+    QUICK = "quick"
+
+
+class OptimizeMode(str, Enum):
+    """How ``optimize_index`` compacts an index."""
+
+    QUICK = "quick"
+    FULL = "full"
+
+
+REFRESH_MODES = tuple(m.value for m in RefreshMode)
+OPTIMIZE_MODES = tuple(m.value for m in OptimizeMode)
 
 Where = str | expr.Predicate | Any  # SQL text, a parsed predicate, or a pyarrow Expression
 

@@ -11,9 +11,12 @@ from rich.console import Console
 from rich.table import Table as RichTable
 
 import lakehouse_index as li
+from lakehouse_index.api import OptimizeMode, RefreshMode
 from lakehouse_index.errors import LakehouseIndexError
+from lakehouse_index.maintenance.build import LOCAL_MAX_ROWS
 from lakehouse_index.progress import spark_progress
 from lakehouse_index.spark import get_spark
+from lakehouse_index.spec import AutoRefresh
 
 app = typer.Typer(help="Side-car indexes for Delta Lake and Iceberg tables.", no_args_is_help=True)
 console = Console()
@@ -54,6 +57,12 @@ def _with_spark(what: str, run: Callable[[Any], li.IndexInfo]) -> li.IndexInfo:
         return run(spark)
 
 
+def _small(t: li.Table) -> bool:
+    """Whether the latest version is small enough to be indexed in this process (no JVM)."""
+    files = t.snapshot().files.values()
+    return sum((f.num_records or f.size // 64) - f.deleted_count for f in files) <= LOCAL_MAX_ROWS
+
+
 def _parse_keys(keys: list[str]) -> list[Any]:
     """Keys as JSON values where they parse (numbers, arrays for composite keys), else strings."""
     out = []
@@ -75,16 +84,29 @@ def create(
     covering: Annotated[bool, typer.Option(help="create a covering index (key = indexed)")] = False,
     include: Annotated[list[str] | None, typer.Option(help="included column (covering)")] = None,
     buckets: Annotated[int, typer.Option(help="buckets (covering)")] = 8,
+    skipping: Annotated[bool, typer.Option(help="create a skipping index (key = its columns)")] = False,
+    auto_refresh: Annotated[
+        AutoRefresh, typer.Option(help="what auto-maintenance does")
+    ] = AutoRefresh.INCREMENTAL,
     catalog: CatalogOpt = None,
     index_root: IndexRootOpt = None,
 ) -> None:
-    """Create an index and build it (on Spark)."""
-    spec: li.SecondaryIndex | li.CoveringIndex
+    """Create an index and build it (in process when small, else on Spark with a progress bar)."""
+    spec: li.SecondaryIndex | li.CoveringIndex | li.SkippingIndex
+    if covering and skipping:
+        raise typer.BadParameter("--covering and --skipping exclude each other")
     if covering:
-        spec = li.CoveringIndex(name, indexed=key, included=include or [], num_buckets=buckets)
+        spec = li.CoveringIndex(
+            name, indexed=key, included=include or [], num_buckets=buckets, auto_refresh=auto_refresh
+        )
+    elif skipping:
+        spec = li.SkippingIndex(name, columns=key, auto_refresh=auto_refresh)
     else:
-        spec = li.SecondaryIndex(name, key=key, record_key=record_key or None)
+        spec = li.SecondaryIndex(name, key=key, record_key=record_key or None, auto_refresh=auto_refresh)
     t = _open(table, catalog, index_root)
+    if _small(t):
+        _print_infos([t.create_index(spec)])
+        return
     _print_infos([_with_spark(f"building {name}", lambda spark: t.create_index(spec, spark=spark))])
 
 
@@ -92,7 +114,7 @@ def create(
 def refresh(
     table: TableArg,
     name: NameArg,
-    mode: Annotated[str, typer.Option(help="full | incremental | quick")] = "incremental",
+    mode: Annotated[RefreshMode, typer.Option(help="refresh mode")] = RefreshMode.INCREMENTAL,
     remap: Annotated[
         bool, typer.Option(help="incremental: remap rows of rewritten files instead of re-indexing them")
     ] = True,
@@ -101,23 +123,29 @@ def refresh(
 ) -> None:
     """Bring an index up to the latest table version."""
     t = _open(table, catalog, index_root)
-    if mode != "full":  # quick and delete-only incremental refreshes need no JVM
-        _print_infos([t.refresh_index(name, mode=mode, remap=remap)])
+    if mode is not RefreshMode.FULL or _small(
+        t
+    ):  # small builds, quick and most incremental refreshes need no JVM
+        _print_infos([t.refresh_index(name, mode=mode.value, remap=remap)])
         return
-    _print_infos([_with_spark(f"rebuilding {name}", lambda spark: t.refresh_index(name, mode, spark=spark))])
+    _print_infos(
+        [_with_spark(f"rebuilding {name}", lambda spark: t.refresh_index(name, mode.value, spark=spark))]
+    )
 
 
 @app.command()
 def optimize(
     table: TableArg,
     name: NameArg,
-    mode: Annotated[str, typer.Option(help="quick | full")] = "quick",
+    mode: Annotated[OptimizeMode, typer.Option(help="optimize mode")] = OptimizeMode.QUICK,
     catalog: CatalogOpt = None,
     index_root: IndexRootOpt = None,
 ) -> None:
     """Compact an index."""
     t = _open(table, catalog, index_root)
-    _print_infos([_with_spark(f"optimizing {name}", lambda spark: t.optimize_index(name, mode, spark=spark))])
+    _print_infos(
+        [_with_spark(f"optimizing {name}", lambda spark: t.optimize_index(name, mode.value, spark=spark))]
+    )
 
 
 @app.command("list")
@@ -155,15 +183,19 @@ def lookup(
 @app.command()
 def explain(
     table: TableArg,
-    name: NameArg,
+    name: Annotated[str | None, typer.Argument(help="index name (a lookup); omit with --where")] = None,
     keys: Annotated[list[str] | None, typer.Argument()] = None,
+    where: Annotated[
+        str | None, typer.Option("--where", help="SQL predicate: plan a read over every index")
+    ] = None,
     version_as_of: VersionOpt = None,
     catalog: CatalogOpt = None,
     index_root: IndexRootOpt = None,
 ) -> None:
-    """Show how a lookup would be answered."""
+    """Show how a lookup (index name and keys) or a read (--where) would be answered."""
     t = _open(table, catalog, index_root)
-    console.print(str(t.explain(name, _parse_keys(keys or []) or None, version_as_of=version_as_of)))
+    plan = t.explain(name, _parse_keys(keys or []) or None, where=where, version_as_of=version_as_of)
+    typer.echo(str(plan))
 
 
 def _simple(op: str) -> Any:
