@@ -8,6 +8,7 @@ Example::
     t.create_index(li.SecondaryIndex("by_email", key="email", record_key="id"))
     t.lookup("by_email", ["ada@example.com"])               # pyarrow.Table, no JVM
     t.locate("by_email", ["ada@example.com"])               # key, record key, _file, _row
+    # (no record key declared: key, _row_id (stable row id, where the table has them), _file, _row)
 
 Control-plane calls (opening, listing, lookups, explain) never start a JVM; building and
 refreshing indexes and :meth:`Table.read` run on Spark (local by default).
@@ -209,7 +210,8 @@ class Table:
         text = where if isinstance(where, str) else str(where)
 
         def located(name: str, keys: Sequence[tuple[object, ...]]) -> frozenset[str]:
-            found = self.locate(name, list(keys), version_as_of=snap.version)
+            plan = self._lookup_plan(name, list(keys), snap.version, None)
+            found = lk.locate(self.source, self.storage, self._index_dir(name), plan, with_row_ids=False)
             return frozenset(found[lk.FILE].to_pylist())
 
         return planner.plan_read(
@@ -512,7 +514,18 @@ class Table:
         version_as_of: int | str | None = None,
         timestamp_as_of: dt.datetime | int | None = None,
     ) -> pa.Table:
-        """Where the rows with ``keys`` live: key columns, record key columns, ``_file``, ``_row``."""
+        """Where the rows with ``keys`` live: key columns, record key columns, ``_file``, ``_row``.
+
+        ``_file`` is the data file's URI and ``_row`` the row's position in it (deleted rows
+        count). When the index declares no record key and the table version has stable row
+        ids (Delta row tracking, Iceberg v3 row lineage), a ``_row_id`` column (int64) takes
+        the record key's place: the row id as the format defines it, i.e. the data file's
+        materialized row-id column at that position when present and not null, else the
+        file's first row id (Delta ``baseRowId``, Iceberg ``first_row_id``) plus the
+        position; null for a file with neither. It is computed from ``(_file, _row)`` at
+        query time (the index stores no row ids), reading only the materialized column at
+        the located positions. Without row ids, the row address is the record key.
+        """
         plan = self._lookup_plan(name, keys, version_as_of, timestamp_as_of)
         return lk.locate(self.source, self.storage, self._index_dir(name), plan)
 

@@ -1,8 +1,11 @@
 """The pyarrow executor for point lookups (no JVM).
 
 ``locate`` answers *where* the rows with the given keys are (key, record key, file,
-row position); ``lookup`` fetches those rows from the data files, reading only the row
-groups that hold them, with the target version's deletes applied and the key re-checked.
+row position); without a declared record key, on table versions with stable row ids, the
+record key is the row id (``_row_id``, computed from the row address: see
+:func:`lakehouse_index.datafiles.row_ids`). ``lookup`` fetches those rows from the data
+files, reading only the row groups that hold them, with the target version's deletes
+applied and the key re-checked.
 Both repair the index snapshot's difference to the target version (see ``coverage``):
 files the index does not cover are scanned with the same key filter.
 """
@@ -16,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse_index.datafiles import file_layout, read_file, resolve_columns
+from lakehouse_index.datafiles import file_layout, read_file, resolve_columns, row_ids
 from lakehouse_index.kinds import covering as cov
 from lakehouse_index.kinds import keys as K
 from lakehouse_index.kinds import secondary as sec
@@ -28,6 +31,8 @@ from lakehouse_index.spec import CoveringIndex, IndexSpec
 from lakehouse_index.storage import Storage
 
 FILE = "_file"
+#: The column ``locate`` adds for the stable row id when the index declares no record key.
+ROW_ID = "_row_id"
 
 
 @dataclass
@@ -183,26 +188,60 @@ def _candidate_rows(source: TableSource, plan: LookupPlan, fe: FileEntry) -> np.
     return np.concatenate(keep) if keep else np.zeros(0, dtype=np.int64)
 
 
-def locate(source: TableSource, storage: Storage, index_dir: str, plan: LookupPlan) -> pa.Table:
-    """Key, record key, file path (``_file``) and row position (``_row``) of every matching live row."""
+def returns_row_ids(spec: IndexSpec, target: Snapshot) -> bool:
+    """Whether ``locate`` adds ``_row_id``: no declared record key and ``target`` has stable row ids."""
+    return (
+        target.row_id_column is not None
+        and not getattr(spec, "record_key", ())
+        and ROW_ID not in spec.key  # a key column of that name would be shadowed
+    )
+
+
+def _row_ids_by_file(
+    source: TableSource, target: Snapshot, files: dict[int, FileEntry], fids: np.ndarray, rows: np.ndarray
+) -> pa.Array:
+    """Row ids of the located rows ``(fids[i], rows[i])`` (file ids of ``files``), in order."""
+    values = np.zeros(len(rows), dtype=np.int64)
+    valid = np.zeros(len(rows), dtype=bool)
+    for fid in np.unique(fids).tolist():
+        sel = np.nonzero(fids == fid)[0]
+        ids = row_ids(source, target, files[fid], rows[sel])
+        values[sel] = ids.fill_null(0).to_numpy(zero_copy_only=False)
+        valid[sel] = ids.is_valid().to_numpy(zero_copy_only=False)
+    return pa.array(values, pa.int64(), mask=~valid)
+
+
+def locate(
+    source: TableSource, storage: Storage, index_dir: str, plan: LookupPlan, *, with_row_ids: bool = True
+) -> pa.Table:
+    """Key, record key, file path (``_file``) and row position (``_row``) of every matching live row.
+
+    When the index declares no record key and the target version has stable row ids
+    (:func:`returns_row_ids`), ``_row_id`` (int64) stands in the record key's place: each
+    row's stable row id as its format defines it (:func:`~lakehouse_index.datafiles.row_ids`),
+    computed from the row address, reading only the materialized row-id column at the
+    located positions. ``with_row_ids=False`` leaves it out (callers that need files only).
+    """
     spec = plan.entry.spec
     cols = list(spec.key) + list(getattr(spec, "record_key", ()))
+    ids = with_row_ids and returns_row_ids(spec, plan.target)  # then cols is the key only
+
+    def part(t: pa.Table, files: pa.Array, row_id: pa.Array | None) -> pa.Table:
+        extra = [] if row_id is None else [row_id]
+        return pa.table(
+            [*(t[c] for c in cols), *extra, files, t[sec.ROW]],
+            names=[*cols, *([ROW_ID] if ids else []), FILE, sec.ROW],
+        )
+
     hits = _index_hits(source, storage, index_dir, plan, apply_deletes=True)
-    paths = {fid: fe.path for fid, fe in plan.coverage.answered.items()}
-    id_list = hits[sec.FILE_ID].to_pylist()
-    parts = [
-        pa.table(
-            [*(hits[c] for c in cols), pa.array([paths[i] for i in id_list], pa.string()), hits[sec.ROW]],
-            names=[*cols, FILE, sec.ROW],
-        )
-    ]
+    answered = plan.coverage.answered
+    fids = hits[sec.FILE_ID].to_numpy()
+    paths = pa.array([answered[i].path for i in fids.tolist()], pa.string())
+    located = _row_ids_by_file(source, plan.target, answered, fids, hits[sec.ROW].to_numpy()) if ids else None
+    parts = [part(hits, paths, located)]
     for fe, t in _scan_hits(source, plan, cols):
-        parts.append(
-            pa.table(
-                [*(t[c] for c in cols), pa.array([fe.path] * t.num_rows, pa.string()), t[sec.ROW]],
-                names=[*cols, FILE, sec.ROW],
-            )
-        )
+        located = row_ids(source, plan.target, fe, t[sec.ROW].to_numpy()) if ids else None
+        parts.append(part(t, pa.array([fe.path] * t.num_rows, pa.string()), located))
     schema = parts[0].schema
     return pa.concat_tables([p.cast(schema) for p in parts])
 
