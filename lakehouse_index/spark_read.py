@@ -181,7 +181,7 @@ def spark_frame(
     with_lineage: bool = False,
     file_columns: FileColumns | None = None,
 ) -> DataFrame:
-    """A DataFrame of the live rows of ``snapshot`` (or of ``files`` only), deletes applied.
+    """A DataFrame of the live rows of ``snapshot`` (or of ``files``, distinct paths), deletes applied.
 
     ``columns`` selects logical columns (default all, schema order); ``where`` is a SQL
     string or Predicate (a pyarrow Expression raises QueryError: Spark cannot run it).
@@ -208,6 +208,8 @@ def spark_frame(
     where_sql = predicate.to_spark_sql() if predicate is not None else None
 
     entries = prune_files(files if files is not None else snapshot.files.values(), predicate)
+    if len({e.path for e in entries}) < len(entries):
+        raise QueryError("files name the same path more than once")
     out_fields = [schema.field(c) for c in out_cols]
     if with_lineage:
         out_fields += [pa.field(FILE_PATH_COLUMN, pa.string()), pa.field(ROW_COLUMN, pa.int64())]

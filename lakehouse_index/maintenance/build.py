@@ -12,8 +12,10 @@ written footers and recorded in the log entry.
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import reduce
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -105,32 +107,43 @@ def entries_frame(
     """PUT entries ``(columns…, _file_id, _row, _version, _op)`` for the live rows of the jobs' files.
 
     ``snapshot`` supplies the schema to read with (files are resolved by field id / name).
-    File ids and versions ride along the read as constant columns per file.
+    File ids and versions ride along the read as constant columns per file; a path with
+    several jobs (a file removed and re-added within one refresh) is read once per job.
     """
     from pyspark.sql import functions as F
 
     from lakehouse_index.spark_read import spark_frame
 
-    per_file = {
-        sec.FILE_ID: (pa.int64(), {j.entry.path: j.file_id for j in jobs}),
-        sec.VERSION: (pa.int64(), {j.entry.path: j.ordinal for j in jobs}),
-    }
-    rows = spark_frame(
-        spark,
-        source,
-        snapshot,
-        files=[j.entry for j in jobs],
-        columns=list(spec.columns),
-        with_lineage=True,
-        file_columns=per_file,
-    )
-    return rows.select(
-        *[qcol(c) for c in spec.columns],
-        F.col(sec.FILE_ID),
-        F.col(ROW_COLUMN).alias(sec.ROW),
-        F.col(sec.VERSION),
-        F.lit(sec.PUT).cast("byte").alias(sec.OP),
-    )
+    reads: dict[int, list[IndexJob]] = {}  # the n-th job of each path goes to read n
+    seen: Counter[str] = Counter()
+    for job in jobs:
+        reads.setdefault(seen[job.entry.path], []).append(job)
+        seen[job.entry.path] += 1
+    frames = []
+    for group in reads.values():
+        per_file = {
+            sec.FILE_ID: (pa.int64(), {j.entry.path: j.file_id for j in group}),
+            sec.VERSION: (pa.int64(), {j.entry.path: j.ordinal for j in group}),
+        }
+        rows = spark_frame(
+            spark,
+            source,
+            snapshot,
+            files=[j.entry for j in group],
+            columns=list(spec.columns),
+            with_lineage=True,
+            file_columns=per_file,
+        )
+        frames.append(
+            rows.select(
+                *[qcol(c) for c in spec.columns],
+                F.col(sec.FILE_ID),
+                F.col(ROW_COLUMN).alias(sec.ROW),
+                F.col(sec.VERSION),
+                F.lit(sec.PUT).cast("byte").alias(sec.OP),
+            )
+        )
+    return reduce(lambda a, b: a.unionByName(b), frames)
 
 
 def write_sorted(

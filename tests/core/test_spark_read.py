@@ -232,3 +232,11 @@ def test_driver_tables_values_and_rdd_paths(
     snap = source.snapshot()
     df = spark_frame(spark, source, snap, with_lineage=True)
     assert collect(df) == rows_of(live(expected), df.columns)
+
+
+def test_spark_frame_refuses_a_path_listed_twice(spark: SparkSession, tmp_path: os.PathLike[str]) -> None:
+    source, _ = build_case(str(tmp_path), CaseSpec("id", False, [FileSpec(rows=[(1, "a", 0.5)])]))
+    snap = source.snapshot()
+    (entry,) = snap.files.values()
+    with pytest.raises(QueryError, match="same path"):
+        spark_frame(spark, source, snap, files=[entry, entry])
