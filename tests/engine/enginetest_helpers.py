@@ -25,6 +25,9 @@ INDEX = "by_k"
 #: Keys looked up after every step: frequent ones, a rare one, a missing one and null.
 KEYS: tuple[str | None, ...] = ("k0", "k3", "k6", "rare", "absent", None)
 
+#: Entry fields a cancel restores from the entry the stuck operation started from.
+SNAPSHOT_FIELDS = ("state", "spec", "source", "content", "pending")
+
 
 def batch(b: int, n: int = 24) -> pa.Table:
     """Rows of batch ``b``: duplicate keys, a null key, one ``rare`` key; ids unique per batch."""

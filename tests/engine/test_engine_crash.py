@@ -21,6 +21,7 @@ import pytest
 from deltalake import DeltaTable
 from enginetest_helpers import (
     INDEX,
+    SNAPSHOT_FIELDS,
     check_answers,
     data_dirs,
     index_dir,
@@ -35,9 +36,6 @@ import lakehouse_index as li
 from lakehouse_index.errors import IndexBusyError
 
 pytestmark = pytest.mark.spark
-
-#: Entry fields that a cancel copies from the entry it returns to.
-_SNAPSHOT_FIELDS = ("state", "spec", "source", "content", "pending")
 
 
 def _reap_jvm(pid_file: Path) -> None:
@@ -118,7 +116,7 @@ def test_refresh_killed_at_each_step(
     assert info.state is li.IndexState.ACTIVE
     restored = latest_stable(path)
     assert restored["id"] == new_slot + 2
-    assert {k: restored[k] for k in _SNAPSHOT_FIELDS} == {k: stable_before[k] for k in _SNAPSHOT_FIELDS}
+    assert {k: restored[k] for k in SNAPSHOT_FIELDS} == {k: stable_before[k] for k in SNAPSHOT_FIELDS}
     check_answers(t, path)
 
     # Vacuum removes the orphan data; every file a retained entry names is still there.

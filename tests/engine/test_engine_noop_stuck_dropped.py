@@ -26,6 +26,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 from enginetest_helpers import (
     INDEX,
+    SNAPSHOT_FIELDS,
     batch,
     check_answers,
     latest_stable,
@@ -40,9 +41,6 @@ import lakehouse_index as li
 from lakehouse_index.errors import IndexBusyError
 
 pytestmark = pytest.mark.spark
-
-#: Entry fields a cancel restores from the entry the stuck operation started from.
-SNAPSHOT_FIELDS = ("state", "spec", "source", "content", "pending")
 
 
 # ---------------------------------------------------------------------- tables of both formats
