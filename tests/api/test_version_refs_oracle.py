@@ -63,9 +63,10 @@ def test_delta_timestamp_as_of(tmp_path: Path, spark: Any) -> None:
     t = li.open_table(path)
     make_indexes(t, spark)
     for b in range(1, 4):
-        time.sleep(0.01)  # distinct commit timestamps
+        time.sleep(0.05)  # distinct commit timestamps, every commit
         write_deltalake(path, batch(b), mode="append")
         if b == 2:
+            time.sleep(0.05)
             DeltaTable(path).delete("id % 3 = 0")
     t.refresh_index("by_k", "incremental", spark=spark)
     t.refresh_index("cov", "quick")
