@@ -86,6 +86,16 @@ def fmt_ratio(x: float) -> str:
     return "n/a" if x != x else (f"{x:.1f}x" if x >= 10 else f"{x:.2f}x")
 
 
+def settle(spark: Any, seconds: float = 10.0) -> None:
+    """Let the JVM finish the work a Spark job leaves behind (GC, shuffle cleanup) before timing.
+
+    On a 2-core machine that background work competes with whatever is timed next; every
+    method measured after this call gets the same quiet start.
+    """
+    spark.sparkContext._jvm.System.gc()
+    time.sleep(seconds)
+
+
 def load_average() -> float:
     """The 1-minute load average (0 where unavailable)."""
     try:
