@@ -206,12 +206,19 @@ class Table:
                 options.append(IndexOption(info.name, snapshots, kept=kept))
             else:
                 keys = predicate.key_values(info.spec.key) if predicate is not None else None
-                options.append(IndexOption(info.name, snapshots, keys=keys))
+                covers = predicate is not None and predicate.columns <= set(info.spec.columns)
+                options.append(IndexOption(info.name, snapshots, keys=keys, covers=covers))
         text = where if isinstance(where, str) else str(where)
 
-        def located(name: str, keys: Sequence[tuple[object, ...]]) -> frozenset[str]:
-            plan = self._lookup_plan(name, list(keys), snap.version, None)
-            found = lk.locate(self.source, self.storage, self._index_dir(name), plan, with_row_ids=False)
+        def located(option: IndexOption, entry: LogEntry, by_keys: bool) -> frozenset[str]:
+            index_dir = self._index_dir(option.name)
+            if not by_keys or option.keys is None:
+                assert predicate is not None
+                return lk.files_matching(
+                    self.source, self.storage, index_dir, entry, snap, predicate.to_pyarrow()
+                )
+            plan = lk.plan_lookup(self.source, entry, snap, list(option.keys))
+            found = lk.locate(self.source, self.storage, index_dir, plan, with_row_ids=False)
             return frozenset(found[lk.FILE].to_pylist())
 
         return planner.plan_read(

@@ -166,6 +166,14 @@ class KeySet:
             leading_sorted = tuple(leading)
         return cls(table, tuples, leading_sorted, any(t[0] is None for t in tuples))
 
+    def groups(self, bounds: GroupBounds) -> list[int]:
+        """Row groups of an index file (``bounds`` of its leading key column) that may hold a key."""
+        return bounds.groups_for(self)
+
+    def select(self, rows: pa.Table) -> pa.Table:
+        """The index rows whose key is one of the keys."""
+        return rows.filter(K.match_mask(rows, self.table))
+
     def may_hit(self, lo: Any, hi: Any, null_count: int | None) -> bool:
         """Whether some key's leading component may lie in [lo, hi] (or be null, with nulls present)."""
         if self.has_null_leading and (null_count is None or null_count > 0):
@@ -181,19 +189,46 @@ class KeySet:
             return True
 
 
+@dataclass(frozen=True)
+class RowFilter:
+    """Index rows matching a predicate over index columns (a range, any condition): read whole.
+
+    For reads whose predicate does not pin the key to finitely many values but uses only
+    columns the index holds; every row group of the candidate files is read and filtered.
+    """
+
+    expression: pc.Expression
+
+    def may_hit(self, lo: Any, hi: Any, null_count: int | None) -> bool:
+        """Any index file may hold matching rows."""
+        return True
+
+    def groups(self, bounds: GroupBounds) -> list[int]:
+        """Every row group."""
+        return list(range(len(bounds.mins)))
+
+    def select(self, rows: pa.Table) -> pa.Table:
+        """The index rows the predicate holds for."""
+        return rows.filter(self.expression)
+
+
+#: What an index read selects: rows with given keys, or rows matching a predicate.
+Selection = KeySet | RowFilter
+
+
 def read_entries(
     storage: Storage,
     index_dir: str,
     files: Sequence[IndexFile],
     schema: pa.Schema,
     key_columns: Sequence[str],
-    keys: KeySet,
+    keys: Selection,
     cap: int,
     columns: Sequence[str] | None = None,
     stats: ReadStats | None = None,
     buckets: frozenset[int] | None = None,
 ) -> pa.Table:
-    """Index rows of ``files`` whose key is one of ``keys`` and whose ``_version <= cap`` (unmerged).
+    """Index rows of ``files`` selected by ``keys`` and whose ``_version <= cap`` (unmerged).
 
     ``buckets``: for bucketed (covering) indexes, the only buckets that can hold the keys.
     """
@@ -211,14 +246,14 @@ def read_entries(
         if not keys.may_hit(lo, hi, None):
             continue
         uri = join_uri(index_dir, f.path)
-        groups = FOOTERS.bounds(storage, uri, f.size, key_columns[0]).groups_for(keys)
+        groups = keys.groups(FOOTERS.bounds(storage, uri, f.size, key_columns[0]))
         if not groups:
             continue
         stats.files_read += 1
         stats.row_groups_read += len(groups)
         pf = FOOTERS.open(storage, uri, f.size)
         t = pf.read_row_groups(groups, columns=list(columns) if columns else None)
-        t = t.filter(K.match_mask(t, keys.table))
+        t = keys.select(t)
         if t.num_rows:
             parts.append(t)
     if not parts:

@@ -25,7 +25,14 @@ from lakehouse_index.kinds import keys as K
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.log.entry import Level, LogEntry
 from lakehouse_index.query.coverage import Coverage, coverage
-from lakehouse_index.query.index_reader import GroupBounds, KeySet, ReadStats, read_entries
+from lakehouse_index.query.index_reader import (
+    GroupBounds,
+    KeySet,
+    ReadStats,
+    RowFilter,
+    Selection,
+    read_entries,
+)
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
 from lakehouse_index.spec import CoveringIndex, IndexSpec
 from lakehouse_index.storage import Storage
@@ -75,26 +82,16 @@ def _index_hits(
     since indexing; callers that re-read the rows (which applies deletes) skip it.
     """
     spec = plan.entry.spec
-    schema = sec.index_schema(spec, plan.target)
-    raw = read_entries(
+    live = _live_entries(
         storage,
         index_dir,
-        plan.entry.content.files,
-        schema,
-        spec.key,
+        plan.entry,
+        plan.target,
+        plan.coverage,
         plan.keys,
-        plan.coverage.cap,
-        stats=plan.stats,
-        buckets=_buckets(spec, plan),
+        plan.stats,
+        _buckets(spec, plan),
     )
-    moves = plan.coverage.moves
-    raw = moves.translate(raw)
-    # Base files hold each row address once, as a PUT: only delta files (and entries read at
-    # a moved address, which later deletes may name) need the LSM merge.
-    has_deltas = bool(moves) or any(f.level is Level.DELTA for f in plan.entry.content.files)
-    live = sec.merge(raw, None) if has_deltas else raw
-    answered = pa.array(sorted(plan.coverage.answered), pa.int64())
-    live = live.filter(pc.is_in(live[sec.FILE_ID], value_set=answered))
     if not apply_deletes or not plan.coverage.filter_deletes or live.num_rows == 0:
         return live
     keep = np.ones(live.num_rows, dtype=bool)
@@ -108,6 +105,60 @@ def _index_hits(
         alive = _live_positions(source, plan.target, fe, rows[sel])
         keep[sel] = np.isin(rows[sel], alive)
     return live.filter(pa.array(keep))
+
+
+def _live_entries(
+    storage: Storage,
+    index_dir: str,
+    entry: LogEntry,
+    target: Snapshot,
+    coverage: Coverage,
+    selection: Selection,
+    stats: ReadStats,
+    buckets: frozenset[int] | None = None,
+) -> pa.Table:
+    """The live index entries ``selection`` picks, of the files the snapshot answers for (LSM merged)."""
+    raw = read_entries(
+        storage,
+        index_dir,
+        entry.content.files,
+        sec.index_schema(entry.spec, target),
+        entry.spec.key,
+        selection,
+        coverage.cap,
+        stats=stats,
+        buckets=buckets,
+    )
+    raw = coverage.moves.translate(raw)
+    # Base files hold each row address once, as a PUT: only delta files (and entries read at
+    # a moved address, which later deletes may name) need the LSM merge.
+    has_deltas = bool(coverage.moves) or any(f.level is Level.DELTA for f in entry.content.files)
+    live = sec.merge(raw, None) if has_deltas else raw
+    answered = pa.array(sorted(coverage.answered), pa.int64())
+    return live.filter(pc.is_in(live[sec.FILE_ID], value_set=answered))
+
+
+def files_matching(
+    source: TableSource,
+    storage: Storage,
+    index_dir: str,
+    entry: LogEntry,
+    target: Snapshot,
+    where: pc.Expression,
+) -> frozenset[str]:
+    """Paths of ``target``'s files that may hold rows matching ``where``, through one index snapshot.
+
+    ``where`` uses only columns the index holds (a range on the key, a condition on a
+    covering index's included columns): the index rows are filtered by it, and the files
+    of the live matching entries are kept, plus every file the snapshot does not answer
+    for (scanned as the hybrid scan would). Rows deleted since indexing may keep a file:
+    the reader re-applies deletes and the predicate.
+    """
+    sec.validate_spec(entry.spec, target)
+    cov = coverage(source, entry, target)
+    live = _live_entries(storage, index_dir, entry, target, cov, RowFilter(where), ReadStats())
+    ids = set(live[sec.FILE_ID].to_pylist())
+    return frozenset(cov.answered[i].path for i in ids) | frozenset(fe.path for fe in cov.scan)
 
 
 def _buckets(spec: IndexSpec, plan: LookupPlan) -> frozenset[int] | None:

@@ -200,6 +200,9 @@ class IndexOption:
     snapshots: tuple[LogEntry, ...]
     #: Secondary / covering: the key tuples the predicate pins the key to (None: it does not).
     keys: Sequence[tuple[object, ...]] | None = None
+    #: Secondary / covering: the predicate uses only the index's columns (a range on the key,
+    #: a condition on included columns), so filtering the index rows finds the files.
+    covers: bool = False
     #: Skipping: the live files it keeps for the predicate (None: it prunes nothing for it).
     kept: frozenset[str] | None = None
 
@@ -209,14 +212,17 @@ def plan_read(
     query: str,
     options: Sequence[IndexOption],
     target: Snapshot,
-    locate: Callable[[str, Sequence[tuple[object, ...]]], frozenset[str]],
+    locate: Callable[[IndexOption, LogEntry, bool], frozenset[str]],
     config: PlannerConfig = PlannerConfig(),
 ) -> Plan:
     """Cost every way to read the rows of ``target`` matching a predicate: each index, or a plain scan.
 
     A skipping index costs its own bytes plus the files it keeps. A secondary or covering
-    index costs what a lookup through each snapshot costs plus the files holding the keys,
-    which ``locate(index, keys)`` finds (it is called only for indexes that can compete).
+    index costs what a lookup of the pinned keys through each snapshot costs (or, for a
+    predicate over its columns only, reading the whole snapshot) plus the files that hold
+    matching rows, which ``locate(option, snapshot, by_keys)`` finds through the cheapest
+    snapshot (it is called only for indexes that can compete). An index whose key the
+    predicate pins and whose columns cover it competes both ways.
     """
     cands: list[Candidate] = []
     keys = 0
@@ -241,19 +247,41 @@ def plan_read(
                     fetch_bytes=fetch,
                 )
             )
-        elif opt.keys is None or latest is None:
+        elif latest is None or (opt.keys is None and not opt.covers):
             cands.append(_unusable(opt.name))
         else:
-            keys = max(keys, len(opt.keys))
-            snaps = _snapshot_candidates(
-                source, opt.name, opt.snapshots, target, len(opt.keys), config, prefix=f"{opt.name}: "
-            )
-            if any(c.usable for c in snaps):
-                found = locate(opt.name, opt.keys)
-                fetch = _bytes_of(target, found)
-                snaps = [replace(c, files=found, fetch_bytes=fetch) if c.usable else c for c in snaps]
-            cands += snaps
+            if opt.keys is not None:
+                keys = max(keys, len(opt.keys))
+                cands += _read_candidates(source, opt, target, config, locate, by_keys=True)
+            if opt.covers:
+                cands += _read_candidates(source, opt, target, config, locate, by_keys=False)
     return _choose(query, target, keys, cands, config, ())
+
+
+def _read_candidates(
+    source: TableSource,
+    opt: IndexOption,
+    target: Snapshot,
+    config: PlannerConfig,
+    locate: Callable[[IndexOption, LogEntry, bool], frozenset[str]],
+    *,
+    by_keys: bool,
+) -> list[Candidate]:
+    """The snapshots of a secondary or covering index as ways to read: by the pinned keys, or by
+    filtering every index row with the predicate; each with the files that hold matching rows."""
+    n = len(opt.keys) if by_keys and opt.keys is not None else 1
+    prefix = f"{opt.name}: " if by_keys else f"{opt.name} (filter): "
+    snaps = _snapshot_candidates(source, opt.name, opt.snapshots, target, n, config, prefix=prefix)
+    if not by_keys:  # the filter reads every index row of the snapshot
+        snaps = [replace(c, index_bytes=c.entry.content.size) if c.entry else c for c in snaps]
+    usable = [c for c in snaps if c.usable]
+    if not usable:
+        return snaps
+    best = min(usable, key=lambda c: (c.cost, -(c.entry.id if c.entry else -1)))
+    assert best.entry is not None
+    found = locate(opt, best.entry, by_keys)
+    fetch = _bytes_of(target, found)
+    return [replace(c, files=found, fetch_bytes=fetch) if c.usable else c for c in snaps]
 
 
 def _bytes_of(target: Snapshot, paths: frozenset[str]) -> int:

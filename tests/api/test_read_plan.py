@@ -1,12 +1,14 @@
 """Reads with a predicate weigh every index of the table (issue 6, "explain ... why each other
 candidate lost: wrong columns, ...").
 
-A Delta table with a secondary index on ``email``, a covering index on ``country`` and a
-skipping index on ``amount``. For each predicate: ``explain(where=...)`` lists every index
-(those whose columns cannot answer with ``WRONG_COLUMNS``) and the plain scan; the chosen
-candidate is the cheapest usable one; the files it reads include every file that holds a
-matching row (found by reading each data file with plain pyarrow); and ``scan`` and
-``read(spark)`` return exactly deltalake's matching rows.
+A Delta table with a secondary index on ``email``, a covering index on ``country`` (with
+``id``) and a skipping index on ``amount``. For each predicate: ``explain(where=...)`` lists
+every index (those whose columns cannot answer with ``WRONG_COLUMNS``) and the plain scan;
+an index answers by the keys the predicate pins, or (ranges, conditions over its columns)
+by filtering its rows; the chosen candidate is the cheapest usable one; the files it reads
+include every file that holds a matching row (found by reading each data file with plain
+pyarrow), exactly those for an index filter; and ``scan`` and ``read(spark)`` return
+exactly deltalake's matching rows.
 """
 
 from __future__ import annotations
@@ -88,6 +90,15 @@ CASES = [
         "skip_amount",
     ),
     ("id > 5", pc.field("id") > 5, None),
+    # Ranges and conditions over an index's own columns: the index rows are filtered.
+    (
+        "email >= 'u9' AND email < 'u91'",
+        (pc.field("email") >= "u9") & (pc.field("email") < "u91"),
+        "by_email",
+    ),
+    # DE is in every file, but only the first file has ids below 100: filtering the covering
+    # index (country, id) finds that file, locating the key alone would find all six.
+    ("country = 'DE' AND id < 100", (pc.field("country") == "DE") & (pc.field("id") < 100), "cov_country"),
 ]
 
 
@@ -107,12 +118,14 @@ def test_explain_weighs_every_index(
     rows, files = _matching(table, twin)
     if chosen.files is not None:
         assert files <= chosen.files, str(plan)  # never drops a file holding a match
+        if chosen.index is not None and chosen.label.startswith(f"{chosen.index} (filter)"):
+            assert chosen.files == files, str(plan)  # an index filter finds exactly those files
     got = table.scan(where=where)
     assert rows_multiset(got, COLUMNS) == rows_multiset(rows, COLUMNS)
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize(("where", "twin"), [(c[0], c[1]) for c in CASES[:3]])
+@pytest.mark.parametrize(("where", "twin"), [(c[0], c[1]) for c in (*CASES[:3], *CASES[-2:])])
 def test_spark_read_through_the_chosen_index(
     table: li.Table, spark: SparkSession, where: str, twin: pc.Expression
 ) -> None:
