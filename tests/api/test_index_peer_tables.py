@@ -29,7 +29,14 @@ from lakehouse_index.kinds.keys import check_key_type
 from lakehouse_index.log.entry import IndexState
 from lakehouse_index.query.planner import PlannerConfig
 from lakehouse_index.source import Snapshot
-from tests.support.delta_peers import compared_schema, copy_peer_tables, multiset, oracle_scan, peer_tables
+from tests.support.delta_peers import (
+    compared_schema,
+    copy_peer_tables,
+    multiset,
+    oracle_scan,
+    peer_tables,
+    readable_versions,
+)
 from tests.support.paths import PEER_TABLES
 
 #: Distinct present values probed per key column and version.
@@ -92,12 +99,8 @@ def test_index_answers_equal_deltalake_at_every_version(name: str, peer_copy: Pa
     for key, index in names.items():
         table.create_index(li.SecondaryIndex(index, key=key))
     checked = 0
-    for info in table.source.versions():
-        try:
-            theirs = oracle_scan(path, info.version)
-        except Exception:  # deltalake cannot read this version (data files missing in the fixture)
-            continue
-        snap = table.snapshot(info.version)
+    for version, theirs in readable_versions(path, (i.version for i in table.source.versions())):
+        snap = table.snapshot(version)
         schema = compared_schema(name, snap)
         theirs = theirs.select(schema.names).cast(schema)  # string views → strings (filterable)
         for key in keys:
@@ -107,9 +110,9 @@ def test_index_answers_equal_deltalake_at_every_version(name: str, peer_copy: Pa
             probes = [[p] for p in present] + ([present] if len(present) > 1 else [])
             for probe in [*probes, [_missing(snap.column(key).type)]]:
                 want = _with_key(theirs, key, probe)
-                got = table.lookup(names[key], probe, version_as_of=info.version)
-                assert multiset(got, schema) == multiset(want, schema), f"{name}@{info.version} {key}={probe}"
-                located = table.locate(names[key], probe, version_as_of=info.version)
+                got = table.lookup(names[key], probe, version_as_of=version)
+                assert multiset(got, schema) == multiset(want, schema), f"{name}@{version} {key}={probe}"
+                located = table.locate(names[key], probe, version_as_of=version)
                 assert located.num_rows == want.num_rows
                 assert set(located["_file"].to_pylist()) <= set(snap.files)
                 checked += 1
@@ -170,7 +173,7 @@ def _replayable() -> list[str]:
         path = PEER_TABLES / name
         try:
             versions = deltalake.DeltaTable(str(path)).history()
-            readable = [h["version"] for h in versions if _readable(path, h["version"])]
+            readable = [v for v, _ in readable_versions(str(path), (h["version"] for h in versions))]
         except Exception:
             continue
         if len(readable) < 2:
@@ -181,14 +184,6 @@ def _replayable() -> list[str]:
     return out
 
 
-def _readable(path: Path, version: int) -> bool:
-    try:
-        rows = oracle_scan(str(path), version)
-    except Exception:
-        return False
-    return rows.num_rows >= 0
-
-
 @pytest.mark.parametrize("name", _replayable())
 def test_refreshes_follow_real_histories(name: str, tmp_path: Path) -> None:
     """The history is revealed commit by commit; after each, a refresh (every mode in turn)
@@ -197,7 +192,7 @@ def test_refreshes_follow_real_histories(name: str, tmp_path: Path) -> None:
     dst = tmp_path / "t"
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("_delta_log"))
     versions = sorted(h["version"] for h in deltalake.DeltaTable(str(src)).history())
-    readable = [v for v in versions if _readable(src, v)]
+    readable = [v for v, _ in readable_versions(str(src), versions)]
     _reveal(src, dst, readable[0])
     table = li.open_table(str(dst))
     table.planner_config = PlannerConfig(force_index=True)
