@@ -34,7 +34,7 @@ exact window is not extended, queries repair the difference by hybrid scan.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
@@ -274,7 +274,7 @@ def _row_entries(
 
 
 def incremental(
-    spark_factory: object,
+    spark_factory: Callable[[], SparkSession],
     source: TableSource,
     stable: LogEntry,
     target: Snapshot,
@@ -301,7 +301,7 @@ def incremental(
         # of known paths kept); older index snapshots stay for time travel until vacuum.
         _log.warning("index %r: %s; rebuilding it from version %s", spec.name, e, target.version)
         return full_build(
-            spark_factory,  # type: ignore[arg-type]
+            spark_factory,
             source,
             target,
             spec,
@@ -327,7 +327,7 @@ def incremental(
     if state.jobs and est <= local_max_rows:  # small: a Spark job's fixed cost would dominate
         state.row_entries += [local_entries(source, target, spec, j) for j in state.jobs]
     elif state.jobs:
-        spark: SparkSession = spark_factory()  # type: ignore[operator]
+        spark = spark_factory()
         df = entries_frame(spark, source, target, spec, state.jobs)
         schema = sec.index_schema(spec, target)
         added_dir = join_uri(data_dir, "added")
