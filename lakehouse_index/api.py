@@ -35,7 +35,7 @@ from lakehouse_index.maintenance import optimize, refresh, vacuum
 from lakehouse_index.maintenance.build import LOCAL_MAX_ROWS, full_build
 from lakehouse_index.query import lookup as lk
 from lakehouse_index.query import planner
-from lakehouse_index.query.coverage import plain_scan
+from lakehouse_index.query.coverage import Coverage, plain_scan
 from lakehouse_index.query.planner import IndexOption
 from lakehouse_index.registry import open_source
 from lakehouse_index.scan import scan_files, scan_snapshot
@@ -182,9 +182,10 @@ class Table:
 
         With ``where``, the planner (:meth:`explain` with ``where=``) weighs every index: a
         secondary or covering index whose key ``where`` pins to a finite set of values
-        (``=`` / ``IN``, under AND / OR) locates the files holding those keys, a skipping
-        index prunes files by its statistics, or every live file is read, whichever is
-        estimated cheapest; Spark re-checks the predicate. Works with no index at all.
+        (``=`` / ``IN``, under AND / OR) locates the files holding those keys, one whose
+        columns hold every column of ``where`` (ranges, included columns) filters its rows,
+        a skipping index prunes files by its statistics, or every live file is read,
+        whichever is estimated cheapest; Spark re-checks the predicate. Works with no index.
         """
         from lakehouse_index.spark import get_spark
         from lakehouse_index.spark_read import spark_frame
@@ -210,14 +211,14 @@ class Table:
                 options.append(IndexOption(info.name, snapshots, keys=keys, covers=covers))
         text = where if isinstance(where, str) else str(where)
 
-        def located(option: IndexOption, entry: LogEntry, by_keys: bool) -> frozenset[str]:
+        def located(option: IndexOption, entry: LogEntry, cov: Coverage, by_keys: bool) -> frozenset[str]:
             index_dir = self._index_dir(option.name)
             if not by_keys or option.keys is None:
                 assert predicate is not None
                 return lk.files_matching(
-                    self.source, self.storage, index_dir, entry, snap, predicate.to_pyarrow()
+                    self.source, self.storage, index_dir, entry, snap, predicate.to_pyarrow(), cov
                 )
-            plan = lk.plan_lookup(self.source, entry, snap, list(option.keys))
+            plan = lk.plan_lookup(self.source, entry, snap, list(option.keys), cov)
             found = lk.locate(self.source, self.storage, index_dir, plan, with_row_ids=False)
             return frozenset(found[lk.FILE].to_pylist())
 

@@ -145,8 +145,11 @@ def files_matching(
     entry: LogEntry,
     target: Snapshot,
     where: pc.Expression,
+    cov: Coverage,
 ) -> frozenset[str]:
     """Paths of ``target``'s files that may hold rows matching ``where``, through one index snapshot.
+
+    ``cov`` is the coverage of ``entry`` for ``target`` (the planner computed it).
 
     ``where`` uses only columns the index holds (a range on the key, a condition on a
     covering index's included columns): the index rows are filtered by it, and the files
@@ -155,7 +158,6 @@ def files_matching(
     the reader re-applies deletes and the predicate.
     """
     sec.validate_spec(entry.spec, target)
-    cov = coverage(source, entry, target)
     live = _live_entries(storage, index_dir, entry, target, cov, RowFilter(where), ReadStats())
     ids = set(live[sec.FILE_ID].to_pylist())
     return frozenset(cov.answered[i].path for i in ids) | frozenset(fe.path for fe in cov.scan)

@@ -212,7 +212,7 @@ def plan_read(
     query: str,
     options: Sequence[IndexOption],
     target: Snapshot,
-    locate: Callable[[IndexOption, LogEntry, bool], frozenset[str]],
+    locate: Callable[[IndexOption, LogEntry, Coverage, bool], frozenset[str]],
     config: PlannerConfig = PlannerConfig(),
 ) -> Plan:
     """Cost every way to read the rows of ``target`` matching a predicate: each index, or a plain scan.
@@ -220,7 +220,7 @@ def plan_read(
     A skipping index costs its own bytes plus the files it keeps. A secondary or covering
     index costs what a lookup of the pinned keys through each snapshot costs (or, for a
     predicate over its columns only, reading the whole snapshot) plus the files that hold
-    matching rows, which ``locate(option, snapshot, by_keys)`` finds through the cheapest
+    matching rows, which ``locate(option, snapshot, coverage, by_keys)`` finds through the cheapest
     snapshot (it is called only for indexes that can compete). An index whose key the
     predicate pins and whose columns cover it competes both ways.
     """
@@ -263,7 +263,7 @@ def _read_candidates(
     opt: IndexOption,
     target: Snapshot,
     config: PlannerConfig,
-    locate: Callable[[IndexOption, LogEntry, bool], frozenset[str]],
+    locate: Callable[[IndexOption, LogEntry, Coverage, bool], frozenset[str]],
     *,
     by_keys: bool,
 ) -> list[Candidate]:
@@ -277,11 +277,16 @@ def _read_candidates(
     usable = [c for c in snaps if c.usable]
     if not usable:
         return snaps
-    best = min(usable, key=lambda c: (c.cost, -(c.entry.id if c.entry else -1)))
-    assert best.entry is not None
-    found = locate(opt, best.entry, by_keys)
+    best = min(usable, key=_preference)
+    assert best.entry is not None and best.coverage is not None
+    found = locate(opt, best.entry, best.coverage, by_keys)
     fetch = _bytes_of(target, found)
     return [replace(c, files=found, fetch_bytes=fetch) if c.usable else c for c in snaps]
+
+
+def _preference(c: Candidate) -> tuple[int, int]:
+    """Cheapest first; ties to the newer snapshot (higher entry id), then to any index over the plain scan."""
+    return (c.cost, -(c.entry.id if c.entry else -1))
 
 
 def _bytes_of(target: Snapshot, paths: frozenset[str]) -> int:
@@ -344,7 +349,6 @@ def _choose(
     usable = [c for c in cands if c.usable]
     if config.force_index and any(c.entry is not None for c in usable):
         usable = [c for c in usable if c.entry is not None]
-    # Cheapest; ties to the newer snapshot (higher entry id), then to any index over the plain scan.
-    best = min(usable, key=lambda c: (c.cost, -(c.entry.id if c.entry else -1)))
+    best = min(usable, key=_preference)
     final = tuple(replace(c, reason=Reason.CHOSEN) if c is best else c for c in cands)
     return Plan(query, target, keys, final, notes)
