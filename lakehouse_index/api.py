@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakehouse_index import expr
+from lakehouse_index import expressions as expr
 from lakehouse_index.errors import IllegalIndexStateError, IndexNotFoundError, QueryError
+from lakehouse_index.io import Storage, join_uri, normalize_uri
 from lakehouse_index.kinds import skipping
 from lakehouse_index.kinds.validation import validate_spec
 from lakehouse_index.log.entry import Content, IndexState, LogEntry, Operation, SourceState
@@ -37,11 +38,10 @@ from lakehouse_index.query import lookup as lk
 from lakehouse_index.query import planner
 from lakehouse_index.query.coverage import Coverage, plain_scan
 from lakehouse_index.query.planner import IndexOption
+from lakehouse_index.read.scan import scan_files, scan_snapshot
 from lakehouse_index.registry import open_source
-from lakehouse_index.scan import scan_files, scan_snapshot
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
 from lakehouse_index.spec import IndexKind, IndexSpec, SkippingIndex, validate_index_name
-from lakehouse_index.storage import Storage, join_uri, normalize_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -187,8 +187,8 @@ class Table:
         a skipping index prunes files by its statistics, or every live file is read,
         whichever is estimated cheapest; Spark re-checks the predicate. Works with no index.
         """
+        from lakehouse_index.read.spark_read import spark_frame
         from lakehouse_index.spark import get_spark
-        from lakehouse_index.spark_read import spark_frame
 
         snap = self.snapshot(version_as_of, timestamp_as_of)
         files = self._files_for(snap, where) if use_indexes and where is not None else None

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from lakehouse_index.errors import NotATableError
+from lakehouse_index.io import Storage, normalize_uri
 from lakehouse_index.source import TableSource, load_connectors
-from lakehouse_index.storage import Storage, normalize_uri
 
 _log = logging.getLogger(__name__)
 

@@ -100,8 +100,8 @@ import pyarrow
 if mode == "deltalake":
     import deltalake
 else:
-    from connectors.delta import DeltaSource
-    from lakehouse_index.storage import Storage
+    from lakehouse_index_delta import DeltaSource
+    from lakehouse_index.io import Storage
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
 if mode == "connector":
@@ -135,7 +135,7 @@ class CountingIO:
     """Local storage that counts reads (to show tailing reads only the new commit)."""
 
     def __init__(self, uri: str) -> None:
-        from lakehouse_index.storage import Storage
+        from lakehouse_index.io import Storage
 
         self.inner = Storage.for_uri(uri)
         self.reads = 0
@@ -159,7 +159,7 @@ class CountingIO:
 
 
 def warm_measurements(path: Path, files: int, diff_span: int, rounds: int) -> dict[str, Any]:
-    from connectors.delta import DeltaSource
+    from lakehouse_index_delta import DeltaSource
 
     io = CountingIO(str(path))
     src = DeltaSource.open(str(path), io)

@@ -22,12 +22,12 @@ import warnings
 from pathlib import Path
 
 import pyarrow as pa
+from lakehouse_index_iceberg import IcebergSource
+from lakehouse_index_iceberg.manifests import read_manifest_list
+from lakehouse_index_iceberg.table_metadata import parse_metadata
 
-from connectors.iceberg import IcebergSource
-from connectors.iceberg.manifests import read_manifest_list
-from connectors.iceberg.table_metadata import parse_metadata
 from integration.bench.report import markdown_table, write_section
-from lakehouse_index.storage import Storage
+from lakehouse_index.io import Storage
 
 SCRIPT = "integration/bench/bench_iceberg_connector.py"
 

@@ -253,7 +253,7 @@ class CountingHandler(pafs.FileSystemHandler):
 
 @contextlib.contextmanager
 def count_io(*storages: Any) -> Iterator[IOCounters]:
-    """Count the I/O of the given :class:`~lakehouse_index.storage.Storage` objects while inside.
+    """Count the I/O of the given :class:`~lakehouse_index.io.Storage` objects while inside.
 
     Storage caches its pyarrow filesystem in ``_fs``; the wrapper is installed there and the
     original restored on exit. Callers must drop handles opened inside (footer caches) after.
@@ -277,8 +277,8 @@ def count_io(*storages: Any) -> Iterator[IOCounters]:
 
 def clear_engine_caches() -> None:
     """Forget the engine's in-process caches of Parquet footers (data files and index files)."""
-    from lakehouse_index.datafiles import clear_footer_cache
     from lakehouse_index.query import index_reader
+    from lakehouse_index.read.datafiles import clear_footer_cache
 
     clear_footer_cache()
     index_reader.FOOTERS.clear()

@@ -95,15 +95,28 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import xxhash
 
-from lakehouse_index.datafiles import read_file
 from lakehouse_index.errors import InvalidIndexSpecError, TableFormatError
-from lakehouse_index.expr import And as AndNode
-from lakehouse_index.expr import Between, Col, Compare, Const, In, IsNull, Like, Lit, Node, Not, Or, Predicate
+from lakehouse_index.expressions import And as AndNode
+from lakehouse_index.expressions import (
+    Between,
+    Col,
+    Compare,
+    Const,
+    In,
+    IsNull,
+    Like,
+    Lit,
+    Node,
+    Not,
+    Or,
+    Predicate,
+)
+from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.kinds.columns import require_columns
 from lakehouse_index.log.entry import IndexFile, Level
+from lakehouse_index.read.datafiles import read_file
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
 from lakehouse_index.spec import SkippingIndex
-from lakehouse_index.storage import Storage, join_uri
 
 __all__ = [
     "FILE_ID",

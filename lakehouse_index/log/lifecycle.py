@@ -53,10 +53,10 @@ from lakehouse_index.errors import (
     IndexNotFoundError,
     InvalidIndexSpecError,
 )
+from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.log.entry import Content, IndexState, LogEntry, Operation, Pending, SourceState
 from lakehouse_index.log.store import DATA_DIR, IndexLog
 from lakehouse_index.spec import IndexSpec
-from lakehouse_index.storage import Storage, join_uri
 
 _log = logging.getLogger(__name__)
 

@@ -20,7 +20,7 @@ miss a newer entry because of a hole).
 
 Example::
 
-    from lakehouse_index.storage import Storage
+    from lakehouse_index.io import Storage
     from lakehouse_index.log.store import IndexLog, IndexCatalog
 
     storage = Storage.for_uri("s3://bucket/t", {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000"})
@@ -39,8 +39,8 @@ from collections.abc import Iterable
 import pyarrow.fs as pafs
 
 from lakehouse_index.errors import ConcurrentIndexUpdate, IndexLogError
+from lakehouse_index.io import ObjectExistsError, Storage, join_uri
 from lakehouse_index.log.entry import IndexState, LogEntry
-from lakehouse_index.storage import ObjectExistsError, Storage, join_uri
 
 LOG_DIR = "_log"
 DATA_DIR = "data"

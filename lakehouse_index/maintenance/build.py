@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakehouse_index.datafiles import ROW_COLUMN, read_file
+from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.kinds import covering as cov
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds import skipping
@@ -29,9 +29,9 @@ from lakehouse_index.kinds.keys import file_bounds
 from lakehouse_index.kinds.validation import validate_spec
 from lakehouse_index.log.entry import Content, IndexFile, Level, SourceFile, SourceState
 from lakehouse_index.maintenance.writer import ROWS_PER_FILE, TaskWriter, write_entries
+from lakehouse_index.read.datafiles import ROW_COLUMN, read_file
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
 from lakehouse_index.spec import CoveringIndex, IndexSpec, SkippingIndex
-from lakehouse_index.storage import Storage, join_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -112,7 +112,7 @@ def entries_frame(
     """
     from pyspark.sql import functions as F
 
-    from lakehouse_index.spark_read import spark_frame
+    from lakehouse_index.read.spark_read import spark_frame
 
     reads: dict[int, list[IndexJob]] = {}  # the n-th job of each path goes to read n
     seen: Counter[str] = Counter()

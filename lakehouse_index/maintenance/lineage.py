@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from lakehouse_index.datafiles import read_file
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.log.entry import Move
+from lakehouse_index.read.datafiles import read_file
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
 from lakehouse_index.spec import IndexSpec
 

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds import skipping
+from lakehouse_index.kinds.moves import MoveMap
 from lakehouse_index.log.entry import Content, Level, LogEntry, SourceState
 from lakehouse_index.maintenance.build import relative_to, write_sorted
-from lakehouse_index.query.moves import MoveMap
 from lakehouse_index.spec import SkippingIndex
-from lakehouse_index.storage import Storage, join_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -42,8 +42,8 @@ import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap64
 
-from lakehouse_index.datafiles import ROW_COLUMN, equality_delete_mask, read_file
 from lakehouse_index.errors import TableFormatError, VersionNotFoundError
+from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds import skipping
 from lakehouse_index.log.entry import Content, IndexFile, Level, LogEntry, Pending, SourceFile, SourceState
@@ -60,9 +60,9 @@ from lakehouse_index.maintenance.build import (
     write_sorted,
 )
 from lakehouse_index.maintenance.writer import write_entries
+from lakehouse_index.read.datafiles import ROW_COLUMN, equality_delete_mask, read_file
 from lakehouse_index.source import Change, FileEntry, Snapshot, TableSource
 from lakehouse_index.spec import IndexSpec, SkippingIndex
-from lakehouse_index.storage import Storage, join_uri
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import time
 
+from lakehouse_index.io import join_uri
 from lakehouse_index.log.garbage import orphan_dirs, orphans
 from lakehouse_index.log.store import DATA_DIR, IndexLog
-from lakehouse_index.storage import join_uri
 
 DEFAULT_RETENTION_HOURS = 168.0
 

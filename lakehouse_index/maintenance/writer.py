@@ -16,9 +16,9 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.spec import IndexSpec
-from lakehouse_index.storage import Storage, join_uri
 
 #: Rows per row group of index files: a point lookup decodes one group of this size (about
 #: 0.3 MB of a secondary index, 1 ms to decode); smaller groups would grow the footer that

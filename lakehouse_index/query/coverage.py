@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from lakehouse_index.errors import VersionNotFoundError
+from lakehouse_index.kinds.moves import MoveMap, moves_of
 from lakehouse_index.log.entry import LogEntry, SourceFile
-from lakehouse_index.query.moves import MoveMap, moves_of
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
 
 

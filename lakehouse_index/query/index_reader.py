@@ -18,10 +18,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.kinds import keys as K
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.log.entry import IndexFile, Level
-from lakehouse_index.storage import Storage, join_uri
 
 
 @dataclass(frozen=True)

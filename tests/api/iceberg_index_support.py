@@ -145,8 +145,8 @@ def locate_via(table: Any, entry: Any, version: int, probe: Sequence[Any]) -> tu
     Forcing each snapshot proves every (index snapshot, table version) pair: exact windows
     through the LSM entries and hybrid repairs in both directions.
     """
+    from lakehouse_index.io import join_uri
     from lakehouse_index.query import lookup as lk
-    from lakehouse_index.storage import join_uri
 
     plan = lk.plan_lookup(table.source, entry, table.snapshot(version), probe)
     return lk.locate(table.source, table.storage, join_uri(table.index_root, entry.name), plan), plan.coverage

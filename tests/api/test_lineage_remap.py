@@ -24,9 +24,9 @@ from hypothesis import strategies as st
 
 import lakehouse_index as li
 from lakehouse_index.kinds import secondary as sec
+from lakehouse_index.kinds.moves import MoveMap
 from lakehouse_index.log.entry import LogEntry, Move, SourceFile
 from lakehouse_index.maintenance.lineage import _align, _Occurrences, _Rows
-from lakehouse_index.query.moves import MoveMap
 from tests.support.oracle import rows_multiset
 
 pytestmark = pytest.mark.spark

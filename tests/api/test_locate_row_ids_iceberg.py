@@ -21,9 +21,9 @@ import pyarrow as pa
 import pytest
 
 import lakehouse_index as li
+from lakehouse_index.io import join_uri
 from lakehouse_index.log.store import IndexCatalog
 from lakehouse_index.query import lookup as lk
-from lakehouse_index.storage import join_uri
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]
 
@@ -159,7 +159,7 @@ def _has_materialized_row_ids(table: li.Table) -> bool:
     """Whether some live data file of the latest version stores non-null ``_row_id`` values."""
     import pyarrow.parquet as pq
 
-    from lakehouse_index.datafiles import file_layout, row_id_column
+    from lakehouse_index.read.datafiles import file_layout, row_id_column
 
     snap = table.snapshot()
     for fe in snap.files.values():

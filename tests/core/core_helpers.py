@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 from pyroaring import BitMap64
 
+from lakehouse_index.io import Storage
 from lakehouse_index.source import (
     Change,
     Column,
@@ -24,7 +25,6 @@ from lakehouse_index.source import (
     TableSource,
     VersionInfo,
 )
-from lakehouse_index.storage import Storage
 
 
 @dataclass

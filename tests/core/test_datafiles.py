@@ -14,8 +14,8 @@ from core_helpers import CaseSpec, FileSpec, build_case, case_specs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lakehouse_index.datafiles import clear_footer_cache, file_layout, read_file
 from lakehouse_index.errors import QueryError, TableFormatError
+from lakehouse_index.read.datafiles import clear_footer_cache, file_layout, read_file
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

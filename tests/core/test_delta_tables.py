@@ -19,11 +19,11 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from lakehouse_index_delta import DeltaSource
 
-from connectors.delta import DeltaSource
-from lakehouse_index.scan import scan_snapshot
-from lakehouse_index.spark_read import spark_frame
-from lakehouse_index.storage import Storage
+from lakehouse_index.io import Storage
+from lakehouse_index.read.scan import scan_snapshot
+from lakehouse_index.read.spark_read import spark_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakehouse_index.errors import QueryError
-from lakehouse_index.expr import Predicate
+from lakehouse_index.expressions import Predicate
 
 SCHEMA = pa.schema(
     [

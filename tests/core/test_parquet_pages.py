@@ -1,4 +1,4 @@
-"""Page-by-page point reads (lakehouse_index.parquet_pages) against whole row-group reads.
+"""Page-by-page point reads (lakehouse_index.read.parquet_pages) against whole row-group reads.
 
 The oracle is pyarrow itself: ``pf.read_row_group(g, columns).take(positions)`` on the
 same file, which the page path must match exactly (values, types, field metadata).
@@ -22,18 +22,18 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from lakehouse_index_delta import DeltaSource
 
-from connectors.delta import DeltaSource
-from lakehouse_index import datafiles
-from lakehouse_index.datafiles import read_file
-from lakehouse_index.parquet_pages import (
+from lakehouse_index.io import Storage
+from lakehouse_index.read import datafiles
+from lakehouse_index.read.datafiles import read_file
+from lakehouse_index.read.parquet_pages import (
     PageIndex,
     decode_struct,
     encode_struct,
     load_page_index,
     read_group_rows,
 )
-from lakehouse_index.storage import Storage
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -18,14 +18,14 @@ from core_helpers import MemSource
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lakehouse_index.datafiles import (
+from lakehouse_index.errors import QueryError, TableFormatError
+from lakehouse_index.read.datafiles import (
     ICEBERG_ROW_ID_FIELD_ID,
     clear_footer_cache,
     file_layout,
     row_id_column,
     row_ids,
 )
-from lakehouse_index.errors import QueryError, TableFormatError
 from lakehouse_index.source import Column, FileEntry, Snapshot
 
 FID = b"PARQUET:field_id"

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakehouse_index.errors import QueryError
-from lakehouse_index.scan import scan_files, scan_snapshot
+from lakehouse_index.read.scan import scan_files, scan_snapshot
 
 SETTINGS = settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakehouse_index.errors import QueryError
-from lakehouse_index.spark_read import spark_frame
+from lakehouse_index.read.spark_read import spark_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -144,7 +144,7 @@ def test_spark_frame_fails_on_a_file_it_cannot_attribute(
     spark: SparkSession, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Rows of a file whose Spark path matches no listed file fail the query, never vanish."""
-    import lakehouse_index.spark_read as sr
+    import lakehouse_index.read.spark_read as sr
 
     spec = CaseSpec("id", False, [FileSpec(rows=[(1, "a", 0.5)])])
     source, _ = build_case(str(tmp_path), spec)
@@ -170,8 +170,8 @@ def test_spark_frame_empty_and_errors(spark: SparkSession, tmp_path: os.PathLike
 
 def test_spark_is_not_imported_by_pyarrow_paths() -> None:
     code = (
-        "import sys, lakehouse_index.scan, lakehouse_index.datafiles, lakehouse_index.expr, "
-        "lakehouse_index.spark, lakehouse_index.spark_read\n"
+        "import sys, lakehouse_index.read.scan, lakehouse_index.read.datafiles, lakehouse_index.expressions, "
+        "lakehouse_index.spark, lakehouse_index.read.spark_read\n"
         "assert not [m for m in sys.modules if m.startswith('pyspark') or m == 'py4j'], 'pyspark imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
@@ -210,7 +210,7 @@ def test_driver_tables_values_and_rdd_paths(
     spark: SparkSession, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch, limit: int
 ) -> None:
     """Partition values, position and equality deletes through both ways of shipping them."""
-    import lakehouse_index.spark_read as sr
+    import lakehouse_index.read.spark_read as sr
 
     monkeypatch.setattr(sr, "LOCAL_VALUES_LIMIT", limit)
     spec = CaseSpec(

@@ -10,8 +10,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakehouse_index.maintenance.writer as writer
+from lakehouse_index.io import Storage
 from lakehouse_index.maintenance.writer import ROW_GROUP_ROWS, TaskWriter
-from lakehouse_index.storage import Storage
 
 SCHEMA = pa.schema([("k", pa.int64()), ("_row", pa.int64(), False)])
 

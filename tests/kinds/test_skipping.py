@@ -26,15 +26,15 @@ import xxhash
 from deltalake import DeltaTable, write_deltalake
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from lakehouse_index_delta import DeltaSource
 
-from connectors.delta import DeltaSource
 from lakehouse_index.errors import InvalidIndexSpecError, TableFormatError
-from lakehouse_index.expr import Predicate
+from lakehouse_index.expressions import Predicate
+from lakehouse_index.io import Storage
 from lakehouse_index.kinds import skipping as sk
 from lakehouse_index.log.entry import IndexFile, Level
 from lakehouse_index.source import Column, Snapshot
 from lakehouse_index.spec import SkippingIndex
-from lakehouse_index.storage import Storage
 
 UTC = dt.timezone.utc
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from lakehouse_index.storage import Storage
+from lakehouse_index.io import Storage
 from tests.support.moto import moto_s3
 
 BUCKET = "lakehouse-index-log-tests"

@@ -12,10 +12,10 @@ from typing import Any
 from logtest_helpers import append_body, create_body, source, spec, write_token
 
 from lakehouse_index.errors import ConcurrentIndexUpdate, IndexExistsError
+from lakehouse_index.io import Storage
 from lakehouse_index.log.entry import Content, Operation
 from lakehouse_index.log.lifecycle import IndexBusyError, OpContext, OpResult, run_operation
 from lakehouse_index.log.store import IndexLog
-from lakehouse_index.storage import Storage
 
 
 def _log(index_dir: str, options: dict[str, str]) -> IndexLog:

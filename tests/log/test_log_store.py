@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from logtest_helpers import source, spec
 
 from lakehouse_index.errors import ConcurrentIndexUpdate, IndexLogError
+from lakehouse_index.io import ObjectExistsError, Storage
 from lakehouse_index.log.entry import (
     Content,
     IndexFile,
@@ -27,7 +28,6 @@ from lakehouse_index.log.entry import (
 )
 from lakehouse_index.log.store import IndexCatalog, IndexLog
 from lakehouse_index.spec import CoveringIndex, SecondaryIndex
-from lakehouse_index.storage import ObjectExistsError, Storage
 
 # --------------------------------------------------------------------------- JSON round trip
 

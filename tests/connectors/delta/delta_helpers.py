@@ -13,10 +13,10 @@ import deltalake
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
+from lakehouse_index_delta import DeltaSource
 
-from connectors.delta import DeltaSource
+from lakehouse_index.io import Storage
 from lakehouse_index.source import Column, FileEntry, Snapshot
-from lakehouse_index.storage import Storage
 from tests.support.paths import PEER_TABLES  # noqa: F401  (re-exported for the test modules)
 
 

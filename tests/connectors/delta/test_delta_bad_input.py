@@ -8,10 +8,10 @@ import deltalake
 import pyarrow as pa
 import pytest
 from delta_helpers import open_source, oracle_files
+from lakehouse_index_delta import DeltaSource
 
-from connectors.delta import DeltaSource
+from lakehouse_index.io import Storage
 from lakehouse_index.source import NotATableError, TableFormatError, VersionNotFoundError
-from lakehouse_index.storage import Storage
 
 
 def _table(path: Path, commits: int = 3) -> None:

@@ -15,9 +15,9 @@ import deltalake
 import pyarrow as pa
 import pytest
 from delta_helpers import multiset, open_source, oracle_rows, read_snapshot_rows
+from lakehouse_index_delta.deletion_vectors import z85_decode, z85_encode
 from pyroaring import BitMap64
 
-from connectors.delta.deletion_vectors import z85_decode, z85_encode
 from lakehouse_index.source import TableFormatError
 
 MAGIC = 1681511377
@@ -267,8 +267,9 @@ def test_path_added_twice_in_one_commit_is_refused(table_dir: Path) -> None:
 
 
 def open_source_upto(path: Path, version: int) -> Any:
-    from connectors.delta import DeltaSource
-    from lakehouse_index.storage import Storage
+    from lakehouse_index_delta import DeltaSource
+
+    from lakehouse_index.io import Storage
 
     src = DeltaSource(str(path), Storage.for_uri(str(path)))
     src.snapshot(version)

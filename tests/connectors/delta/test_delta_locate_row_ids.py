@@ -29,14 +29,14 @@ from typing import Any
 import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
+from lakehouse_index_delta.deletion_vectors import z85_encode
 from test_delta_deletion_vectors import bitmap_bytes, i_dv, remove
 from test_delta_metadata import copy_peer, log_lines, write_commit
 
 import lakehouse_index as li
-from connectors.delta.deletion_vectors import z85_encode
+from lakehouse_index.io import join_uri
 from lakehouse_index.log.store import IndexCatalog
 from lakehouse_index.query import lookup as lk
-from lakehouse_index.storage import join_uri
 
 #: Keys probed: rows that never moved, moved by UPDATE / MERGE / OPTIMIZE, deleted, duplicated, missing.
 PROBE = [0, 2, 3, 5, 9, 102, 103, 300, 301, 302, 400, 401, 999]

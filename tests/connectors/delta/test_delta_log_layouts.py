@@ -14,10 +14,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from delta_helpers import open_source, oracle_files
+from lakehouse_index_delta import DeltaSource
 
-from connectors.delta import DeltaSource
+from lakehouse_index.io import Storage
 from lakehouse_index.source import HistoryTruncatedError, TableFormatError, VersionNotFoundError
-from lakehouse_index.storage import Storage
 
 
 def make_table(path: Path, commits: int = 6, checkpoint_at: int | None = 3) -> dict[int, set[str]]:

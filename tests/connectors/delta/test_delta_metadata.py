@@ -16,8 +16,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from delta_helpers import PEER_TABLES, multiset, open_source, oracle_rows, read_snapshot_rows
+from lakehouse_index_delta.schema import parse_partition_value
 
-from connectors.delta.schema import parse_partition_value
 from lakehouse_index.source import TableFormatError, UnsupportedFeatureError
 
 
@@ -199,8 +199,9 @@ def test_unknown_reader_feature_is_refused_and_writer_feature_tolerated(table_di
 
 
 def open_source_at_most(path: Path, version: int) -> Any:
-    from connectors.delta import DeltaSource
-    from lakehouse_index.storage import Storage
+    from lakehouse_index_delta import DeltaSource
+
+    from lakehouse_index.io import Storage
 
     src = DeltaSource(str(path), Storage.for_uri(str(path)))
     src.snapshot(version)

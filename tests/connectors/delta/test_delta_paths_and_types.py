@@ -9,8 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from delta_helpers import multiset, open_source, read_snapshot_rows
-
-from connectors.delta.paths import canonical_root, resolve_path
+from lakehouse_index_delta.paths import canonical_root, resolve_path
 
 ROOT = "file:///data/t"
 

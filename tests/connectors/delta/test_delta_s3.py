@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 from delta_helpers import PEER_TABLES, oracle_files
+from lakehouse_index_delta import DeltaSource
 
-from connectors.delta import DeltaSource
-from lakehouse_index.storage import Storage
+from lakehouse_index.io import Storage
 from tests.support.moto import moto_s3, s3_client
 
 

@@ -15,8 +15,7 @@ from delta_helpers import open_source, oracle_files
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
-
-from connectors.delta import DeltaSource
+from lakehouse_index_delta import DeltaSource
 
 
 class DeltaHistory(RuleBasedStateMachine):

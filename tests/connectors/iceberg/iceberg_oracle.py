@@ -15,10 +15,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from lakehouse_index_iceberg import IcebergSource
 
-from connectors.iceberg import IcebergSource
+from lakehouse_index.io import Storage
 from lakehouse_index.source import Column, FileEntry, Snapshot
-from lakehouse_index.storage import Storage
 
 
 def open_path(path: str) -> IcebergSource:
@@ -88,14 +88,14 @@ def pyiceberg_rows(table: Any, snapshot_id: int, names: Sequence[str]) -> Counte
 
 def pyiceberg_files(table: Any, snapshot_id: int) -> set[str]:
     """Data file paths pyiceberg plans for a snapshot (normalised like the connector's)."""
-    from connectors.iceberg.deletes import normalize_path
+    from lakehouse_index_iceberg.deletes import normalize_path
 
     return {normalize_path(t.file.file_path) for t in table.scan(snapshot_id=snapshot_id).plan_files()}
 
 
 def row_ids(src: IcebergSource, entry: FileEntry, positions: Sequence[int]) -> list[int | None]:
     """v3 row ids of the given positions: the materialized ``_row_id`` else first_row_id + position."""
-    from connectors.iceberg.source import ROW_ID_FIELD_ID
+    from lakehouse_index_iceberg.source import ROW_ID_FIELD_ID
 
     fs, p = src.io.arrow(entry.path)
     pf = pq.ParquetFile(p, filesystem=fs)

@@ -11,12 +11,12 @@ import zlib
 import pyarrow as pa
 import pytest
 from iceberg_oracle import open_path
+from lakehouse_index_iceberg import IcebergSource
+from lakehouse_index_iceberg.deletes import decode_deletion_vector
 from pyroaring import BitMap64
 
-from connectors.iceberg import IcebergSource
-from connectors.iceberg.deletes import decode_deletion_vector
+from lakehouse_index.io import Storage
 from lakehouse_index.source import NotATableError, TableFormatError
-from lakehouse_index.storage import Storage
 
 ARROW = pa.schema([pa.field("id", pa.int64(), False), ("v", pa.string())])
 

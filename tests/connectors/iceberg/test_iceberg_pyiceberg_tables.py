@@ -11,15 +11,15 @@ import textwrap
 import pyarrow as pa
 import pytest
 from iceberg_oracle import live_rows, open_path, pyiceberg_files, pyiceberg_rows
+from lakehouse_index_iceberg import IcebergSource
 from pyiceberg.expressions import EqualTo, LessThan
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import LongType, NestedField, StringType
 
-from connectors.iceberg import IcebergSource
+from lakehouse_index.io import Storage
 from lakehouse_index.source import HistoryTruncatedError, VersionNotFoundError
-from lakehouse_index.storage import Storage
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=True),
@@ -237,8 +237,8 @@ def test_open_by_catalog_name_uses_pyiceberg_configuration(catalog, tmp_path):
     env["PYICEBERG_CATALOG__TEST__URI"] = f"sqlite:///{tmp_path}/catalog.db"
     code = textwrap.dedent(
         """
-        from connectors.iceberg import IcebergSource
-        from lakehouse_index.storage import Storage
+        from lakehouse_index_iceberg import IcebergSource
+        from lakehouse_index.io import Storage
         src = IcebergSource.open("db.t", Storage.for_uri("/"), catalog="test")
         print(src.latest_version(), len(src.snapshot().files))
         """

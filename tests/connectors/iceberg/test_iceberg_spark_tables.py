@@ -12,8 +12,8 @@ from collections import Counter
 
 import pytest
 from iceberg_oracle import live_file_rows, live_rows, open_path, read_by_field_id, row_ids
+from lakehouse_index_iceberg import IcebergRowDeletes
 
-from connectors.iceberg import IcebergRowDeletes
 from lakehouse_index.source import Change, FileEntry, TableFormatError
 
 pytestmark = [pytest.mark.spark, pytest.mark.integration]

@@ -14,7 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from connectors.delta.actions import (
+from lakehouse_index.source import FileIO, TableFormatError
+from lakehouse_index_delta.actions import (
     Actions,
     AddFile,
     Metadata,
@@ -24,10 +25,9 @@ from connectors.delta.actions import (
     parse_metadata,
     parse_protocol,
 )
-from connectors.delta.deletion_vectors import DeletionVectorDescriptor
-from connectors.delta.log_files import Checkpoint
-from connectors.delta.paths import resolve_path
-from lakehouse_index.source import FileIO, TableFormatError
+from lakehouse_index_delta.deletion_vectors import DeletionVectorDescriptor
+from lakehouse_index_delta.log_files import Checkpoint
+from lakehouse_index_delta.paths import resolve_path
 
 _ADD_FIELDS = (
     "path",

@@ -14,9 +14,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from connectors.delta.deletion_vectors import DeletionVectorDescriptor
-from connectors.delta.paths import resolve_path
 from lakehouse_index.source import TableFormatError
+from lakehouse_index_delta.deletion_vectors import DeletionVectorDescriptor
+from lakehouse_index_delta.paths import resolve_path
 
 _NUM_RECORDS = re.compile(r'"numRecords"\s*:\s*(\d+)')
 

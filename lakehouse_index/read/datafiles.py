@@ -28,7 +28,7 @@ else ``first_row_id + position``; null when the file has no ``first_row_id``.
 Parquet footers are cached in a small LRU keyed by (path, size): repeated point
 reads of a file do not re-read its footer. Point reads in large row groups of files
 with a page index fetch and decode only the pages holding the rows
-(:mod:`lakehouse_index.parquet_pages`); those files' page indexes are cached likewise.
+(:mod:`lakehouse_index.read.parquet_pages`); those files' page indexes are cached likewise.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakehouse_index.errors import QueryError, TableFormatError
-from lakehouse_index.parquet_pages import PageIndex, load_page_index, plain_type, read_group_rows
+from lakehouse_index.read.parquet_pages import PageIndex, load_page_index, plain_type, read_group_rows
 from lakehouse_index.source import Column, FileEntry, Snapshot, TableSource
 
 __all__ = [
@@ -483,7 +483,7 @@ def _read_group_rows(
     """Rows ``local`` (sorted positions within the row group) of one row group.
 
     For a few rows of a large row group: only the pages holding them when the file has a
-    page index (:mod:`lakehouse_index.parquet_pages`), column by column; the columns the
+    page index (:mod:`lakehouse_index.read.parquet_pages`), column by column; the columns the
     page path cannot serve are read batch by batch up to the last wanted row (pyarrow 26
     has no page-level read).
     """

@@ -12,9 +12,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 
-from lakehouse_index.datafiles import ROW_COLUMN, read_file
 from lakehouse_index.errors import QueryError
-from lakehouse_index.expr import Predicate, Where
+from lakehouse_index.expressions import Predicate, Where
+from lakehouse_index.read.datafiles import ROW_COLUMN, read_file
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
 
 __all__ = ["prune_files", "scan_files", "scan_snapshot"]

@@ -1,12 +1,12 @@
 """Reading a snapshot's data files directly as Parquet with Spark (no Delta/Iceberg jars).
 
 :func:`spark_frame` is the Spark executor's plain read: the same rows as
-:func:`lakehouse_index.scan.scan_snapshot`, as a lazy DataFrame.
+:func:`lakehouse_index.read.scan.scan_snapshot`, as a lazy DataFrame.
 
 How the snapshot's logical schema is rebuilt on Spark:
 
 * **Columns.** Every file's footer is read once on the driver (cached, see
-  :mod:`lakehouse_index.datafiles`) and each logical column is resolved exactly as
+  :mod:`lakehouse_index.read.datafiles`) and each logical column is resolved exactly as
   the pyarrow reader does (field id, then stored name; absent → null). Files with the
   same resolution (stored names and stored types) are read together with an explicit
   read schema in *their* types and cast to the snapshot's types afterwards. This is
@@ -38,16 +38,16 @@ from urllib.parse import urlparse
 
 import pyarrow as pa
 
-from lakehouse_index.datafiles import (
+from lakehouse_index.errors import QueryError, UnsupportedFeatureError
+from lakehouse_index.expressions import Predicate, Where, quote_identifier, sql_literal
+from lakehouse_index.read.datafiles import (
     ROW_COLUMN,
     FileLayout,
     deleted_positions_array,
     file_layout,
     resolve_columns,
 )
-from lakehouse_index.errors import QueryError, UnsupportedFeatureError
-from lakehouse_index.expr import Predicate, Where, quote_identifier, sql_literal
-from lakehouse_index.scan import prune_files
+from lakehouse_index.read.scan import prune_files
 from lakehouse_index.source import EqualityDeletes, FileEntry, Snapshot, TableSource
 
 if TYPE_CHECKING:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from connectors.delta.actions import Protocol
 from lakehouse_index.source import UnsupportedFeatureError
+from lakehouse_index_delta.actions import Protocol
 
 #: Reader features whose semantics are implemented (or do not affect which rows are live).
 SUPPORTED_READER_FEATURES = frozenset(

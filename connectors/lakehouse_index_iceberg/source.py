@@ -44,31 +44,6 @@ from pyiceberg.types import (
 )
 from pyroaring import BitMap64
 
-from connectors.iceberg.deletes import (
-    DeleteIndex,
-    DeleteReader,
-    IcebergRowDeletes,
-    normalize_path,
-    read_equality_delete_rows,
-)
-from connectors.iceberg.manifests import (
-    ContentFile,
-    EntryStatus,
-    FileContent,
-    ManifestEntry,
-    ManifestFile,
-    live,
-    read_manifest,
-    read_manifest_list,
-)
-from connectors.iceberg.table_metadata import (
-    History,
-    MetadataLocator,
-    find_metadata_file,
-    has_metadata,
-    operation_of,
-    parse_metadata,
-)
 from lakehouse_index.source import (
     Change,
     Column,
@@ -83,6 +58,31 @@ from lakehouse_index.source import (
     UnsupportedFeatureError,
     VersionInfo,
     VersionNotFoundError,
+)
+from lakehouse_index_iceberg.deletes import (
+    DeleteIndex,
+    DeleteReader,
+    IcebergRowDeletes,
+    normalize_path,
+    read_equality_delete_rows,
+)
+from lakehouse_index_iceberg.manifests import (
+    ContentFile,
+    EntryStatus,
+    FileContent,
+    ManifestEntry,
+    ManifestFile,
+    live,
+    read_manifest,
+    read_manifest_list,
+)
+from lakehouse_index_iceberg.table_metadata import (
+    History,
+    MetadataLocator,
+    find_metadata_file,
+    has_metadata,
+    operation_of,
+    parse_metadata,
 )
 
 #: Name under which v3 row lineage is exposed (Iceberg's reserved ``_row_id`` column).

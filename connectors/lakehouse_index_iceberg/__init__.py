@@ -3,7 +3,7 @@
 Registered under the ``lakehouse_index.connectors`` entry point as ``iceberg``.
 """
 
-from connectors.iceberg.deletes import IcebergRowDeletes
-from connectors.iceberg.source import IcebergSource
+from lakehouse_index_iceberg.deletes import IcebergRowDeletes
+from lakehouse_index_iceberg.source import IcebergSource
 
 __all__ = ["IcebergRowDeletes", "IcebergSource"]

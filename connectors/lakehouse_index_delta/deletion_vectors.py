@@ -25,8 +25,8 @@ from typing import Any
 
 from pyroaring import BitMap64
 
-from connectors.delta.paths import resolve_path
 from lakehouse_index.source import FileIO, RowDeletes, TableFormatError, UnsupportedFeatureError
+from lakehouse_index_delta.paths import resolve_path
 
 PORTABLE_MAGIC = 1681511377
 _DV_FILE_FORMAT_VERSION = 1

@@ -29,13 +29,6 @@ from typing import Any, ClassVar
 import pyarrow.fs as pafs
 from pyroaring import BitMap64
 
-from connectors.delta.actions import Actions, AddFile, Metadata, Protocol, parse_json_lines
-from connectors.delta.checkpoints import read_checkpoint
-from connectors.delta.deletion_vectors import DeletionVectorDescriptor, read_deletion_vector
-from connectors.delta.features import check_protocol
-from connectors.delta.log_files import Checkpoint, LogListing, list_log
-from connectors.delta.paths import canonical_root
-from connectors.delta.schema import TableSchema, table_schema
 from lakehouse_index.source import (
     Change,
     DeleteChange,
@@ -50,6 +43,13 @@ from lakehouse_index.source import (
     VersionInfo,
     VersionNotFoundError,
 )
+from lakehouse_index_delta.actions import Actions, AddFile, Metadata, Protocol, parse_json_lines
+from lakehouse_index_delta.checkpoints import read_checkpoint
+from lakehouse_index_delta.deletion_vectors import DeletionVectorDescriptor, read_deletion_vector
+from lakehouse_index_delta.features import check_protocol
+from lakehouse_index_delta.log_files import Checkpoint, LogListing, list_log
+from lakehouse_index_delta.paths import canonical_root
+from lakehouse_index_delta.schema import TableSchema, table_schema
 
 #: Name under which row ids are exposed when row tracking is on but no materialized
 #: column is configured (see :attr:`Snapshot.row_id_column` and DeltaSource docs).

@@ -26,7 +26,6 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
-from connectors.iceberg.manifests import ContentFile, FileContent, ManifestEntry
 from lakehouse_index.source import (
     Column,
     EqualityDeletes,
@@ -35,6 +34,7 @@ from lakehouse_index.source import (
     TableFormatError,
     UnsupportedFeatureError,
 )
+from lakehouse_index_iceberg.manifests import ContentFile, FileContent, ManifestEntry
 
 DV_MAGIC = bytes.fromhex("D1D33964")
 POS_PATH_COLUMN, POS_POS_COLUMN = "file_path", "pos"

@@ -1,1 +1,0 @@
-"""Table-format connectors, registered under the ``lakehouse_index.connectors`` entry points."""

@@ -1,0 +1,1 @@
+"""The read path: data files of a table version, by pyarrow (point reads, scans) or Spark."""
