@@ -10,6 +10,15 @@ Example::
 """
 
 from lakehouse_index.api import IndexInfo, Table, open_table
+from lakehouse_index.config import (
+    CacheConfig,
+    Config,
+    ExecutorConfig,
+    LogConfig,
+    PlannerConfig,
+    ReadConfig,
+    configure_caches,
+)
 from lakehouse_index.errors import (
     ConcurrentIndexUpdate,
     HistoryTruncatedError,
@@ -28,13 +37,18 @@ from lakehouse_index.errors import (
     VersionNotFoundError,
 )
 from lakehouse_index.log.entry import IndexState
-from lakehouse_index.query.planner import PlannerConfig
 from lakehouse_index.spec import AutoRefresh, CoveringIndex, IndexKind, SecondaryIndex, SkippingIndex
 
 __version__ = "0.1.0"
 
 __all__ = [
     "AutoRefresh",
+    "CacheConfig",
+    "Config",
+    "ExecutorConfig",
+    "LogConfig",
+    "ReadConfig",
+    "configure_caches",
     "ConcurrentIndexUpdate",
     "CoveringIndex",
     "HistoryTruncatedError",

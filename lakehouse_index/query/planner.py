@@ -27,6 +27,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
+from lakehouse_index.config import PlannerConfig
 from lakehouse_index.errors import VersionNotFoundError
 from lakehouse_index.log.entry import LogEntry
 from lakehouse_index.maintenance.writer import ROW_GROUP_ROWS
@@ -43,22 +44,6 @@ class Reason(str, Enum):
     OVER_THRESHOLD = "hybrid scan over threshold"
     TABLE_VERSION_GONE = "indexed table version no longer in the table's history"
     WRONG_COLUMNS = "index does not cover the query's columns"
-
-
-@dataclass(frozen=True)
-class PlannerConfig:
-    """Knobs of the cost model (bytes)."""
-
-    #: Reject a snapshot whose hybrid scan reads more than this share of the version's bytes.
-    max_scan_share: float = 0.5
-    #: Charged per covered file that is not live in the target (lineage filter work).
-    excluded_file_cost: int = 1024
-    #: Charged per row deleted since indexing (delete filter work).
-    deleted_row_cost: int = 8
-    #: Answer from the cheapest index snapshot that can answer at all, even when a plain
-    #: scan is estimated cheaper or the hybrid scan is over ``max_scan_share`` (tests of
-    #: the index path on small tables; users who know their workload better).
-    force_index: bool = False
 
 
 @dataclass(frozen=True)

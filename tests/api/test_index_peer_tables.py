@@ -24,10 +24,10 @@ import pyarrow as pa
 import pytest
 
 import lakehouse_index as li
+from lakehouse_index.config import PlannerConfig
 from lakehouse_index.errors import InvalidIndexSpecError, TableFormatError
 from lakehouse_index.kinds.keys import check_key_type
 from lakehouse_index.log.entry import IndexState
-from lakehouse_index.query.planner import PlannerConfig
 from lakehouse_index.source import Snapshot
 from tests.support.delta_peers import (
     compared_schema,

@@ -17,7 +17,8 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 
 import lakehouse_index as li
-from lakehouse_index.query.planner import PlannerConfig, Reason
+from lakehouse_index.config import PlannerConfig
+from lakehouse_index.query.planner import Reason
 from tests.support.oracle import rows_multiset
 
 KEYS = ["a", "b", "c", "d"]

@@ -1,0 +1,147 @@
+"""Every tuning knob of lakehouse-index, with its default, in one frozen :class:`Config`.
+
+A :class:`~lakehouse_index.api.Table` carries one (``open_table(..., config=Config(...))``)
+and hands the relevant section to each layer: the executors get :class:`ExecutorConfig`,
+the planner :class:`PlannerConfig`, the readers :class:`ReadConfig`, the index log
+:class:`LogConfig`. Caches are shared by every table of a process, so their sizes
+(:class:`CacheConfig`) are set process-wide with :func:`configure_caches`.
+
+Every option is documented in ``docs/CONFIG.md`` (a test keeps the two in step).
+
+Example::
+
+    import lakehouse_index as li
+
+    cfg = li.Config(executor=li.ExecutorConfig(local_max_rows=5_000_000))
+    t = li.open_table("/data/events", config=cfg)
+    t2 = li.open_table("/data/events", config=cfg.replace(planner={"force_index": True}))
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ExecutorConfig:
+    """Where index data is computed, and the layout of the files written."""
+
+    #: Builds, refreshes and optimizes whose rows (net of deleted rows) number at most this
+    #: run in this process with pyarrow; larger ones on Spark.
+    local_max_rows: int = 1_000_000
+    #: Rows assumed per byte of a data file whose row count the table's log does not record.
+    bytes_per_row_estimate: int = 64
+    #: Rows per row group of secondary and covering index files (a point lookup decodes one).
+    index_row_group_rows: int = 4_096
+    #: Rows per index file before a writer starts a new one.
+    rows_per_index_file: int = 4_000_000
+    #: Rows per row group of skipping-index files (one row per data file).
+    skipping_row_group_rows: int = 65_536
+    #: Largest bloom filter a skipping index keeps for one column of one data file (bytes).
+    max_bloom_bytes: int = 128 << 20
+    #: Lineage remap: a rewritten file is remapped only if at most this share of its rows are new.
+    remap_max_new_share: float = 0.5
+    #: Lineage remap: the moved rows must form runs of at least this many rows on average.
+    remap_min_rows_per_run: int = 4
+
+
+@dataclass(frozen=True)
+class PlannerConfig:
+    """Knobs of the planner's cost model (bytes)."""
+
+    #: Reject a snapshot whose hybrid scan reads more than this share of the version's bytes.
+    max_scan_share: float = 0.5
+    #: Charged per covered file that is not live in the target (lineage filter work).
+    excluded_file_cost: int = 1024
+    #: Charged per row deleted since indexing (delete filter work).
+    deleted_row_cost: int = 8
+    #: Answer from the cheapest index snapshot that can answer at all, even when a plain
+    #: scan is estimated cheaper or the hybrid scan is over ``max_scan_share`` (tests of
+    #: the index path on small tables; users who know their workload better).
+    force_index: bool = False
+
+
+@dataclass(frozen=True)
+class ReadConfig:
+    """How data files are read (pyarrow point reads and Spark reads)."""
+
+    #: Row groups with more rows than this are read page by page when few rows are wanted
+    #: (when the file has a page index); smaller ones are decoded whole.
+    page_read_min_rows: int = 8_192
+    #: At most this many wanted rows of one row group take the page or batch path.
+    point_read_max_rows: int = 64
+    #: Batch size when a large row group is read batch by batch up to the last wanted row.
+    point_read_batch_rows: int = 4_096
+    #: Spark reads: below this many deleted positions the delete table is broadcast.
+    spark_broadcast_deletes: int = 2_000_000
+    #: Spark reads: driver-side tables up to this many values become SQL VALUES.
+    spark_local_values_limit: int = 200_000
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """The index log and its clean-up."""
+
+    #: Age (seconds) after which a reader lists the log again instead of probing.
+    relist_after_s: float = 600.0
+    #: Log entries younger than this (seconds) are never expired, so cached readers stay correct.
+    min_retention_s: float = 24 * 3600.0
+    #: ``vacuum_index`` keeps snapshots younger than this many hours by default.
+    vacuum_retention_hours: float = 168.0
+
+
+@dataclass(frozen=True)
+class CacheConfig:
+    """Process-wide caches (set with :func:`configure_caches`)."""
+
+    #: Parquet footers of data files kept (entries).
+    footer_entries: int = 1_024
+    #: Parquet page indexes of data files kept (entries).
+    page_index_entries: int = 256
+    #: Opened index files (footers and row-group bounds) kept (entries).
+    index_file_entries: int = 256
+    #: Lineage move maps kept (entries).
+    move_map_entries: int = 64
+
+
+@dataclass(frozen=True)
+class Config:
+    """Every tuning knob, grouped by the layer that uses it; all have defaults."""
+
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    planner: PlannerConfig = field(default_factory=PlannerConfig)
+    read: ReadConfig = field(default_factory=ReadConfig)
+    log: LogConfig = field(default_factory=LogConfig)
+
+    def replace(self, **sections: Any) -> Config:
+        """A copy with some options changed: ``cfg.replace(planner={"force_index": True})``.
+
+        Each keyword names a section and gives a mapping of its options (or a whole section).
+        """
+        changes: dict[str, Any] = {}
+        for name, value in sections.items():
+            current = getattr(self, name)  # AttributeError names an unknown section
+            changes[name] = value if not isinstance(value, dict) else dataclasses.replace(current, **value)
+        return dataclasses.replace(self, **changes)
+
+
+_CACHES = CacheConfig()
+
+
+def configure_caches(config: CacheConfig | None = None, **options: Any) -> CacheConfig:
+    """Set the process-wide cache sizes (``None`` and no options: back to the defaults).
+
+    Takes effect for caches created afterwards and on the next insertion into existing
+    ones; returns the sizes now in force.
+    """
+    global _CACHES
+    base = config or CacheConfig()
+    _CACHES = dataclasses.replace(base, **options)
+    return _CACHES
+
+
+def cache_config() -> CacheConfig:
+    """The process-wide cache sizes in force."""
+    return _CACHES
