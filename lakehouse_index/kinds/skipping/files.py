@@ -1,0 +1,178 @@
+"""Skipping files on storage: writing them, and loading the rows live in one version."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakehouse_index.errors import TableFormatError
+from lakehouse_index.io import Storage, join_uri
+from lakehouse_index.kinds.skipping.schema import (
+    FILE_ID,
+    IDENTITY_KEY,
+    RESERVED,
+    ROW_GROUP_ROWS,
+    ROWS,
+    validate_spec,
+    widens,
+)
+from lakehouse_index.kinds.skipping.stats import build_rows
+from lakehouse_index.log.entry import IndexFile, Level
+from lakehouse_index.source import FileEntry, Snapshot, TableSource
+from lakehouse_index.spec import SkippingIndex
+
+if TYPE_CHECKING:
+    from lakehouse_index.kinds.skipping.prune import _ColumnView
+
+
+def write_skipping_file(
+    rows: pa.Table, storage: Storage, index_dir: str, rel_path: str, level: Level = Level.BASE
+) -> IndexFile:
+    """Write ``rows`` as one Parquet file at ``index_dir/rel_path``; its root-index record.
+
+    ``rel_path`` is relative to the index directory (``ctx.data_path("skipping.parquet")``
+    in an operation body) and is what the returned :class:`IndexFile` names.
+    """
+    uri = join_uri(index_dir, rel_path)
+    fs, inner = storage.arrow(uri)
+    fs.create_dir(inner.rsplit("/", 1)[0], recursive=True)
+    pq.write_table(rows, inner, filesystem=fs, row_group_size=ROW_GROUP_ROWS, compression="zstd")
+    size = storage.stat(uri).size
+    return IndexFile(path=rel_path, rows=rows.num_rows, size=size, level=level)
+
+
+def build_files(
+    source: TableSource,
+    snapshot: Snapshot,
+    spec: SkippingIndex,
+    jobs: Sequence[tuple[FileEntry, int]],
+    storage: Storage,
+    index_dir: str,
+    rel_path: str,
+    level: Level,
+) -> tuple[IndexFile, ...]:
+    """:func:`build_rows` then :func:`write_skipping_file`; ``()`` when there is nothing to index."""
+    validate_spec(spec, snapshot)
+    if not jobs:
+        return ()
+    rows = build_rows(source, snapshot, spec, jobs)
+    return (write_skipping_file(rows, storage, index_dir, rel_path, level),)
+
+
+@dataclass(frozen=True)
+class SkippingData:
+    """The skipping rows of the files live in one version: one row per file id, sorted by it.
+
+    ``rows`` has the layout of the module docstring (compaction writes it back as is).
+    """
+
+    rows: pa.Table
+    file_ids: np.ndarray
+    #: Column statistics prepared for pruning, per (column, type the predicate reads it as).
+    _views: dict[tuple[str, str], _ColumnView | None] = field(
+        default_factory=dict, compare=False, repr=False, hash=False
+    )
+
+    @classmethod
+    def of(cls, rows: pa.Table) -> SkippingData:
+        """Wrap skipping rows that hold at most one row per file id (e.g. from :func:`build_rows`)."""
+        rows = rows.sort_by(FILE_ID).combine_chunks()
+        ids = np.asarray(rows.column(FILE_ID).to_numpy(), dtype=np.int64)
+        if len(ids) > 1 and (np.diff(ids) == 0).any():
+            raise ValueError("skipping rows hold two rows for one file id; use load() to merge them")
+        return cls(rows, ids)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The indexed columns."""
+        return tuple(n for n in self.rows.column_names if n not in RESERVED)
+
+    @property
+    def nbytes(self) -> int:
+        """Memory held."""
+        return int(self.rows.nbytes)
+
+
+def load(
+    storage: Storage,
+    index_dir: str,
+    files: Sequence[IndexFile],
+    live_ids: Iterable[int],
+    snapshot: Snapshot | None = None,
+) -> SkippingData:
+    """Read the skipping files ``files`` (in log order); keep the rows of ``live_ids``.
+
+    When two files hold a row for the same file id, the later file's row wins. With
+    ``snapshot`` (the table version being queried), the statistics of a column are left
+    out (so it prunes nothing) when the snapshot no longer has the column, or has
+    another column under its name (dropped and re-added, renamed over: different
+    physical name or field id), or a type the recorded one does not widen to.
+    """
+    tables = []
+    for f in files:
+        uri = join_uri(index_dir, f.path)
+        fs, inner = storage.arrow(uri)
+        try:
+            tables.append(pq.read_table(inner, filesystem=fs))
+        except FileNotFoundError as e:
+            raise TableFormatError(f"skipping index file {uri} is missing") from e
+        except (pa.ArrowInvalid, OSError) as e:
+            raise TableFormatError(f"skipping index file {uri} is not readable: {e}") from e
+    live = np.fromiter(live_ids, dtype=np.int64)
+    if not tables:
+        empty = pa.schema([pa.field(FILE_ID, pa.int64()), pa.field(ROWS, pa.int64())]).empty_table()
+        return SkippingData(empty, np.zeros(0, dtype=np.int64))
+    if snapshot is not None:
+        stale = set().union(*(_stale_columns(t, snapshot) for t in tables))
+        tables = [t.drop_columns([c for c in t.column_names if c in stale]) for t in tables]
+    try:
+        rows = pa.concat_tables(tables, promote_options="permissive").combine_chunks()
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise TableFormatError(f"skipping index files under {index_dir} do not share a schema: {e}") from e
+    ids = np.asarray(rows.column(FILE_ID).to_numpy(), dtype=np.int64)
+    # Last occurrence of every id: first occurrence in the reversed order.
+    rev_unique, rev_first = np.unique(ids[::-1], return_index=True)
+    last = len(ids) - 1 - rev_first
+    keep = last[np.isin(rev_unique, live)]
+    keep.sort()
+    # Keep the column identities (later files win) so that compaction can write ``rows`` back.
+    identity: dict[str, Any] = {}
+    for t in tables:
+        raw = (t.schema.metadata or {}).get(IDENTITY_KEY)
+        identity.update(json.loads(raw) if raw else {})
+    identity = {c: v for c, v in identity.items() if c in rows.column_names}
+    rows = rows.take(pa.array(keep, pa.int64())).replace_schema_metadata(
+        {IDENTITY_KEY: json.dumps(identity)} if identity else None
+    )
+    return SkippingData.of(rows)
+
+
+def _stale_columns(table: pa.Table, snapshot: Snapshot) -> set[str]:
+    """Indexed columns of one skipping file whose statistics do not describe ``snapshot``'s column."""
+    raw = (table.schema.metadata or {}).get(IDENTITY_KEY)
+    identity: dict[str, dict[str, Any]] = json.loads(raw) if raw else {}
+    stale = set()
+    for name in table.column_names:
+        if name in RESERVED:
+            continue
+        try:
+            col = snapshot.column(name)
+        except KeyError:
+            stale.add(name)
+            continue
+        recorded = identity.get(name)
+        if recorded is not None and (
+            recorded.get("storedName") != col.stored_name or recorded.get("fieldId") != col.field_id
+        ):
+            stale.add(name)
+            continue
+        stored_type = table.schema.field(name).type.field("min").type
+        if not widens(stored_type, col.type):
+            stale.add(name)
+    return stale

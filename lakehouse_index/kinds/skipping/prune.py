@@ -1,0 +1,375 @@
+"""Pruning: which files may hold a row matching a predicate, from their statistics.
+
+:func:`prune` evaluates the predicate abstractly per file, in SQL three-valued logic:
+for every file it computes which outcomes (true, false, null) the predicate may take
+on *some* row of the file, as three boolean numpy arrays over all files at once, and
+keeps the files where true is possible. Atoms use the exact value list where the file
+has one (evaluated with pyarrow, the same kernels the pyarrow executor uses), else
+min/max and the bloom filter (``=`` and ``IN`` only). AND / OR / NOT combine the
+outcome sets; anything not understood (column-to-column comparisons, columns not in
+the index, a pyarrow-expression predicate) may take any outcome. Every step only ever
+adds outcomes, so a file holding a matching row is never dropped.
+
+NaN: pyarrow compares NaN as unequal and unordered, Spark as equal to itself and
+greater than everything. Files with NaNs in a column therefore keep every outcome
+either engine could give them (true for ``!=``, ``>``, ``>=``, ``NOT IN``,
+``NOT BETWEEN``); min/max ignore NaNs. Signed zeros: pyarrow's ``IN`` matches floats
+by bit pattern (``-0.0 IN (0.0)`` is false) while ``=`` and Spark compare values, so
+zeros are evaluated under both signs.
+
+Example::
+
+    from lakehouse_index.kinds import skipping
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakehouse_index.expressions import And as AndNode
+from lakehouse_index.expressions import (
+    Between,
+    Col,
+    Compare,
+    Const,
+    In,
+    IsNull,
+    Like,
+    Lit,
+    Node,
+    Not,
+    Or,
+    Predicate,
+)
+from lakehouse_index.kinds.skipping.bloom import BloomSet
+from lakehouse_index.kinds.skipping.files import SkippingData
+from lakehouse_index.kinds.skipping.hashing import hash_values
+from lakehouse_index.kinds.skipping.schema import ROWS, family, widens
+
+
+@dataclass(frozen=True)
+class _Tri:
+    """Per file: may the predicate be true / false / null on some row of it."""
+
+    t: np.ndarray
+    f: np.ndarray
+    n: np.ndarray
+
+    def negate(self) -> _Tri:
+        return _Tri(self.f, self.t, self.n)
+
+
+def _const(n: int, t: bool, f: bool, null: bool) -> _Tri:
+    return _Tri(np.full(n, t), np.full(n, f), np.full(n, null))
+
+
+def _and(a: _Tri, b: _Tri) -> _Tri:
+    return _Tri(a.t & b.t, a.f | b.f, (a.n & (b.t | b.n)) | (b.n & (a.t | a.n)))
+
+
+def _or(a: _Tri, b: _Tri) -> _Tri:
+    return _Tri(a.t | b.t, a.f & b.f, (a.n & (b.f | b.n)) | (b.n & (a.f | a.n)))
+
+
+def _bools(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A boolean result array as numpy, nulls as False."""
+    return np.asarray(pc.fill_null(arr, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+@dataclass(frozen=True)
+class _ColumnView:
+    """The statistics of one indexed column over all files, cast to the predicate's column type."""
+
+    name: str
+    type: pa.DataType
+    min: pa.Array
+    max: pa.Array
+    nulls: np.ndarray
+    nans: np.ndarray
+    rows: np.ndarray
+    values: pa.ListArray
+    has_values: np.ndarray
+    blooms: BloomSet
+    #: Whether the recorded bloom filters can be probed with hashes of ``type`` values.
+    bloom_usable: bool
+
+    @property
+    def has_null(self) -> np.ndarray:
+        return self.nulls > 0
+
+    @property
+    def has_range(self) -> np.ndarray:
+        return np.asarray(self.min.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _view(data: SkippingData, name: str, current: pa.DataType) -> _ColumnView:
+    col = data.rows.column(name).combine_chunks()
+    assert isinstance(col, pa.StructArray)
+    stored = col.type.field("min").type
+    if not widens(stored, current):
+        raise pa.ArrowTypeError(f"{stored} does not widen to {current}")
+
+    def conv(a: pa.Array) -> pa.Array:
+        return a if a.type.equals(current) else a.cast(current, safe=True)
+
+    values = col.field("values")
+    assert isinstance(values, pa.ListArray)
+    if not stored.equals(current):
+        values = pa.ListArray.from_arrays(
+            values.offsets, conv(values.values), type=pa.list_(current), mask=values.is_null()
+        )
+    return _ColumnView(
+        name=name,
+        type=current,
+        min=conv(col.field("min")),
+        max=conv(col.field("max")),
+        nulls=np.asarray(col.field("nulls").to_numpy(zero_copy_only=False), dtype=np.int64),
+        nans=np.asarray(col.field("nans").to_numpy(zero_copy_only=False), dtype=np.int64),
+        rows=np.asarray(data.rows.column(ROWS).to_numpy(), dtype=np.int64),
+        values=values,
+        has_values=np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool),
+        blooms=BloomSet.of(col.field("bloom")),
+        bloom_usable=family(stored) == family(current),
+    )
+
+
+class _Evaluator:
+    """Abstract evaluation of one predicate over the statistics of all loaded files."""
+
+    def __init__(self, data: SkippingData, predicate: Predicate) -> None:
+        self.data = data
+        self.schema = predicate.schema
+        self.n = len(data.file_ids)
+
+    def view(self, name: str) -> _ColumnView | None:
+        if name not in self.data.columns or name not in self.schema.names:
+            return None
+        current = self.schema.field(name).type
+        key = (name, str(current))
+        cache = self.data._views
+        if key not in cache:
+            try:
+                cache[key] = _view(self.data, name, current)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+                cache[key] = None  # recorded type no longer converts: the column prunes nothing
+        return cache[key]
+
+    def unknown(self) -> _Tri:
+        return _const(self.n, True, True, True)
+
+    def eval(self, node: Node) -> _Tri:
+        if isinstance(node, AndNode):
+            out = self.eval(node.parts[0])
+            for p in node.parts[1:]:
+                out = _and(out, self.eval(p))
+            return out
+        if isinstance(node, Or):
+            out = self.eval(node.parts[0])
+            for p in node.parts[1:]:
+                out = _or(out, self.eval(p))
+            return out
+        if isinstance(node, Not):
+            return self.eval(node.part).negate()
+        if isinstance(node, Const):
+            return _const(self.n, node.value, not node.value, False)
+        if isinstance(node, IsNull):
+            v = self.view(node.column.name)
+            if v is None:
+                return self.unknown()
+            out = _Tri(v.nulls > 0, v.nulls < v.rows, np.zeros(self.n, dtype=bool))
+            return out.negate() if node.negated else out
+        column = _atom_column(node)
+        if column is None:
+            return self.unknown()
+        v = self.view(column)
+        if v is None:
+            return self.unknown()
+        try:
+            return self.atom(node, v)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError):
+            return self.unknown()
+
+    # ------------------------------------------------------------------ atoms
+
+    def atom(self, node: Node, v: _ColumnView) -> _Tri:
+        """A null-propagating single-column atom (comparison with a literal, IN, BETWEEN, LIKE)."""
+        lits = _literals(node)
+        if any(isinstance(x.value, float) and math.isnan(x.value) for x in lits):
+            return self.unknown()
+        rt, rf = self.by_range(node, v)
+        vt, vf = self.by_values(node, v)
+        t = np.where(v.has_values, vt, rt)
+        f = np.where(v.has_values, vf, rf)
+        has_nan = v.nans > 0
+        if has_nan.any():
+            f = f | has_nan
+            if _nan_may_match(node):
+                t = t | has_nan
+        return _Tri(t, f, v.has_null.copy())
+
+    def by_values(self, node: Node, v: _ColumnView) -> tuple[np.ndarray, np.ndarray]:
+        """Exact outcomes over the value lists (evaluated with the pyarrow executor's kernels)."""
+        t = np.zeros(self.n, dtype=bool)
+        f = np.zeros(self.n, dtype=bool)
+        if not v.has_values.any():
+            return t, f
+        flat = v.values.flatten()
+        if len(flat) == 0:
+            return t, f
+        parents = np.asarray(pc.list_parent_indices(v.values).to_numpy(), dtype=np.int64)
+        if family(v.type) == "float":
+            # pyarrow's IN hashes floats by bit pattern (-0.0 NOT IN (0.0)), its = and Spark
+            # compare values (-0.0 = 0.0): evaluate each zero under both signs.
+            zeros = np.flatnonzero(_bools(pc.equal(flat, 0.0)))
+            if len(zeros):
+                flat = pa.concat_arrays([flat, pc.negate(flat.take(pa.array(zeros)))])
+                parents = np.concatenate([parents, parents[zeros]])
+        table = pa.table({v.name: flat})
+        expr = Predicate(node, pa.schema([pa.field(v.name, v.type)])).to_pyarrow()
+        result = _evaluate(table, expr)
+        t[parents[_bools(result)]] = True
+        f[parents[_bools(pc.invert(result))]] = True
+        return t, f
+
+    def by_range(self, node: Node, v: _ColumnView) -> tuple[np.ndarray, np.ndarray]:
+        """Possible outcomes over the non-null values from min/max (and bloom filters for = / IN)."""
+        has = v.has_range
+        lo, hi = v.min, v.max
+        if isinstance(node, Compare):
+            assert isinstance(node.right, Lit)
+            lit = _scalar(node.right)
+            op = node.op
+            if op in ("=", "!="):
+                inside = _bools(pc.less_equal(lo, lit)) & _bools(pc.greater_equal(hi, lit))
+                maybe_eq = inside & self.bloom(v, node.right)
+                all_eq = _bools(pc.equal(lo, lit)) & _bools(pc.equal(hi, lit))
+                eq_t, eq_f = maybe_eq, has & ~all_eq
+                return (eq_t, eq_f) if op == "=" else (eq_f, eq_t)
+            if op == "<":
+                return _bools(pc.less(lo, lit)), _bools(pc.greater_equal(hi, lit))
+            if op == "<=":
+                return _bools(pc.less_equal(lo, lit)), _bools(pc.greater(hi, lit))
+            if op == ">":
+                return _bools(pc.greater(hi, lit)), _bools(pc.less_equal(lo, lit))
+            if op == ">=":
+                return _bools(pc.greater_equal(hi, lit)), _bools(pc.less(lo, lit))
+            raise AssertionError(op)
+        if isinstance(node, In):
+            any_in = np.zeros(self.n, dtype=bool)
+            single = _bools(pc.equal(lo, hi))
+            pinned = np.zeros(self.n, dtype=bool)  # min == max == one of the values
+            for x in node.values:
+                s = _scalar(x)
+                inside = _bools(pc.less_equal(lo, s)) & _bools(pc.greater_equal(hi, s))
+                any_in |= inside & self.bloom(v, x)
+                # A zero never pins: pyarrow's IN tells -0.0 from 0.0 (see by_values).
+                if not (family(v.type) == "float" and x.value == 0):
+                    pinned |= single & _bools(pc.equal(lo, s))
+            in_t, in_f = any_in, has & ~pinned
+            return (in_f, in_t) if node.negated else (in_t, in_f)
+        if isinstance(node, Between):
+            low, high = _scalar(node.low), _scalar(node.high)
+            bt = _bools(pc.greater_equal(hi, low)) & _bools(pc.less_equal(lo, high))
+            bf = _bools(pc.less(lo, low)) | _bools(pc.greater(hi, high))
+            return (bf, bt) if node.negated else (bt, bf)
+        if isinstance(node, Like):
+            lt = has.copy()
+            prefix = _like_prefix(node.pattern)
+            if prefix and family(v.type) == "utf8":
+                p = pa.scalar(prefix, pa.string())
+                lo_s = lo.cast(pa.string())
+                head = pc.utf8_slice_codeunits(lo_s, 0, len(prefix))
+                # A value starting with p is >= p, and truncating min keeps it <= p.
+                lt = _bools(pc.greater_equal(hi.cast(pa.string()), p)) & _bools(pc.less_equal(head, p))
+            lf = has.copy()
+            return (lf, lt) if node.negated else (lt, lf)
+        raise AssertionError(node)
+
+    def bloom(self, v: _ColumnView, lit: Lit) -> np.ndarray:
+        """Per file: whether a value equal to ``lit`` may be in it per its bloom filter."""
+        if not v.bloom_usable or not lit.type.equals(v.type):
+            return np.ones(self.n, dtype=bool)  # no exact hash for this literal: only min/max prune
+        return v.blooms.may_contain_any(hash_values(pa.array([lit.value], type=v.type)))
+
+
+def _evaluate(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:
+    """``expr`` (boolean) evaluated on every row of ``table``."""
+    import pyarrow.dataset as ds
+
+    out = ds.dataset(table).to_table(columns={"r": expr})
+    return out.column("r")
+
+
+def _scalar(lit: Lit) -> pa.Scalar:
+    return pa.scalar(lit.value, type=lit.type)
+
+
+def _atom_column(node: Node) -> str | None:
+    """The column of a single-column atom against literals; None for anything else."""
+    if isinstance(node, Compare):
+        if isinstance(node.left, Col) and isinstance(node.right, Lit):
+            return node.left.name
+        return None  # column-to-column comparisons: not summarised
+    if isinstance(node, (In, Between, Like)):
+        return node.column.name
+    return None
+
+
+def _literals(node: Node) -> list[Lit]:
+    if isinstance(node, Compare):
+        return [o for o in (node.left, node.right) if isinstance(o, Lit)]
+    if isinstance(node, In):
+        return list(node.values)
+    if isinstance(node, Between):
+        return [node.low, node.high]
+    return []
+
+
+def _nan_may_match(node: Node) -> bool:
+    """Whether a NaN value may satisfy the atom in pyarrow (NaN unordered) or Spark (NaN largest)."""
+    if isinstance(node, Compare):
+        return node.op in ("!=", ">", ">=")
+    if isinstance(node, (In, Between, Like)):
+        return node.negated
+    return True
+
+
+def _like_prefix(pattern: str) -> str:
+    """The literal text before the first wildcard of a LIKE pattern (``\\`` escapes)."""
+    out = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern):
+            out.append(pattern[i + 1])
+            i += 2
+            continue
+        if c in "%_":
+            break
+        out.append(c)
+        i += 1
+    return "".join(out)
+
+
+def prune(data: SkippingData, predicate: Predicate | None, file_ids: Iterable[int]) -> set[int]:
+    """The ids among ``file_ids`` whose files may hold a row matching ``predicate``.
+
+    Files without a skipping row (not covered by the index) are always kept, as is
+    everything for a predicate given as a pyarrow Expression (no AST to reason about).
+    Never drops a file that holds a matching row (see the module docstring).
+    """
+    ids = np.unique(np.fromiter(file_ids, dtype=np.int64))
+    if predicate is None or predicate.node is None or data.file_ids.size == 0 or ids.size == 0:
+        return {int(i) for i in ids}
+    pos = np.searchsorted(data.file_ids, ids)
+    pos_c = np.minimum(pos, data.file_ids.size - 1)
+    covered = data.file_ids[pos_c] == ids
+    tri = _Evaluator(data, predicate).eval(predicate.node)
+    keep = ~covered | tri.t[pos_c]
+    return {int(i) for i in ids[keep]}

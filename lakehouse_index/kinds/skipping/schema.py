@@ -1,0 +1,146 @@
+"""Layout of skipping rows: reserved columns, per-column statistics struct, column identity.
+
+One row per source data file, stored as Parquet (one file per build or refresh)::
+
+    _file_id  int64     the file id from the log's file-id map (lineage)
+    _rows     int64     rows in the file (row-level deletes ignored, see below)
+    <column>  struct    one per indexed column, named after it:
+        min, max   <column type>   over the non-null, non-NaN values (null if there are none)
+        nulls      int64           null count
+        nans       int64           NaN count (floating columns; 0 otherwise)
+        values     list<type>      the distinct non-null values, sorted, when there are at most
+                                   ``spec.max_values`` of them (else null)
+        bloom      binary          a split-block bloom filter of the distinct values when there are
+                                   more than ``max_values`` of them (else null)
+
+Full builds write a ``Level.BASE`` file, refreshes a ``Level.DELTA`` file with the rows of
+the files they added; :func:`load` merges them (the later row for a file id wins) and
+keeps only the ids live in the version being queried. Removed files need no tombstone:
+lineage (the live ids) drops them. Row-level deletes (deletion vectors, position and
+equality deletes) need nothing either: statistics over a superset of the live rows are
+conservative, so files are read with ``apply_deletes=False`` and never re-read when their
+deletes change. Files the index does not cover (appended since) are always kept.
+
+Each file's Parquet metadata records the identity of every indexed column (physical
+name, field id, type; :func:`column_identity`). Given the queried snapshot, :func:`load`
+leaves out the statistics of a column that was since dropped and re-added, renamed
+over, or retyped other than by widening: names alone would let an old column's
+statistics prune the new column's files.
+
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from lakehouse_index.errors import InvalidIndexSpecError
+from lakehouse_index.kinds.columns import require_columns
+from lakehouse_index.source import Snapshot
+from lakehouse_index.spec import SkippingIndex
+
+FILE_ID = "_file_id"
+ROWS = "_rows"
+RESERVED = (FILE_ID, ROWS)
+#: Parquet key-value metadata of a skipping file: JSON of :func:`column_identity`.
+IDENTITY_KEY = b"lakehouse_index.skipping.columns"
+
+#: Rows per row group of skipping files (one row per data file: a few groups at most).
+ROW_GROUP_ROWS = 65_536
+
+
+def family(t: pa.DataType) -> str | None:
+    """The canonical hash encoding of a type; None when the type cannot be indexed.
+
+    Two types with the same family encode equal values identically, so a bloom filter
+    built under one answers probes made under the other (type widening).
+    """
+    if pa.types.is_boolean(t):
+        return "bool"
+    if pa.types.is_integer(t):
+        return "int"
+    if pa.types.is_float32(t) or pa.types.is_float64(t):
+        return "float"
+    if pa.types.is_decimal128(t):
+        assert isinstance(t, pa.Decimal128Type)
+        return f"decimal:{t.scale}"
+    if pa.types.is_date32(t) or pa.types.is_date64(t):
+        return str(t)
+    if pa.types.is_timestamp(t):
+        assert isinstance(t, pa.TimestampType)
+        return f"timestamp:{t.unit}:{t.tz is not None}"
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return "utf8"
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return "bytes"
+    if pa.types.is_fixed_size_binary(t):
+        return "bytes"
+    return None
+
+
+def validate_spec(spec: SkippingIndex, snapshot: Snapshot) -> None:
+    """Every column exists, is a type the index can summarise, and no name clashes with ours."""
+    require_columns(spec.name, spec.columns, snapshot, RESERVED)
+    for col in spec.columns:
+        t = snapshot.column(col).type
+        if family(t) is None:
+            raise InvalidIndexSpecError(
+                f"index {spec.name!r}: column {col!r} has type {t}, which a skipping index cannot "
+                "summarise (use numbers, decimals, strings, binaries, booleans, dates or timestamps)"
+            )
+
+
+def column_type(t: pa.DataType) -> pa.StructType:
+    return pa.struct(
+        [
+            pa.field("min", t),
+            pa.field("max", t),
+            pa.field("nulls", pa.int64(), nullable=False),
+            pa.field("nans", pa.int64(), nullable=False),
+            pa.field("values", pa.list_(t)),
+            pa.field("bloom", pa.binary()),
+        ]
+    )
+
+
+def column_identity(snapshot: Snapshot, columns: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """What identifies each indexed column beyond its name: physical name, field id, type.
+
+    Recorded in the skipping file's Parquet metadata (key :data:`IDENTITY_KEY`) so that
+    :func:`load` can refuse statistics of a column that was dropped and re-added, or
+    renamed over another one, since they were computed.
+    """
+    out = {}
+    for name in columns:
+        col = snapshot.column(name)
+        out[name] = {"storedName": col.stored_name, "fieldId": col.field_id, "type": str(col.type)}
+    return out
+
+
+def widens(old: pa.DataType, new: pa.DataType) -> bool:
+    """Whether statistics recorded as ``old`` values stay valid when read as ``new`` (type widening).
+
+    The widenings Delta and Iceberg allow: within integers, floats, decimals (the cast is
+    exact), integers to floats or decimals, dates to timestamps.
+    """
+    if old.equals(new):
+        return True
+    fo, fn = family(old), family(new)
+    if fo is None or fn is None:
+        return False
+    if fo == fn:
+        return True
+    if fo == "int" and (fn == "float" or fn.startswith("decimal")):
+        return True
+    if fo.startswith("decimal") and fn.startswith("decimal"):
+        return True
+    return fo == "date32" and fn.startswith("timestamp")
+
+
+def rows_schema(columns: Mapping[str, pa.DataType]) -> pa.Schema:
+    """Arrow schema of skipping rows for indexed ``columns`` (name → type)."""
+    fields = [pa.field(FILE_ID, pa.int64(), nullable=False), pa.field(ROWS, pa.int64(), nullable=False)]
+    fields += [pa.field(name, column_type(t), nullable=False) for name, t in columns.items()]
+    return pa.schema(fields)
