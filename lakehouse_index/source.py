@@ -16,8 +16,9 @@ Vocabulary
   deletes attached to it (Delta deletion vector, Iceberg position deletes / deletion
   vector, Iceberg equality deletes that apply to it).
 * Data files are read by the core, not by connectors: :class:`Column` carries the
-  physical name and field id under which a logical column is stored, and
-  :class:`FileEntry` the partition values that are not stored in the file.
+  physical name and field id under which a logical column is stored, at every depth of
+  its type (:class:`Subfield`), and :class:`FileEntry` the partition values that are not
+  stored in the file.
 """
 
 from __future__ import annotations
@@ -25,10 +26,9 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 from pyroaring import BitMap64
 
 from lakehouse_index.errors import (
@@ -38,10 +38,15 @@ from lakehouse_index.errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
+from lakehouse_index.io.base import FileIO, FileStatus
+from lakehouse_index.io.uri import canonical_uri
 
 __all__ = [
     "Change",
     "Column",
+    "ELEMENT",
+    "KEY",
+    "VALUE",
     "DeleteChange",
     "Diff",
     "EqualityDeletes",
@@ -52,11 +57,13 @@ __all__ = [
     "NotATableError",
     "RowDeletes",
     "Snapshot",
+    "Subfield",
     "TableFormatError",
     "TableSource",
     "UnsupportedFeatureError",
     "VersionInfo",
     "VersionNotFoundError",
+    "canonical_uri",
     "diff_snapshots",
 ]
 
@@ -65,46 +72,8 @@ ENTRY_POINT_GROUP = "lakehouse_index.connectors"
 
 # --------------------------------------------------------------------------- storage
 
-
-@dataclass(frozen=True)
-class FileStatus:
-    """One object in a listing: full URI, size in bytes, modification time (ms)."""
-
-    path: str
-    size: int
-    mtime_ms: int
-
-
-class FileIO(Protocol):
-    """Byte-level access to the table's storage, handed to a connector by the core.
-
-    Paths are absolute URIs (``file:///...``, ``s3://bucket/...``) or plain local paths.
-    """
-
-    def read_bytes(self, path: str) -> bytes:
-        """Whole object; raises ``FileNotFoundError`` if absent."""
-        ...
-
-    def read_range(self, path: str, offset: int, length: int) -> bytes:
-        """``length`` bytes from ``offset``; raises ``FileNotFoundError`` if absent."""
-        ...
-
-    def list_dir(self, path: str) -> list[FileStatus]:
-        """Objects directly below ``path`` (not recursive); empty if none."""
-        ...
-
-    def exists(self, path: str) -> bool:
-        """Whether an object (or directory) exists at ``path``."""
-        ...
-
-    def stat(self, path: str) -> FileStatus:
-        """Size and modification time of one object; ``FileNotFoundError`` if absent."""
-        ...
-
-    def arrow(self, path: str) -> tuple[pafs.FileSystem, str]:
-        """A pyarrow filesystem and the path within it, for Parquet readers."""
-        ...
-
+# FileIO, FileStatus and canonical_uri are defined by the IO layer (lakehouse_index.io) and
+# re-exported here: connectors import only this module.
 
 # --------------------------------------------------------------------------- metadata
 
@@ -120,12 +89,86 @@ class VersionInfo:
 
 
 @dataclass(frozen=True)
+class Subfield:
+    """Where one field below a top-level column is stored: a struct field, a list's
+    element, a map's key or value.
+
+    ``name`` is the logical name (a struct field's name; ``element``, ``key`` and
+    ``value`` for the slots of lists and maps); ``physical_name`` its name inside data
+    files (Delta column mapping; None: the logical name; unused for slots, which are
+    found by position); ``field_id`` its Parquet field id where the format assigns one
+    (Iceberg, Delta column mapping mode ``id``, ``delta.columnMapping.nested.ids``).
+    ``children`` describe the field's own type in the same way (see :attr:`Column.subfields`).
+    """
+
+    name: str
+    physical_name: str | None = None
+    field_id: int | None = None
+    children: tuple[Subfield, ...] = ()
+
+    @property
+    def stored_name(self) -> str:
+        """Name of the field inside data files."""
+        return self.physical_name or self.name
+
+
+#: Logical names of the slots of lists and maps.
+ELEMENT, KEY, VALUE = "element", "key", "value"
+
+
+def default_subfields(t: pa.DataType) -> tuple[Subfield, ...]:
+    """The subfields of type ``t`` stored under their logical names, without field ids."""
+    if pa.types.is_struct(t):
+        assert isinstance(t, pa.StructType)
+        return tuple(Subfield(f.name, children=default_subfields(f.type)) for f in t)
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return (Subfield(ELEMENT, children=default_subfields(t.value_type)),)
+    if pa.types.is_map(t):
+        assert isinstance(t, pa.MapType)
+        return (
+            Subfield(KEY, children=default_subfields(t.key_type)),
+            Subfield(VALUE, children=default_subfields(t.item_type)),
+        )
+    return ()
+
+
+def check_subfields(t: pa.DataType, subfields: tuple[Subfield, ...], where: str) -> None:
+    """Raise TableFormatError unless ``subfields`` follow the shape of type ``t`` at every depth."""
+    if pa.types.is_struct(t):
+        assert isinstance(t, pa.StructType)
+        names = [f.name for f in t]
+        if [s.name for s in subfields] != names:
+            raise TableFormatError(f"{where}: subfields {[s.name for s in subfields]} are not {names}")
+        children = [f.type for f in t]
+    elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        if [s.name for s in subfields] != [ELEMENT]:
+            raise TableFormatError(f"{where}: a list has one subfield {ELEMENT!r}")
+        children = [t.value_type]
+    elif pa.types.is_map(t):
+        assert isinstance(t, pa.MapType)
+        if [s.name for s in subfields] != [KEY, VALUE]:
+            raise TableFormatError(f"{where}: a map has the subfields {KEY!r} and {VALUE!r}")
+        children = [t.key_type, t.item_type]
+    else:
+        if subfields:
+            raise TableFormatError(f"{where}: type {t} has no subfields")
+        return
+    for s, child in zip(subfields, children, strict=True):
+        check_subfields(child, s.children, f"{where}.{s.name}")
+
+
+@dataclass(frozen=True)
 class Column:
     """A top-level column of a snapshot's logical schema.
 
     ``physical_name`` is the column's name inside data files (Delta column mapping);
     ``field_id`` its Parquet field id where the format assigns one (Iceberg, Delta
     column mapping mode ``id``): readers resolve by field id first, then by name.
+    ``subfields`` say the same of every field nested in ``type``, in the order of the
+    type (struct fields; a list's element; a map's key, then value), each with its own
+    children: readers resolve nested fields by the same rules at every depth. Empty (the
+    default) means every nested field is stored under its logical name without a field
+    id; otherwise they must follow the shape of ``type`` exactly.
     ``in_data_files`` is False for Delta partition columns, whose values live in
     :attr:`FileEntry.partition_values` only.
     """
@@ -136,11 +179,21 @@ class Column:
     physical_name: str | None = None
     field_id: int | None = None
     in_data_files: bool = True
+    subfields: tuple[Subfield, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.subfields:
+            check_subfields(self.type, self.subfields, f"column {self.name!r}")
 
     @property
     def stored_name(self) -> str:
         """Name of the column inside data files."""
         return self.physical_name or self.name
+
+    @property
+    def fields(self) -> tuple[Subfield, ...]:
+        """:attr:`subfields`, or the defaults for :attr:`type` when none were given."""
+        return self.subfields or default_subfields(self.type)
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,14 @@
 
 The table schema (``metaData.schemaString``) is converted to contract :class:`Column`s
 in schema order. With column mapping (``delta.columnMapping.mode`` = ``name`` or
-``id``) each top-level field carries ``delta.columnMapping.physicalName`` (its name in
-data files and in ``partitionValues``) and ``delta.columnMapping.id`` (its Parquet
-field id, used by readers in ``id`` mode).
+``id``) every field, top-level or nested in structs, lists and maps, carries
+``delta.columnMapping.physicalName`` (its name in data files and, for partition
+columns, in ``partitionValues``) and ``delta.columnMapping.id`` (its Parquet field id,
+used by readers in ``id`` mode). The elements of lists and the keys and values of maps
+have no field of their own: their ids (``icebergCompatV2``) are kept in
+``delta.columnMapping.nested.ids`` of the nearest enclosing field, keyed by that field's
+physical name followed by ``.element``, ``.key`` or ``.value`` once per level. Both are
+handed to readers as the column's :class:`~lakehouse_index.source.Subfield` tree.
 
 Partition values are strings in the log and are typed here from the schema: dates,
 timestamps (Spark ``YYYY-MM-DD HH:MM:SS[.ffffff]``, delta-rs and ISO-8601 forms; UTC
@@ -25,7 +30,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from lakehouse_index.source import Column, TableFormatError, UnsupportedFeatureError
+from lakehouse_index.source import (
+    ELEMENT,
+    KEY,
+    VALUE,
+    Column,
+    Subfield,
+    TableFormatError,
+    UnsupportedFeatureError,
+)
 
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(-?\d+)\s*\)$")
 _PRIMITIVES: dict[str, pa.DataType] = {
@@ -47,6 +60,7 @@ _VARIANT = pa.struct([pa.field("value", pa.binary(), False), pa.field("metadata"
 
 PHYSICAL_NAME_KEY = "delta.columnMapping.physicalName"
 FIELD_ID_KEY = "delta.columnMapping.id"
+NESTED_IDS_KEY = "delta.columnMapping.nested.ids"
 
 
 def arrow_type(t: Any, source: str) -> pa.DataType:
@@ -126,21 +140,19 @@ def table_schema(
     partition_fields = {}
     for f in fields:
         name = f["name"]
-        meta = f.get("metadata") or {}
-        physical = meta.get(PHYSICAL_NAME_KEY) if mode != "none" else None
-        if mode != "none" and physical is None:
-            raise TableFormatError(f"{source}: column {name!r} has no physical name under column mapping")
-        field_id = meta.get(FIELD_ID_KEY) if mode == "id" else None
+        top = _subfield(f, mode, source)
         columns.append(
             Column(
                 name=name,
                 type=arrow_type(f["type"], source),
                 nullable=bool(f.get("nullable", True)),
-                physical_name=physical,
-                field_id=int(field_id) if field_id is not None else None,
+                physical_name=top.physical_name,
+                field_id=top.field_id,
                 in_data_files=name not in parts,
+                subfields=top.children,
             )
         )
+        physical = top.physical_name
         if name in parts:
             if not isinstance(f["type"], str):
                 raise TableFormatError(f"{source}: partition column {name!r} has a nested type")
@@ -154,6 +166,65 @@ def table_schema(
         mapping_mode=mode,
         partition_fields=tuple(partition_fields[p] for p in partition_columns),
     )
+
+
+def _subfield(f: Any, mode: str, source: str) -> Subfield:
+    """Where one struct field (and everything nested in it) is stored, under mapping ``mode``."""
+    if not isinstance(f, dict) or not isinstance(f.get("name"), str):
+        raise TableFormatError(f"{source}: malformed struct field {f!r}")
+    name = f["name"]
+    if mode == "none":  # stored under the logical names: the defaults
+        return Subfield(name)
+    meta = f.get("metadata") or {}
+    physical = meta.get(PHYSICAL_NAME_KEY)
+    if not isinstance(physical, str) or not physical:
+        raise TableFormatError(f"{source}: column {name!r} has no physical name under column mapping")
+    nested_ids = meta.get(NESTED_IDS_KEY) or {}
+    if not isinstance(nested_ids, dict):
+        raise TableFormatError(f"{source}: {NESTED_IDS_KEY} of column {name!r} is not an object")
+    return Subfield(
+        name,
+        physical_name=physical,
+        field_id=_field_id(meta.get(FIELD_ID_KEY), mode, name, source),
+        children=_children(f["type"], nested_ids, physical, mode, source),
+    )
+
+
+def _children(
+    t: Any, nested_ids: Mapping[str, Any], path: str, mode: str, source: str
+) -> tuple[Subfield, ...]:
+    """Subfields of Delta type ``t``; ``path`` keys the ids of list and map slots in ``nested_ids``."""
+    if not isinstance(t, dict):
+        return ()
+    kind = t.get("type")
+    if kind == "struct":
+        return tuple(_subfield(f, mode, source) for f in t.get("fields", []))
+
+    def slot(name: str, slot_type: Any) -> Subfield:
+        key = f"{path}.{name}"
+        return Subfield(
+            name,
+            field_id=_field_id(nested_ids.get(key), mode, key, source),
+            children=_children(slot_type, nested_ids, key, mode, source),
+        )
+
+    if kind == "array":
+        return (slot(ELEMENT, t.get("elementType")),)
+    if kind == "map":
+        return (slot(KEY, t.get("keyType")), slot(VALUE, t.get("valueType")))
+    return ()
+
+
+def _field_id(raw: Any, mode: str, name: str, source: str) -> int | None:
+    """A Parquet field id from the schema (used only in ``id`` mode, as the protocol says)."""
+    if mode != "id" or raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+        raise TableFormatError(f"{source}: field id {raw!r} of {name!r} is not an integer")
+    try:
+        return int(raw)
+    except ValueError as e:
+        raise TableFormatError(f"{source}: field id {raw!r} of {name!r} is not an integer") from e
 
 
 def _parse_timestamp(s: str, with_tz: bool) -> dt.datetime:

@@ -20,13 +20,11 @@ Reading model
 from __future__ import annotations
 
 import datetime as dt
-import os
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlparse
 
 import pyarrow as pa
 from pyiceberg.io.pyarrow import schema_to_pyarrow
@@ -36,6 +34,9 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import (
     DateType,
     IcebergType,
+    ListType,
+    MapType,
+    StructType,
     TimestampNanoType,
     TimestampType,
     TimestamptzNanoType,
@@ -45,6 +46,9 @@ from pyiceberg.types import (
 from pyroaring import BitMap64
 
 from lakehouse_index.source import (
+    ELEMENT,
+    KEY,
+    VALUE,
     Change,
     Column,
     DeleteChange,
@@ -54,10 +58,12 @@ from lakehouse_index.source import (
     HistoryTruncatedError,
     NotATableError,
     Snapshot,
+    Subfield,
     TableSource,
     UnsupportedFeatureError,
     VersionInfo,
     VersionNotFoundError,
+    canonical_uri,
 )
 from lakehouse_index_iceberg.deletes import (
     DeleteIndex,
@@ -530,13 +536,34 @@ def _deletes_key(f: FileEntry) -> tuple[str | None, tuple[str, ...]]:
 
 
 def _columns(schema: Schema) -> tuple[Column, ...]:
+    """The schema's top-level columns, with the field ids of every nested field."""
     arrow = schema_to_pyarrow(schema, include_field_ids=False)
     return tuple(
         Column(
-            name=f.name, type=_plain(arrow.field(f.name).type), nullable=not f.required, field_id=f.field_id
+            name=f.name,
+            type=_plain(arrow.field(f.name).type),
+            nullable=not f.required,
+            field_id=f.field_id,
+            subfields=_subfields(f.field_type),
         )
         for f in schema.fields
     )
+
+
+def _subfields(t: IcebergType) -> tuple[Subfield, ...]:
+    """Struct fields, list elements, map keys and values of ``t`` with their field ids."""
+    if isinstance(t, StructType):
+        return tuple(
+            Subfield(f.name, field_id=f.field_id, children=_subfields(f.field_type)) for f in t.fields
+        )
+    if isinstance(t, ListType):
+        return (Subfield(ELEMENT, field_id=t.element_id, children=_subfields(t.element_type)),)
+    if isinstance(t, MapType):
+        return (
+            Subfield(KEY, field_id=t.key_id, children=_subfields(t.key_type)),
+            Subfield(VALUE, field_id=t.value_id, children=_subfields(t.value_type)),
+        )
+    return ()
 
 
 def _plain(t: pa.DataType) -> pa.DataType:
@@ -575,12 +602,8 @@ def _typed(value: Any, t: IcebergType) -> Any:
 
 
 def _table_uri(uri: str) -> str:
-    """A table folder as an absolute URI (local paths become ``file:///...``)."""
-    parsed = urlparse(uri)
-    if parsed.scheme in ("", "file"):
-        path = parsed.path if parsed.scheme == "file" else uri
-        return "file://" + os.path.abspath(os.path.expanduser(path)).rstrip("/")
-    return uri.rstrip("/")
+    """A table folder as a canonical URI (the core hands it over decoded: not decoded again)."""
+    return canonical_uri(uri, decoded=True)
 
 
 def _catalog_locator(catalog: Any, identifier: str) -> MetadataLocator:

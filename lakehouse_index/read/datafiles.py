@@ -12,6 +12,10 @@ Column resolution (the same rules the Spark reader uses, see :func:`resolve_colu
 * otherwise by :attr:`Column.stored_name` (Delta column mapping physical name, or
   the logical name);
 * a column the file does not hold reads as nulls (schema evolution);
+* the same rules hold at every depth (:func:`conversion_of`): fields of structs,
+  including structs in list elements and in map keys and values, are found by the
+  field ids and stored names of the column's :attr:`~lakehouse_index.source.Column.subfields`,
+  never by position; a nested field the file does not hold reads as nulls;
 * values are cast to the snapshot's Arrow type (type widening int → long, ...);
 * partition columns (``in_data_files=False``) are constants from
   :attr:`FileEntry.partition_values`.
@@ -46,14 +50,16 @@ import pyarrow.parquet as pq
 
 from lakehouse_index.errors import QueryError, TableFormatError
 from lakehouse_index.read.parquet_pages import PageIndex, load_page_index, plain_type, read_group_rows
-from lakehouse_index.source import Column, FileEntry, Snapshot, TableSource
+from lakehouse_index.source import Column, FileEntry, Snapshot, Subfield, TableSource
 
 __all__ = [
     "ICEBERG_ROW_ID_FIELD_ID",
     "ROW_COLUMN",
+    "Conversion",
     "FileLayout",
     "Resolved",
     "clear_footer_cache",
+    "conversion_of",
     "deleted_positions_array",
     "equality_delete_mask",
     "file_layout",
@@ -193,11 +199,45 @@ def file_layout(source: TableSource, entry: FileEntry) -> FileLayout:
 
 
 @dataclass(frozen=True)
+class Conversion:
+    """How one file's stored values become values of a logical type, at every depth.
+
+    ``stored`` is the file's Arrow type (None: the file does not hold the field, which
+    reads as nulls). A struct lists, per logical child in order, the name of the stored
+    child it is read from (``sources``, None: absent) and that child's conversion; a list
+    converts its element, a map its key and value (``children``); anything else is cast.
+    """
+
+    target: pa.DataType
+    stored: pa.DataType | None
+    sources: tuple[str | None, ...] = ()
+    children: tuple[Conversion, ...] = ()
+
+    @property
+    def identity(self) -> bool:
+        """Whether the stored values already are the logical ones (no renaming, no cast)."""
+        if self.stored is None:
+            return False
+        if pa.types.is_struct(self.target):
+            assert isinstance(self.target, pa.StructType) and isinstance(self.stored, pa.StructType)
+            names = tuple(f.name for f in self.target)
+            stored = tuple(f.name for f in self.stored)
+            if self.sources != names or stored != names:
+                return False
+        elif self.children and type(self.stored) is not type(self.target):
+            return False  # list vs large list
+        if self.children:
+            return all(c.identity for c in self.children)
+        return bool(self.stored.equals(self.target))
+
+
+@dataclass(frozen=True)
 class Resolved:
     """Where a logical column comes from in one data file.
 
     Exactly one of: ``stored`` (name of the top-level Parquet column, whose Arrow type
-    is ``stored_type``), ``constant`` (a partition column), or neither (absent: nulls).
+    is ``stored_type`` and whose values become the column's through ``conversion``),
+    ``constant`` (a partition column), or neither (absent: nulls).
     """
 
     column: Column
@@ -205,6 +245,7 @@ class Resolved:
     stored_type: pa.DataType | None = None
     is_constant: bool = False
     constant: object = None
+    conversion: Conversion | None = None
 
 
 def resolve_columns(
@@ -228,8 +269,69 @@ def resolve_columns(
         if stored is None:
             out.append(Resolved(col))
         else:
-            out.append(Resolved(col, stored=stored, stored_type=layout.schema.field(stored).type))
+            field = layout.schema.field(stored)
+            conversion = conversion_of(col.type, col.fields, field.type, f"column {name!r} of {entry.path}")
+            out.append(Resolved(col, stored=stored, stored_type=field.type, conversion=conversion))
     return out
+
+
+def conversion_of(
+    target: pa.DataType, fields: Sequence[Subfield], stored: pa.DataType, where: str
+) -> Conversion:
+    """How values stored as ``stored`` are read as ``target``, whose subfields are ``fields``.
+
+    A struct's children are found in the stored struct by field id when the logical child
+    has one and the stored children carry field ids (a child whose id is not among them is
+    absent, even if a child of the same name is there), else by stored name; absent
+    children read as nulls. Lists, maps and their nested fields follow the same rule at
+    every depth; a stored value of another shape is a TableFormatError naming ``where``.
+    """
+    if pa.types.is_struct(target):
+        assert isinstance(target, pa.StructType)
+        if not pa.types.is_struct(stored):
+            raise TableFormatError(f"{where} is stored as {stored}, not as a struct")
+        assert isinstance(stored, pa.StructType)
+        by_id = {i: f for f in stored if (i := _field_id(f)) is not None}
+        by_name = {f.name: f for f in stored}
+        sources: list[str | None] = []
+        children = []
+        for logical, sub in zip(target, fields, strict=True):
+            found = by_id.get(sub.field_id) if sub.field_id is not None and by_id else None
+            if found is None and not (sub.field_id is not None and by_id):
+                found = by_name.get(sub.stored_name)
+            inner = f"{where}, field {logical.name!r}"
+            sources.append(found.name if found is not None else None)
+            children.append(
+                conversion_of(logical.type, sub.children, found.type, inner)
+                if found is not None
+                else Conversion(logical.type, None)
+            )
+        return Conversion(target, stored, tuple(sources), tuple(children))
+    if _is_list(target):
+        if not _is_list(stored):
+            raise TableFormatError(f"{where} is stored as {stored}, not as a list")
+        element = conversion_of(target.value_type, fields[0].children, stored.value_type, f"{where} element")
+        return Conversion(target, stored, children=(element,))
+    if pa.types.is_map(target):
+        assert isinstance(target, pa.MapType)
+        if not pa.types.is_map(stored):
+            raise TableFormatError(f"{where} is stored as {stored}, not as a map")
+        assert isinstance(stored, pa.MapType)
+        key = conversion_of(target.key_type, fields[0].children, stored.key_type, f"{where} key")
+        value = conversion_of(target.item_type, fields[1].children, stored.item_type, f"{where} value")
+        return Conversion(target, stored, children=(key, value))
+    if pa.types.is_nested(stored):
+        raise TableFormatError(f"{where} is stored as {stored}, not as {target}")
+    return Conversion(target, stored)
+
+
+def _field_id(field: pa.Field) -> int | None:
+    raw = (field.metadata or {}).get(_FIELD_ID_KEY)
+    return int(raw) if raw is not None else None
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t)
 
 
 def _check_columns(snapshot: Snapshot, columns: Sequence[str] | None) -> list[str]:
@@ -310,42 +412,57 @@ def _constant(value: object, t: pa.DataType, n: int, path: str, name: str) -> pa
 
 
 def _cast(arr: pa.ChunkedArray, t: pa.DataType, path: str, name: str) -> pa.ChunkedArray | pa.Array:
-    if arr.type.equals(t):
+    """A stored primitive column as type ``t``."""
+    return _convert(arr, conversion_of(t, (), arr.type, f"column {name!r} of {path}"), path, name)
+
+
+def _convert(
+    arr: pa.ChunkedArray, conversion: Conversion, path: str, name: str
+) -> pa.ChunkedArray | pa.Array:
+    if conversion.identity and arr.type.equals(conversion.target):
         return arr
     try:
-        return _conform(arr.combine_chunks(), t)
+        return _conform(arr.combine_chunks(), conversion)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, ValueError) as e:
         raise TableFormatError(
-            f"column {name!r} of {path} is stored as {arr.type}, which does not convert to {t}: {e}"
+            f"column {name!r} of {path} is stored as {arr.type}, which does not convert to "
+            f"{conversion.target}: {e}"
         ) from e
 
 
-def _conform(arr: pa.Array, t: pa.DataType) -> pa.Array:
-    """``arr`` as type ``t``: a safe cast, with struct children renamed where needed.
+def _conform(arr: pa.Array, conversion: Conversion) -> pa.Array:
+    """``arr`` (of the stored type) as the logical type, by ``conversion`` at every depth.
 
-    Delta column mapping stores nested fields under physical names in their logical
-    order; the snapshot's type holds logical names. Children are matched by name when
-    the names agree, else by position when the counts agree (pyarrow casts by name).
+    Structs, lists and maps are rebuilt around their converted children (zero-copy where
+    nothing changes below), keeping the parent's validity; absent struct children are
+    nulls; primitives are cast safely.
     """
-    if pa.types.is_struct(t) and pa.types.is_struct(arr.type):
-        assert isinstance(t, pa.StructType) and isinstance(arr, pa.StructArray)
-        have = [arr.type.field(i).name for i in range(arr.type.num_fields)]
-        want = [t.field(i).name for i in range(t.num_fields)]
-        if sorted(have) != sorted(want) and len(have) != len(want):
-            raise ValueError(f"struct fields {have} do not match {want}")
-        by_name = sorted(have) == sorted(want)
+    t = conversion.target
+    if conversion.stored is None:
+        return pa.nulls(len(arr), t)
+    if conversion.identity and arr.type.equals(t):
+        return arr
+    if pa.types.is_struct(t):
+        assert isinstance(arr, pa.StructArray)
         children = [
-            _conform(arr.field(want[i]) if by_name else arr.field(i), t.field(i).type)
-            for i in range(t.num_fields)
+            _conform(arr.field(source), c) if source is not None else pa.nulls(len(arr), c.target)
+            for source, c in zip(conversion.sources, conversion.children, strict=True)
         ]
         return pa.StructArray.from_arrays(children, fields=list(t), mask=arr.is_null())
-    for is_kind, cls in ((pa.types.is_list, pa.ListArray), (pa.types.is_large_list, pa.LargeListArray)):
-        if is_kind(t) and is_kind(arr.type):
-            assert isinstance(t, (pa.ListType, pa.LargeListType))
-            if arr.offset:  # from_arrays refuses sliced offsets with a null mask: copy
-                arr = pa.concat_arrays([arr])
-            values = _conform(arr.values, t.value_type)
-            return cls.from_arrays(arr.offsets, values, type=t, mask=arr.is_null())
+    if _is_list(t) or pa.types.is_map(t):
+        if arr.offset:  # from_arrays refuses sliced offsets with a null mask: copy
+            arr = pa.concat_arrays([arr])
+        mask = arr.is_null()
+        if pa.types.is_map(t):
+            assert isinstance(arr, pa.MapArray)
+            key, value = conversion.children
+            keys, items = _conform(arr.keys, key), _conform(arr.items, value)
+            return pa.MapArray.from_arrays(arr.offsets, keys, items, type=t, mask=mask)
+        assert isinstance(arr, (pa.ListArray, pa.LargeListArray))
+        values = _conform(arr.values, conversion.children[0])
+        if pa.types.is_large_list(t):
+            return pa.LargeListArray.from_arrays(arr.offsets.cast(pa.int64()), values, type=t, mask=mask)
+        return pa.ListArray.from_arrays(arr.offsets.cast(pa.int32()), values, type=t, mask=mask)
     return arr.cast(t, safe=True)
 
 
@@ -399,7 +516,8 @@ def read_file(
         elif r.stored is None:
             out[name] = pa.nulls(n, r.column.type)
         else:
-            out[name] = _cast(data.column(r.stored), r.column.type, entry.path, name)
+            assert r.conversion is not None
+            out[name] = _convert(data.column(r.stored), r.conversion, entry.path, name)
     table = pa.table(out, schema=pa.schema([snapshot.schema.field(c) for c in read_cols]))
     if with_positions:
         table = table.append_column(ROW_COLUMN, pa.array(rows, type=pa.int64()))

@@ -8,11 +8,15 @@ How the snapshot's logical schema is rebuilt on Spark:
 * **Columns.** Every file's footer is read once on the driver (cached, see
   :mod:`lakehouse_index.read.datafiles`) and each logical column is resolved exactly as
   the pyarrow reader does (field id, then stored name; absent → null). Files with the
-  same resolution (stored names and stored types) are read together with an explicit
-  read schema in *their* types and cast to the snapshot's types afterwards. This is
-  used instead of ``spark.sql.parquet.fieldId.read.enabled`` because Spark 3.5 does
-  not widen types while reading (an INT32 column read as BIGINT fails), the field-id
-  switch is session-wide, and one resolution rule for both executors keeps them equal.
+  same resolution (stored names and types and, at every depth, which stored field each
+  logical struct field comes from) are read together with an explicit read schema in
+  *their* types and rebuilt in the snapshot's types afterwards: struct fields picked by
+  stored name and renamed, list elements and map keys and values through ``transform``
+  and ``transform_values`` / ``map_from_arrays``, primitives cast (a plain struct cast
+  would match fields by position). This is used instead of
+  ``spark.sql.parquet.fieldId.read.enabled`` because Spark 3.5 does not widen types
+  while reading (an INT32 column read as BIGINT fails), the field-id switch is
+  session-wide, and one resolution rule for both executors keeps them equal.
 * **Partition values and lineage.** A small broadcast table of the files (Spark's
   ``_metadata.file_path`` → file number, FileEntry path, partition values, caller's
   per-file columns) is joined on the raw ``_metadata.file_path``, so no row's path is
@@ -31,7 +35,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
@@ -42,6 +46,7 @@ from lakehouse_index.errors import QueryError, UnsupportedFeatureError
 from lakehouse_index.expressions import Predicate, Where, quote_identifier, sql_literal
 from lakehouse_index.read.datafiles import (
     ROW_COLUMN,
+    Conversion,
     FileLayout,
     deleted_positions_array,
     file_layout,
@@ -264,7 +269,7 @@ def _read_groups(
     for entry, layout in zip(entries, layouts, strict=True):
         resolved = resolve_columns(snapshot, entry, layout, data_cols)
         signature = tuple(
-            (r.stored, str(r.stored_type), r.stored in layout.int96) if r.stored else None for r in resolved
+            (r.stored, r.conversion, r.stored in layout.int96) if r.stored else None for r in resolved
         )
         groups.setdefault(signature, []).append(entry)
 
@@ -277,11 +282,12 @@ def _read_groups(
             if sig is None:
                 selected.append(F.lit(None).cast(target).alias(name))
                 continue
-            stored, _, is_int96 = sig
+            stored, conversion, is_int96 = sig
+            assert conversion is not None
             layout = file_layout(source, group[0])
             stored_type = arrow_to_spark_type(layout.schema.field(stored).type, int96=is_int96)
             fields[stored] = T.StructField(stored, stored_type, True)
-            selected.append(_col(stored).cast(target).alias(name))
+            selected.append(_logical(_col(stored), conversion).cast(target).alias(name))
         selected += [
             F.col("_metadata.file_path").alias(_SPARK_PATH),
             F.col("_metadata.row_index").alias(_ROW),
@@ -292,6 +298,50 @@ def _read_groups(
     for f in frames[1:]:
         out = out.unionByName(f)
     return out
+
+
+def _logical(value: SparkColumn, conversion: Conversion) -> SparkColumn:
+    """A stored Spark value rebuilt in its logical type, by the pyarrow reader's ``conversion``.
+
+    Struct fields are picked by their stored names and renamed (never cast by position,
+    which would mix fields up after a rename or an added field); list elements and map
+    keys and values are converted with ``transform`` / ``transform_values`` /
+    ``map_from_arrays``; absent fields are typed nulls; primitives are cast.
+    """
+    from pyspark.sql import functions as F
+
+    target = conversion.target
+    if conversion.stored is None:
+        return F.lit(None).cast(arrow_to_spark_type(target))
+    if conversion.identity:
+        return value
+    if pa.types.is_struct(target):
+        assert isinstance(target, pa.StructType)
+        parts = [
+            _logical(value.getField(source) if source is not None else F.lit(None), child).alias(f.name)
+            for f, source, child in zip(target, conversion.sources, conversion.children, strict=True)
+        ]
+        return F.when(value.isNotNull(), F.struct(*parts))
+    if pa.types.is_map(target):
+        key, item = conversion.children
+        if key.identity:
+            return F.transform_values(value, _lifted_value(item))
+        return F.map_from_arrays(
+            F.transform(F.map_keys(value), _lifted(key)), F.transform(F.map_values(value), _lifted(item))
+        )
+    if pa.types.is_list(target) or pa.types.is_large_list(target):
+        return F.transform(value, _lifted(conversion.children[0]))
+    return value.cast(arrow_to_spark_type(target))
+
+
+def _lifted(conversion: Conversion) -> Callable[[SparkColumn], SparkColumn]:
+    """:func:`_logical` as a one-argument lambda for Spark's higher-order functions."""
+    return lambda x: _logical(x, conversion)
+
+
+def _lifted_value(conversion: Conversion) -> Callable[[SparkColumn, SparkColumn], SparkColumn]:
+    """:func:`_logical` of a map's value, as ``transform_values`` takes it."""
+    return lambda _, v: _logical(v, conversion)
 
 
 def _files_frame(
