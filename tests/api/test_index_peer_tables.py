@@ -30,6 +30,7 @@ from lakehouse_index.kinds.keys import check_key_type
 from lakehouse_index.log.entry import IndexState
 from lakehouse_index.source import Snapshot
 from tests.support.delta_peers import (
+    check_minimum_cases,
     compared_schema,
     copy_peer_tables,
     multiset,
@@ -77,6 +78,12 @@ def _with_key(rows: pa.Table, column: str, keys: list[Any]) -> pa.Table:
     return rows.filter(pa.array(mask, pa.bool_()))
 
 
+def test_peer_oracle_cases_at_least_minimum() -> None:
+    """The parametrised oracle tests below cannot shrink silently: the tables and versions load."""
+    check_minimum_cases()
+    assert len(REPLAYABLE) >= MIN_REPLAYABLE, REPLAYABLE
+
+
 @pytest.mark.parametrize("name", peer_tables())
 def test_index_answers_equal_deltalake_at_every_version(name: str, peer_copy: Path) -> None:
     path = str(peer_copy / name)
@@ -99,7 +106,7 @@ def test_index_answers_equal_deltalake_at_every_version(name: str, peer_copy: Pa
     for key, index in names.items():
         table.create_index(li.SecondaryIndex(index, key=key))
     checked = 0
-    for version, theirs in readable_versions(path, (i.version for i in table.source.versions())):
+    for version, theirs in readable_versions(name, path, (i.version for i in table.source.versions())):
         snap = table.snapshot(version)
         schema = compared_schema(name, snap)
         theirs = theirs.select(schema.names).cast(schema)  # string views → strings (filterable)
@@ -171,11 +178,8 @@ def _replayable() -> list[str]:
     out = []
     for name in peer_tables():
         path = PEER_TABLES / name
-        try:
-            versions = deltalake.DeltaTable(str(path)).history()
-            readable = [v for v, _ in readable_versions(str(path), (h["version"] for h in versions))]
-        except Exception:
-            continue
+        versions = deltalake.DeltaTable(str(path)).history()
+        readable = [v for v, _ in readable_versions(name, str(path), (h["version"] for h in versions))]
         if len(readable) < 2:
             continue
         first = li.open_table(str(path)).snapshot(min(readable))
@@ -184,7 +188,12 @@ def _replayable() -> list[str]:
     return out
 
 
-@pytest.mark.parametrize("name", _replayable())
+#: Peer tables whose histories are replayed (stated minimum: see the count test above).
+REPLAYABLE = _replayable()
+MIN_REPLAYABLE = 23
+
+
+@pytest.mark.parametrize("name", REPLAYABLE)
 def test_refreshes_follow_real_histories(name: str, tmp_path: Path) -> None:
     """The history is revealed commit by commit; after each, a refresh (every mode in turn)
     or an optimize, then every version so far is checked against deltalake."""
@@ -192,7 +201,7 @@ def test_refreshes_follow_real_histories(name: str, tmp_path: Path) -> None:
     dst = tmp_path / "t"
     shutil.copytree(src, dst, ignore=shutil.ignore_patterns("_delta_log"))
     versions = sorted(h["version"] for h in deltalake.DeltaTable(str(src)).history())
-    readable = [v for v, _ in readable_versions(str(src), versions)]
+    readable = [v for v, _ in readable_versions(name, str(src), versions)]
     _reveal(src, dst, readable[0])
     table = li.open_table(str(dst))
     table.planner_config = PlannerConfig(force_index=True)

@@ -1,11 +1,11 @@
-"""Where the shared fixtures live: ``<repo>/../shared`` (CI puts shared/ beside the clone)."""
+"""Where the test fixtures live: inside the project (``tests/data``), so a clone alone passes."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SHARED = Path(os.environ.get("LAKEHOUSE_INDEX_SHARED", REPO_ROOT.parent / "shared")).resolve()
-#: Real Delta tables written by Spark, Databricks and delta-rs (read-only: copy before writing).
-PEER_TABLES = SHARED / "peer-tables" / "delta-rs"
+TEST_DATA = REPO_ROOT / "tests" / "data"
+#: Real Delta tables written by Spark, Databricks and delta-rs (Apache-2.0, see
+#: ``tests/data/peer-tables/NOTICE``). Read-only: copy before writing.
+PEER_TABLES = TEST_DATA / "peer-tables" / "delta-rs"
