@@ -20,8 +20,13 @@ Example::
 from __future__ import annotations
 
 import dataclasses
+import threading
+import weakref
+from collections.abc import Callable, Hashable, Iterator, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar
+
+import cachetools
 
 
 @dataclass(frozen=True)
@@ -94,16 +99,29 @@ class LogConfig:
 
 @dataclass(frozen=True)
 class CacheConfig:
-    """Process-wide caches (set with :func:`configure_caches`)."""
+    """Process-wide caches (set with :func:`configure_caches`), in entries unless noted.
 
-    #: Parquet footers of data files kept (entries).
+    The connectors' caches are per open table: each table gets caches of these sizes.
+    """
+
+    #: Parquet footers of data files kept.
     footer_entries: int = 1_024
-    #: Parquet page indexes of data files kept (entries).
+    #: Parquet page indexes of data files kept (point reads page by page).
     page_index_entries: int = 256
-    #: Opened index files (footers and row-group bounds) kept (entries).
+    #: Opened index files (footers and row-group bounds) kept.
     index_file_entries: int = 256
-    #: Lineage move maps kept (entries).
+    #: Lineage move maps kept.
     move_map_entries: int = 64
+    #: Delta, per table: parsed commit files kept.
+    delta_commit_entries: int = 100_000
+    #: Delta, per table: replayed log states and built snapshots kept (each).
+    delta_state_entries: int = 4
+    #: Delta, per table: bytes of deletion-vector files kept.
+    delta_dv_bytes: int = 64 << 20
+    #: Iceberg, per table: parsed manifest lists and manifests kept (each).
+    iceberg_manifest_entries: int = 4_096
+    #: Iceberg, per table: live-file states of snapshots kept.
+    iceberg_state_entries: int = 8
 
 
 @dataclass(frozen=True)
@@ -128,17 +146,98 @@ class Config:
 
 
 _CACHES = CacheConfig()
+_K = TypeVar("_K", bound=Hashable)
+_V = TypeVar("_V")
+#: Every SizedCache alive, so that configure_caches can resize them.
+_LIVE: weakref.WeakSet[SizedCache[Any, Any]] = weakref.WeakSet()
+_LIVE_LOCK = threading.Lock()
+
+
+class SizedCache(MutableMapping[_K, _V], Generic[_K, _V]):
+    """A thread-safe LRU cache (``cachetools.LRUCache``) sized by one :class:`CacheConfig` field.
+
+    ``size_field`` names the field; ``getsizeof`` measures a value (default: 1 per entry).
+    A value larger than the whole cache is not kept. :func:`configure_caches` resizes
+    every live instance whose size changed (emptying it).
+    """
+
+    def __init__(self, size_field: str, *, getsizeof: Callable[[_V], int] | None = None) -> None:
+        if size_field not in {f.name for f in dataclasses.fields(CacheConfig)}:
+            raise ValueError(f"{size_field!r} is not a CacheConfig field")
+        self.size_field = size_field
+        self._getsizeof = getsizeof
+        self._lock = threading.RLock()
+        self._cache = self._new(getattr(_CACHES, size_field))
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+
+    # A cache is one object, not a value: compared and hashed by identity (a WeakSet holds it).
+    __hash__ = object.__hash__
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def _new(self, maxsize: int) -> cachetools.LRUCache[_K, _V]:
+        return cachetools.LRUCache(maxsize=maxsize, getsizeof=self._getsizeof)
+
+    @property
+    def maxsize(self) -> int:
+        """Capacity now in force (entries, or the unit of ``getsizeof``)."""
+        return int(self._cache.maxsize)
+
+    def _resize(self, maxsize: int) -> None:
+        with self._lock:
+            if maxsize != self._cache.maxsize:
+                self._cache = self._new(maxsize)
+
+    def __getitem__(self, key: _K) -> _V:
+        with self._lock:
+            return self._cache[key]
+
+    def get(self, key: _K, default: Any = None) -> Any:
+        """The value for ``key`` (marked most recently used), else ``default``."""
+        with self._lock:
+            return self._cache.get(key, default)
+
+    def __setitem__(self, key: _K, value: _V) -> None:
+        with self._lock:
+            try:
+                self._cache[key] = value
+            except ValueError:  # larger than the whole cache: not kept
+                self._cache.pop(key, None)
+
+    def __delitem__(self, key: _K) -> None:
+        with self._lock:
+            del self._cache[key]
+
+    def __iter__(self) -> Iterator[_K]:
+        with self._lock:
+            return iter(list(self._cache))
+
+    def __len__(self) -> int:
+        return len(self._cache)
+
+    def clear(self) -> None:
+        """Forget every entry."""
+        with self._lock:
+            self._cache.clear()
 
 
 def configure_caches(config: CacheConfig | None = None, **options: Any) -> CacheConfig:
     """Set the process-wide cache sizes (``None`` and no options: back to the defaults).
 
-    Takes effect for caches created afterwards and on the next insertion into existing
-    ones; returns the sizes now in force.
+    ``configure_caches(footer_entries=4096)`` changes one size and resets the others to their
+    defaults; pass ``cache_config()`` to keep them. Every cache whose size changes is
+    recreated empty at the new size, at once (caches created later get the new sizes too).
+    Returns the sizes now in force.
     """
     global _CACHES
     base = config or CacheConfig()
     _CACHES = dataclasses.replace(base, **options)
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for cache in live:
+        cache._resize(getattr(_CACHES, cache.size_field))
     return _CACHES
 
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from lakehouse_index.errors import NotATableError
-from lakehouse_index.io import Storage, normalize_uri
+from lakehouse_index.io import Storage, canonical_uri
 from lakehouse_index.source import TableSource, load_connectors
 
 _log = logging.getLogger(__name__)
@@ -23,12 +23,14 @@ def open_source(
     """Open ``uri`` with the first registered connector that recognises it.
 
     ``format`` forces a connector by its entry-point name (``"delta"``, ``"iceberg"``).
-    With ``catalog``, ``uri`` is a table identifier resolved by that catalog.
+    With ``catalog``, ``uri`` is a table identifier resolved by that catalog; otherwise it is
+    canonicalized (:func:`~lakehouse_index.io.uri.canonical_uri`, decoded once) and the
+    connectors receive the canonical URI.
     """
     connectors = load_connectors()
     if format is not None and format not in connectors:
         raise NotATableError(f"no connector named {format!r}; installed: {sorted(connectors)}")
-    location = uri if catalog is not None else normalize_uri(uri)
+    location = uri if catalog is not None else canonical_uri(uri)
     io = Storage.for_uri(location if catalog is None else "file:///", storage_options)
     options: dict[str, Any] = {"storage_options": dict(storage_options or {})}
     if catalog is not None:

@@ -26,10 +26,9 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import pyarrow as pa
-import pyarrow.fs as pafs
 from pyroaring import BitMap64
 
 from lakehouse_index.errors import (
@@ -39,6 +38,8 @@ from lakehouse_index.errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
+from lakehouse_index.io.base import FileIO, FileStatus
+from lakehouse_index.io.uri import canonical_uri
 
 __all__ = [
     "Change",
@@ -62,6 +63,7 @@ __all__ = [
     "UnsupportedFeatureError",
     "VersionInfo",
     "VersionNotFoundError",
+    "canonical_uri",
     "diff_snapshots",
 ]
 
@@ -70,46 +72,8 @@ ENTRY_POINT_GROUP = "lakehouse_index.connectors"
 
 # --------------------------------------------------------------------------- storage
 
-
-@dataclass(frozen=True)
-class FileStatus:
-    """One object in a listing: full URI, size in bytes, modification time (ms)."""
-
-    path: str
-    size: int
-    mtime_ms: int
-
-
-class FileIO(Protocol):
-    """Byte-level access to the table's storage, handed to a connector by the core.
-
-    Paths are absolute URIs (``file:///...``, ``s3://bucket/...``) or plain local paths.
-    """
-
-    def read_bytes(self, path: str) -> bytes:
-        """Whole object; raises ``FileNotFoundError`` if absent."""
-        ...
-
-    def read_range(self, path: str, offset: int, length: int) -> bytes:
-        """``length`` bytes from ``offset``; raises ``FileNotFoundError`` if absent."""
-        ...
-
-    def list_dir(self, path: str) -> list[FileStatus]:
-        """Objects directly below ``path`` (not recursive); empty if none."""
-        ...
-
-    def exists(self, path: str) -> bool:
-        """Whether an object (or directory) exists at ``path``."""
-        ...
-
-    def stat(self, path: str) -> FileStatus:
-        """Size and modification time of one object; ``FileNotFoundError`` if absent."""
-        ...
-
-    def arrow(self, path: str) -> tuple[pafs.FileSystem, str]:
-        """A pyarrow filesystem and the path within it, for Parquet readers."""
-        ...
-
+# FileIO, FileStatus and canonical_uri are defined by the IO layer (lakehouse_index.io) and
+# re-exported here: connectors import only this module.
 
 # --------------------------------------------------------------------------- metadata
 

@@ -33,6 +33,7 @@ from lakehouse_index.source import (
     RowDeletes,
     TableFormatError,
     UnsupportedFeatureError,
+    canonical_uri,
 )
 from lakehouse_index_iceberg.manifests import ContentFile, FileContent, ManifestEntry
 
@@ -297,11 +298,5 @@ def read_equality_delete_rows(
 
 
 def normalize_path(path: str) -> str:
-    """Canonical absolute URI: ``file:/x`` and bare ``/x`` become ``file:///x``."""
-    if path.startswith("file:///"):
-        return path
-    if path.startswith("file:/"):
-        return "file:///" + path[len("file:/") :].lstrip("/")
-    if path.startswith("/"):
-        return "file://" + path
-    return path
+    """The canonical URI of a path as an Iceberg manifest stores it (unencoded: not decoded)."""
+    return canonical_uri(path, decoded=True)

@@ -20,13 +20,11 @@ Reading model
 from __future__ import annotations
 
 import datetime as dt
-import os
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlparse
 
 import pyarrow as pa
 from pyiceberg.io.pyarrow import schema_to_pyarrow
@@ -65,6 +63,7 @@ from lakehouse_index.source import (
     UnsupportedFeatureError,
     VersionInfo,
     VersionNotFoundError,
+    canonical_uri,
 )
 from lakehouse_index_iceberg.deletes import (
     DeleteIndex,
@@ -603,12 +602,8 @@ def _typed(value: Any, t: IcebergType) -> Any:
 
 
 def _table_uri(uri: str) -> str:
-    """A table folder as an absolute URI (local paths become ``file:///...``)."""
-    parsed = urlparse(uri)
-    if parsed.scheme in ("", "file"):
-        path = parsed.path if parsed.scheme == "file" else uri
-        return "file://" + os.path.abspath(os.path.expanduser(path)).rstrip("/")
-    return uri.rstrip("/")
+    """A table folder as a canonical URI (the core hands it over decoded: not decoded again)."""
+    return canonical_uri(uri, decoded=True)
 
 
 def _catalog_locator(catalog: Any, identifier: str) -> MetadataLocator:

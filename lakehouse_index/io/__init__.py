@@ -1,117 +1,171 @@
-"""Storage: one object store API over local files and S3-compatible stores.
+"""Typed storage access: one :class:`Storage` per URI scheme, pluggable implementations.
 
-:class:`Storage` implements the connector contract's :class:`~lakehouse_index.source.FileIO`
-and adds what the index log needs: an atomic *create if absent* (local: ``O_EXCL``;
-S3: conditional ``PUT`` with ``If-None-Match: *``). Nothing here ever checks for
-existence and then renames.
+* :mod:`lakehouse_index.io.uri` -- :func:`canonical_uri`, the one spelling of every location.
+* :class:`Storage` -- what the core and connectors use: the connector contract's
+  :class:`~lakehouse_index.io.base.FileIO` plus what the index log needs, an atomic
+  *create if absent* (:meth:`Storage.put_if_absent`; local: temp file + ``link(2)``; S3:
+  ``PUT`` with ``If-None-Match: *``). Nothing here ever checks for existence and then renames.
+* The scheme registry -- :func:`register_backend` maps a scheme to a
+  :class:`~lakehouse_index.io.base.StorageBackend` (a class, or ``"module:Class"`` imported
+  on first use). Built in: ``file`` (:mod:`lakehouse_index.io.local`) and ``s3``
+  (:mod:`lakehouse_index.io.s3`; ``s3a``/``s3n`` are aliases). Registering a scheme again
+  replaces its implementation, so users can also swap a built-in one. An unregistered
+  scheme is an :class:`~lakehouse_index.io.base.UnsupportedSchemeError` naming the
+  supported ones.
 
 ``storage_options`` follow deltalake's names: ``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``, ``AWS_ENDPOINT_URL``
 (``AWS_ALLOW_HTTP`` is implied by an ``http://`` endpoint).
+
+Next step: `obstore <https://pypi.org/project/obstore/>`_ offers conditional puts
+(``mode="create"``) on S3, GCS, Azure and local files behind one API; a backend built on
+it (registered for ``gs``, ``az``, ``abfs``, ``abfss``) would add those stores, as an
+optional extra, without making the control plane depend on it.
 """
 
 from __future__ import annotations
 
 import contextlib
-import os
+import importlib
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote, urlparse
 
 import pyarrow.fs as pafs
 
-from lakehouse_index.errors import LakehouseIndexError
-from lakehouse_index.source import FileStatus
+from lakehouse_index.io.base import (
+    FileIO,
+    FileStatus,
+    ObjectExistsError,
+    StorageBackend,
+    UnsupportedSchemeError,
+)
+from lakehouse_index.io.uri import SCHEME_ALIASES, canonical_uri, join_uri, uri_scheme
+
+__all__ = [
+    "FileIO",
+    "FileStatus",
+    "ObjectExistsError",
+    "Storage",
+    "StorageBackend",
+    "UnsupportedSchemeError",
+    "backend_class",
+    "canonical_uri",
+    "join_uri",
+    "normalize_uri",
+    "register_backend",
+    "supported_schemes",
+]
+
+#: Former name of :func:`canonical_uri` (user-given locations are canonicalized by it).
+normalize_uri = canonical_uri
+
+_BACKENDS: dict[str, type[StorageBackend] | str] = {
+    "file": "lakehouse_index.io.local:LocalBackend",
+    "s3": "lakehouse_index.io.s3:S3Backend",
+}
+_REGISTRY_LOCK = threading.Lock()
 
 
-class ObjectExistsError(LakehouseIndexError):
-    """``put_if_absent`` found an object already at the path."""
+def register_backend(scheme: str, backend: type[StorageBackend] | str) -> None:
+    """Serve ``scheme`` with ``backend`` (a StorageBackend class or ``"module:Class"``).
+
+    Applies to :class:`Storage` objects whose backend is created afterwards. The class is
+    pickled by reference with a Storage, so Spark tasks import it from its module.
+    """
+    canonical = uri_scheme(scheme.rstrip(":/") + ":")
+    with _REGISTRY_LOCK:
+        _BACKENDS[canonical] = backend
 
 
-def normalize_uri(uri: str) -> str:
-    """A canonical absolute URI: local paths become ``file:///abs/path`` (no trailing ``/``)."""
-    parsed = urlparse(uri)
-    if parsed.scheme in ("", "file"):
-        path = unquote(parsed.path) if parsed.scheme == "file" else uri
-        return "file://" + os.path.abspath(os.path.expanduser(path)).rstrip("/")
-    return uri.rstrip("/")
+def supported_schemes() -> list[str]:
+    """Registered schemes and their aliases, sorted."""
+    with _REGISTRY_LOCK:
+        names = set(_BACKENDS)
+    return sorted(names | {alias for alias, s in SCHEME_ALIASES.items() if s in names})
 
 
-def join_uri(base: str, *parts: str) -> str:
-    """``base`` joined with relative ``parts`` by ``/``."""
-    out = base.rstrip("/")
-    for p in parts:
-        out += "/" + p.strip("/")
-    return out
+def backend_class(scheme: str) -> type[StorageBackend]:
+    """The implementation registered for ``scheme``; UnsupportedSchemeError when none is."""
+    canonical = uri_scheme(scheme + ":")
+    with _REGISTRY_LOCK:
+        found = _BACKENDS.get(canonical)
+    if found is None:
+        raise UnsupportedSchemeError(
+            f"no storage is registered for URI scheme {scheme!r}; supported: "
+            f"{', '.join(supported_schemes())} (add one with lakehouse_index.io.register_backend)"
+        )
+    if isinstance(found, str):
+        module, _, name = found.partition(":")
+        found = getattr(importlib.import_module(module), name)
+        if not (isinstance(found, type) and issubclass(found, StorageBackend)):
+            raise TypeError(f"{module}:{name} registered for {canonical!r} is not a StorageBackend")
+        with _REGISTRY_LOCK:
+            _BACKENDS[canonical] = found
+    return found
+
+
+def _mtime_ms(info: pafs.FileInfo) -> int:
+    return int(info.mtime.timestamp() * 1000) if info.mtime else 0
 
 
 @dataclass(frozen=True)
 class Storage:
-    """Object access for one URI scheme, configured by ``storage_options``."""
+    """Object access for one URI scheme, configured by ``storage_options``.
+
+    Implements :class:`~lakehouse_index.io.base.FileIO`. Picklable (Spark tasks): the
+    backend class travels by reference, clients are rebuilt after unpickling.
+    """
 
     scheme: str
     options: Mapping[str, str] = field(default_factory=dict, hash=False)
 
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "scheme", uri_scheme(self.scheme + ":"))
+        backend_class(self.scheme)  # fail early, naming the supported schemes
+
     def __getstate__(self) -> dict[str, Any]:
         # Cached clients (boto3, pyarrow filesystem) belong to one process; rebuilt after unpickling.
-        return {"scheme": self.scheme, "options": dict(self.options)}
+        return {"scheme": self.scheme, "options": dict(self.options), "backend": type(self.backend)}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         object.__setattr__(self, "scheme", state["scheme"])
         object.__setattr__(self, "options", state["options"])
+        if state.get("backend") is not None:
+            object.__setattr__(self, "_backend", state["backend"](state["options"]))
 
     @classmethod
     def for_uri(cls, uri: str, storage_options: Mapping[str, str] | None = None) -> Storage:
-        """The storage that serves ``uri``."""
-        scheme = urlparse(uri).scheme or "file"
-        if scheme == "s3a":
-            scheme = "s3"
-        if scheme not in ("file", "s3"):
-            raise LakehouseIndexError(f"unsupported storage scheme {scheme!r} in {uri!r}")
-        return cls(scheme, dict(storage_options or {}))
+        """The storage that serves ``uri`` (UnsupportedSchemeError for an unknown scheme)."""
+        return cls(uri_scheme(uri), dict(storage_options or {}))
 
     # ------------------------------------------------------------------ paths
 
+    @property
+    def backend(self) -> StorageBackend:
+        """The scheme's implementation (created on first use)."""
+        found = self.__dict__.get("_backend")
+        if found is None:
+            found = backend_class(self.scheme)(self.options)
+            object.__setattr__(self, "_backend", found)
+        return found
+
     def _split(self, path: str) -> str:
         """The path inside this storage's pyarrow filesystem."""
-        parsed = urlparse(path)
-        if self.scheme == "file":
-            if parsed.scheme not in ("", "file"):
-                raise LakehouseIndexError(f"{path!r} is not a local path")
-            # Paths from connectors are already percent-decoded: never decode twice.
-            return (
-                "/" + path[len("file:") :].lstrip("/") if parsed.scheme == "file" else os.path.abspath(path)
-            )
-        return parsed.netloc + parsed.path
+        scheme = uri_scheme(path)
+        if scheme != self.scheme:
+            raise UnsupportedSchemeError(f"{path!r} is not a {self.scheme!r} path")
+        return self.backend.path(path)
 
     @property
     def filesystem(self) -> pafs.FileSystem:
         """The pyarrow filesystem (cached per instance)."""
         fs = self.__dict__.get("_fs")
         if fs is None:
-            fs = self._make_filesystem()
+            fs = self.backend.filesystem()
             object.__setattr__(self, "_fs", fs)
         return fs
-
-    def _make_filesystem(self) -> pafs.FileSystem:
-        if self.scheme == "file":
-            return pafs.LocalFileSystem()
-        o = {k.upper(): v for k, v in self.options.items()}
-        kwargs: dict[str, Any] = {}
-        if "AWS_ACCESS_KEY_ID" in o:
-            kwargs["access_key"] = o["AWS_ACCESS_KEY_ID"]
-            kwargs["secret_key"] = o.get("AWS_SECRET_ACCESS_KEY")
-            if "AWS_SESSION_TOKEN" in o:
-                kwargs["session_token"] = o["AWS_SESSION_TOKEN"]
-        if "AWS_REGION" in o:
-            kwargs["region"] = o["AWS_REGION"]
-        endpoint = o.get("AWS_ENDPOINT_URL")
-        if endpoint:
-            ep = urlparse(endpoint)
-            kwargs["endpoint_override"] = ep.netloc or endpoint
-            kwargs["scheme"] = ep.scheme or "https"
-        return pafs.S3FileSystem(**kwargs)
 
     def arrow(self, path: str) -> tuple[pafs.FileSystem, str]:
         """A pyarrow filesystem and the path within it."""
@@ -133,25 +187,22 @@ class Storage:
         """Objects directly below ``path``; empty when the directory does not exist."""
         sel = pafs.FileSelector(self._split(path), allow_not_found=True, recursive=False)
         base = path.rstrip("/")
-        out = []
-        for info in self.filesystem.get_file_info(sel):
-            if info.type == pafs.FileType.File:
-                mtime = int(info.mtime.timestamp() * 1000) if info.mtime else 0
-                out.append(FileStatus(base + "/" + info.base_name, info.size or 0, mtime))
-        return out
+        return [
+            FileStatus(base + "/" + info.base_name, info.size or 0, _mtime_ms(info))
+            for info in self.filesystem.get_file_info(sel)
+            if info.type == pafs.FileType.File
+        ]
 
     def list_tree(self, path: str) -> list[FileStatus]:
         """Every object below ``path`` (recursive); empty when absent."""
         root = self._split(path).rstrip("/")
         sel = pafs.FileSelector(root, allow_not_found=True, recursive=True)
         base = path.rstrip("/")
-        out = []
-        for info in self.filesystem.get_file_info(sel):
-            if info.type == pafs.FileType.File:
-                rel = info.path[len(root) :].lstrip("/")
-                mtime = int(info.mtime.timestamp() * 1000) if info.mtime else 0
-                out.append(FileStatus(base + "/" + rel, info.size or 0, mtime))
-        return out
+        return [
+            FileStatus(base + "/" + info.path[len(root) :].lstrip("/"), info.size or 0, _mtime_ms(info))
+            for info in self.filesystem.get_file_info(sel)
+            if info.type == pafs.FileType.File
+        ]
 
     def exists(self, path: str) -> bool:
         """Whether a file or directory exists at ``path``."""
@@ -163,79 +214,19 @@ class Storage:
         info = self.filesystem.get_file_info(self._split(path))
         if info.type != pafs.FileType.File:
             raise FileNotFoundError(path)
-        mtime = int(info.mtime.timestamp() * 1000) if info.mtime else 0
-        return FileStatus(path, info.size or 0, mtime)
+        return FileStatus(path, info.size or 0, _mtime_ms(info))
 
     # ------------------------------------------------------------------ writes
 
     def put_if_absent(self, path: str, data: bytes) -> None:
         """Create the object atomically; ``ObjectExistsError`` if it already exists."""
-        if self.scheme == "file":
-            self._put_if_absent_local(self._split(path), data)
-        else:
-            self._put_if_absent_s3(path, data)
-
-    @staticmethod
-    def _put_if_absent_local(path: str, data: bytes) -> None:
-        # Write a private temp file completely, then hard-link it into place: link(2)
-        # fails with EEXIST if the name is taken, so readers never see a partial entry.
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.{os.urandom(6).hex()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            try:
-                os.link(tmp, path)
-            except FileExistsError as e:
-                raise ObjectExistsError(path) from e
-        finally:
-            os.unlink(tmp)
-        # Make the new name durable: a committed log entry must survive a power loss.
-        dir_fd = os.open(os.path.dirname(path), os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
-
-    def _s3_client(self) -> Any:
-        client = self.__dict__.get("_s3")
-        if client is None:
-            import boto3
-
-            o = {k.upper(): v for k, v in self.options.items()}
-            client = boto3.client(
-                "s3",
-                endpoint_url=o.get("AWS_ENDPOINT_URL"),
-                aws_access_key_id=o.get("AWS_ACCESS_KEY_ID"),
-                aws_secret_access_key=o.get("AWS_SECRET_ACCESS_KEY"),
-                aws_session_token=o.get("AWS_SESSION_TOKEN"),
-                region_name=o.get("AWS_REGION", "us-east-1"),
-            )
-            object.__setattr__(self, "_s3", client)
-        return client
-
-    def _put_if_absent_s3(self, path: str, data: bytes) -> None:
-        from botocore.exceptions import ClientError
-
-        parsed = urlparse(path)
-        try:
-            self._s3_client().put_object(
-                Bucket=parsed.netloc, Key=parsed.path.lstrip("/"), Body=data, IfNoneMatch="*"
-            )
-        except ClientError as e:
-            code = e.response.get("Error", {}).get("Code", "")
-            if code in ("PreconditionFailed", "ConditionalRequestConflict", "412"):
-                raise ObjectExistsError(path) from e
-            raise
+        self._split(path)  # the scheme check
+        self.backend.put_if_absent(path, data)
 
     def write_bytes(self, path: str, data: bytes) -> None:
         """Write (or overwrite) an object: only for data under a fresh, unique directory."""
         p = self._split(path)
-        if self.scheme == "file":
-            os.makedirs(os.path.dirname(p), exist_ok=True)
+        self.backend.prepare_write(p)
         with self.filesystem.open_output_stream(p) as f:
             f.write(data)
 

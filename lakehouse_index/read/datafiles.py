@@ -29,27 +29,34 @@ Stable row ids (:func:`row_ids`): the value of the file's materialized row-id co
 ``delta.rowTracking.materializedRowIdColumnName``, found by name) where it is not null,
 else ``first_row_id + position``; null when the file has no ``first_row_id``.
 
-Parquet footers are cached in a small LRU keyed by (path, size): repeated point
-reads of a file do not re-read its footer. Point reads in large row groups of files
-with a page index fetch and decode only the pages holding the rows
+Parquet footers are cached in an LRU keyed by (path, size, mtime): repeated point
+reads of a file do not re-read its footer, and a file rewritten in place misses. Point
+reads in large row groups of files with a page index fetch and decode only the pages holding the rows
 (:mod:`lakehouse_index.read.parquet_pages`); those files' page indexes are cached likewise.
+Cache sizes: :class:`~lakehouse_index.config.CacheConfig` (``footer_entries``,
+``page_index_entries``); read tuning: :class:`~lakehouse_index.config.ReadConfig`.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakehouse_index.config import ReadConfig, SizedCache
 from lakehouse_index.errors import QueryError, TableFormatError
-from lakehouse_index.read.parquet_pages import PageIndex, load_page_index, plain_type, read_group_rows
+from lakehouse_index.read.parquet_pages import (
+    NO_PAGE_INDEX,
+    PageIndex,
+    PageIndexError,
+    load_page_index,
+    plain_type,
+    read_group_rows,
+)
 from lakehouse_index.source import Column, FileEntry, Snapshot, Subfield, TableSource
 
 __all__ = [
@@ -102,39 +109,16 @@ class FileLayout:
         return int(self.metadata.num_rows)
 
 
-_V = TypeVar("_V")
+#: (path, size, mtime) of a data file: a file rewritten in place gets a new key.
+FileKey = tuple[str, int, int]
 
-
-class _LRU(Generic[_V]):
-    """A small thread-safe LRU of per-file facts keyed by (path, size) (a few KB each)."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self._items: OrderedDict[tuple[str, int], _V] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, int]) -> _V | None:
-        with self._lock:
-            item = self._items.get(key)
-            if item is not None:
-                self._items.move_to_end(key)
-            return item
-
-    def put(self, key: tuple[str, int], value: _V) -> None:
-        with self._lock:
-            self._items[key] = value
-            self._items.move_to_end(key)
-            while len(self._items) > self.capacity:
-                self._items.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-
-
-_FOOTERS: _LRU[FileLayout] = _LRU(1024)
+_FOOTERS: SizedCache[FileKey, FileLayout] = SizedCache("footer_entries")
 #: Page indexes of the files point-read page by page (larger than footers: fewer of them).
-_PAGES: _LRU[PageIndex] = _LRU(256)
+_PAGES: SizedCache[FileKey, PageIndex] = SizedCache("page_index_entries")
+
+
+def _file_key(entry: FileEntry) -> FileKey:
+    return (entry.path, entry.size, entry.mtime_ms)
 
 
 def clear_footer_cache() -> None:
@@ -163,7 +147,7 @@ def _layout(metadata: pq.FileMetaData) -> FileLayout:
 
 def _open(source: TableSource, entry: FileEntry) -> tuple[pq.ParquetFile, pa.NativeFile, FileLayout]:
     fs, path = source.io.arrow(entry.path)
-    key = (entry.path, entry.size)
+    key = _file_key(entry)
     layout = _FOOTERS.get(key)
     try:
         handle = fs.open_input_file(path)
@@ -180,14 +164,13 @@ def _open(source: TableSource, entry: FileEntry) -> tuple[pq.ParquetFile, pa.Nat
         raise TableFormatError(f"data file {entry.path} is not a readable Parquet file: {e}") from e
     if layout is None:
         layout = _layout(pf.metadata)
-        _FOOTERS.put(key, layout)
+        _FOOTERS[key] = layout
     return pf, handle, layout
 
 
 def file_layout(source: TableSource, entry: FileEntry) -> FileLayout:
     """The (cached) footer facts of one data file."""
-    key = (entry.path, entry.size)
-    layout = _FOOTERS.get(key)
+    layout = _FOOTERS.get(_file_key(entry))
     if layout is None:
         pf, handle, layout = _open(source, entry)
         pf.close()
@@ -475,6 +458,7 @@ def read_file(
     positions: Sequence[int] | np.ndarray | None = None,
     with_positions: bool = False,
     apply_deletes: bool = True,
+    config: ReadConfig | None = None,
 ) -> pa.Table:
     """Rows of one data file in the snapshot's logical schema.
 
@@ -483,7 +467,8 @@ def read_file(
     dropped; out of range → QueryError); only the row groups holding them are decoded.
     ``with_positions`` appends ``_row`` (int64 position in the file). With
     ``apply_deletes`` (default) rows deleted by the entry's deletion vector / position
-    deletes / equality deletes are left out.
+    deletes / equality deletes are left out. ``config`` tunes point reads (default
+    ``ReadConfig()``).
     """
     wanted = _check_columns(snapshot, columns)
     eq_cols: list[str] = []
@@ -501,7 +486,7 @@ def read_file(
         resolved = resolve_columns(snapshot, entry, layout, read_cols)
         stored = list(dict.fromkeys(r.stored for r in resolved if r.stored is not None))
         rows, data = _read_rows(
-            pf, handle, layout, entry, stored, positions, source if apply_deletes else None
+            pf, handle, layout, entry, stored, positions, source if apply_deletes else None, config
         )
     finally:
         pf.close()
@@ -538,6 +523,7 @@ def _read_rows(
     stored: list[str],
     positions: Sequence[int] | np.ndarray | None,
     deletes_from: TableSource | None,
+    config: ReadConfig | None = None,
 ) -> tuple[np.ndarray, pa.Table]:
     """(row positions, table of the ``stored`` columns for those rows)."""
     total = layout.num_rows
@@ -572,59 +558,63 @@ def _read_rows(
     groups = np.searchsorted(starts, pos, side="right") - 1
     bounds = np.searchsorted(groups, np.arange(layout.metadata.num_row_groups + 1))
     parts = []
+    cfg = config or _DEFAULT_READ
     for g in np.nonzero(np.diff(bounds))[0]:
         local = pos[bounds[g] : bounds[g + 1]] - starts[g]
-        parts.append(_read_group_rows(pf, handle, layout, (entry.path, entry.size), int(g), local, stored))
+        parts.append(_read_group_rows(pf, handle, layout, _file_key(entry), int(g), local, stored, cfg))
     return pos, pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
 
-#: Row groups larger than twice this are read batch by batch when few rows are wanted.
-_POINT_BATCH = 4096
-#: Row groups with more rows than this are read page by page when few rows are wanted (when
-#: the file has a page index). The page path fetches the same dictionary page as a whole read
-#: and a subset of the data pages; below this size the row group is decoded whole, which
-#: costs less than loading the file's page index.
-PAGE_READ_MIN_ROWS = 2 * _POINT_BATCH
-#: At most this many wanted rows of one row group take the page or batch path.
-_POINT_ROWS = 64
+_DEFAULT_READ = ReadConfig()
 
 
 def _read_group_rows(
     pf: pq.ParquetFile,
     handle: pa.NativeFile,
     layout: FileLayout,
-    key: tuple[str, int],
+    key: FileKey,
     group: int,
     local: np.ndarray,
     stored: list[str],
+    config: ReadConfig,
 ) -> pa.Table:
     """Rows ``local`` (sorted positions within the row group) of one row group.
 
     For a few rows of a large row group: only the pages holding them when the file has a
     page index (:mod:`lakehouse_index.read.parquet_pages`), column by column; the columns the
     page path cannot serve are read batch by batch up to the last wanted row (pyarrow 26
-    has no page-level read).
+    has no page-level read), and so is every column when the page index or a page does not
+    decode (:class:`~lakehouse_index.read.parquet_pages.PageIndexError`). Thresholds:
+    ``config.page_read_min_rows`` (below it, and above ``config.point_read_max_rows``
+    wanted rows, the row group is decoded whole: that costs less than loading the page
+    index), ``config.point_read_batch_rows``.
     """
     group_rows = int(layout.row_group_starts[group + 1] - layout.row_group_starts[group])
     if len(local) == group_rows:  # every row (local is sorted and distinct)
         return _without_views(pf.read_row_group(group, columns=stored))
-    if group_rows <= PAGE_READ_MIN_ROWS or len(local) > _POINT_ROWS:
+    if group_rows <= config.page_read_min_rows or len(local) > config.point_read_max_rows:
         return _without_views(pf.read_row_group(group, columns=stored)).take(pa.array(local))
-    pages = _PAGES.get(key)
-    if pages is None:
-        pages = load_page_index(handle, layout.metadata, layout.schema)
-        _PAGES.put(key, pages)
-    served = read_group_rows(handle, pages, layout.schema, group, local, stored).table
+    try:
+        pages = _PAGES.get(key)
+        if pages is None:
+            pages = load_page_index(handle, layout.metadata, layout.schema)
+            _PAGES[key] = pages
+        served = read_group_rows(handle, pages, layout.schema, group, local, stored).table
+    except PageIndexError:
+        _PAGES[key] = NO_PAGE_INDEX  # the file will not decode better next time
+        return _read_batches(pf, group, local, stored, config.point_read_batch_rows)
     rest = [c for c in stored if c not in served.column_names]
     if not rest:
         return served
-    other = _read_batches(pf, group, local, rest)
+    other = _read_batches(pf, group, local, rest, config.point_read_batch_rows)
     parts = {c: served for c in served.column_names} | {c: other for c in rest}
     fields = [parts[c].schema.field(c) for c in stored]
     return pa.Table.from_arrays([parts[c].column(c) for c in stored], schema=pa.schema(fields))
 
 
-def _read_batches(pf: pq.ParquetFile, group: int, local: np.ndarray, columns: list[str]) -> pa.Table:
+def _read_batches(
+    pf: pq.ParquetFile, group: int, local: np.ndarray, columns: list[str], batch_rows: int
+) -> pa.Table:
     """Rows ``local`` of ``columns``, decoding the row group only up to the batch holding the last.
 
     On average half the decode work of the whole row group for a point read.
@@ -632,7 +622,7 @@ def _read_batches(pf: pq.ParquetFile, group: int, local: np.ndarray, columns: li
     last = int(local[-1])
     batches = []
     seen = 0
-    for batch in pf.iter_batches(batch_size=_POINT_BATCH, row_groups=[group], columns=columns):
+    for batch in pf.iter_batches(batch_size=batch_rows, row_groups=[group], columns=columns):
         batches.append(batch)
         seen += batch.num_rows
         if seen > last:

@@ -21,6 +21,12 @@ an offset index, a plaintext footer and no encrypted columns, whose Arrow type i
 dictionary. Data page v1 and v2, every encoding and codec pyarrow reads. A column the
 page path cannot serve is left out of :func:`read_group_rows`' answer, and the caller
 reads that column of the row group as usual; the other columns still go page by page.
+
+Bytes that do not decode (a corrupt or hostile footer, offset index or page header) raise
+:class:`PageIndexError` from :func:`load_page_index` and :func:`read_group_rows`, never
+anything else: the caller then reads the row group the ordinary way, which needs none of
+these structures. The Thrift decoder nests at most :data:`MAX_THRIFT_DEPTH` containers
+deep (real footers nest about 6), so a deeply nested input cannot exhaust the stack.
 """
 
 from __future__ import annotations
@@ -36,10 +42,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakehouse_index.errors import LakehouseIndexError
+
 __all__ = [
+    "MAX_THRIFT_DEPTH",
+    "NO_PAGE_INDEX",
     "ColumnPages",
     "PageIndex",
+    "PageIndexError",
     "PageRead",
+    "ThriftDecodeError",
     "decode_struct",
     "encode_struct",
     "load_page_index",
@@ -60,6 +72,20 @@ Struct = dict[int, tuple[int, Any]]
 #: Bytes as read: slices of a larger read are memoryviews (no copy).
 Bytes = bytes | memoryview
 
+#: Deepest nesting of structs, lists and sets the decoder accepts.
+MAX_THRIFT_DEPTH = 64
+
+
+class ThriftDecodeError(ValueError):
+    """Bytes that are not a compact-protocol struct this decoder accepts."""
+
+
+class PageIndexError(LakehouseIndexError):
+    """A Parquet file's footer, offset index or page headers do not decode as expected.
+
+    Raised instead of any lower-level error; readers fall back to a whole row-group read.
+    """
+
 
 class _Decoder:
     """Reads compact-protocol values from a buffer, advancing ``pos``."""
@@ -67,6 +93,12 @@ class _Decoder:
     def __init__(self, buf: Bytes, pos: int) -> None:
         self.buf = buf
         self.pos = pos
+        self.depth = 0
+
+    def _enter(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_THRIFT_DEPTH:
+            raise ThriftDecodeError(f"Thrift values nested deeper than {MAX_THRIFT_DEPTH} at byte {self.pos}")
 
     def varint(self) -> int:
         buf, pos = self.buf, self.pos
@@ -94,14 +126,17 @@ class _Decoder:
             start = self.pos
             self.pos += n
             if self.pos > len(self.buf):
-                raise ValueError("a binary value runs past the buffer")
+                raise ThriftDecodeError("a binary value runs past the buffer")
             return bytes(self.buf[start : self.pos])
         if ctype in (_LIST, _SET):
+            self._enter()
             head = self.buf[self.pos]
             self.pos += 1
             size = self.varint() if head >> 4 == 15 else head >> 4
             elem = head & 0x0F
-            return (elem, [self.value(elem) for _ in range(size)])
+            items = [self.value(elem) for _ in range(size)]
+            self.depth -= 1
+            return (elem, items)
         if ctype in (_TRUE, _FALSE):
             self.pos += 1
             return self.buf[self.pos - 1] == _TRUE
@@ -111,15 +146,17 @@ class _Decoder:
         if ctype == _DOUBLE:
             self.pos += 8
             return struct.unpack_from("<d", self.buf, self.pos - 8)[0]
-        raise ValueError(f"unsupported Thrift compact type {ctype}")
+        raise ThriftDecodeError(f"unsupported Thrift compact type {ctype}")
 
     def struct(self) -> Struct:
+        self._enter()
         out: Struct = {}
         last = 0
         while True:
             head = self.buf[self.pos]
             self.pos += 1
             if head == 0:
+                self.depth -= 1
                 return out
             ctype = head & 0x0F
             fid = last + (head >> 4) if head >> 4 else self.zigzag()
@@ -130,10 +167,14 @@ class _Decoder:
 def decode_struct(buf: Bytes, pos: int = 0) -> tuple[Struct, int]:
     """Decode one compact-protocol struct at ``pos``: (struct, position after it).
 
-    Raises ValueError or IndexError on input it cannot decode.
+    Raises :class:`ThriftDecodeError` (a ValueError) on input it cannot decode: truncated,
+    an unknown type code, or containers nested deeper than :data:`MAX_THRIFT_DEPTH`.
     """
     dec = _Decoder(buf, pos)
-    return dec.struct(), dec.pos
+    try:
+        return dec.struct(), dec.pos
+    except (IndexError, struct.error) as e:
+        raise ThriftDecodeError(f"truncated Thrift struct at byte {dec.pos}: {e}") from e
 
 
 def _put_varint(out: bytearray, n: int) -> None:
@@ -264,7 +305,11 @@ class PageIndex:
     chunks: dict[tuple[int, str], ColumnPages]
 
 
-_NO_PAGES = PageIndex(1, b"", None, {})
+#: The index of a file the page path cannot serve (no offset index, or one that does not decode).
+NO_PAGE_INDEX = PageIndex(1, b"", None, {})
+#: What decoding malformed footer structures can raise (a field of an unexpected type or
+#: missing, a truncated buffer); turned into PageIndexError at this module's boundary.
+_DECODE_ERRORS = (ValueError, IndexError, KeyError, TypeError, AttributeError, struct.error, OverflowError)
 
 
 def load_page_index(handle: pa.NativeFile, metadata: pq.FileMetaData, schema: pa.Schema) -> PageIndex:
@@ -272,27 +317,28 @@ def load_page_index(handle: pa.NativeFile, metadata: pq.FileMetaData, schema: pa
 
     ``metadata`` and ``schema`` are the file's footer and Arrow schema as pyarrow reads
     them. A file without any offset index is not read (an index without chunks). Columns
-    the page path cannot serve are left out.
+    the page path cannot serve are left out. :class:`PageIndexError` when the footer or an
+    offset index does not decode.
     """
     if not any(
         metadata.row_group(g).column(c).has_offset_index
         for g in range(metadata.num_row_groups)
         for c in range(metadata.num_columns)
     ):
-        return _NO_PAGES
+        return NO_PAGE_INDEX
     footer_len = metadata.serialized_size
     tail = handle.read_at(footer_len + 8, handle.size() - footer_len - 8)
     if tail[-4:] != _MAGIC or int.from_bytes(tail[-8:-4], "little") != footer_len:
-        return _NO_PAGES
+        return NO_PAGE_INDEX
     try:
         return _page_index(handle, decode_struct(tail)[0], schema)
-    except (ValueError, IndexError, KeyError, TypeError, AttributeError):  # not the footer we expect
-        return _NO_PAGES
+    except _DECODE_ERRORS as e:  # not the footer or offset index we expect
+        raise PageIndexError(f"the page index does not decode: {e}") from e
 
 
 def _page_index(handle: pa.NativeFile, fmd: Struct, schema: pa.Schema) -> PageIndex:
     if _FMD_ENCRYPTION in fmd:
-        return _NO_PAGES
+        return NO_PAGE_INDEX
     elements = _get(fmd, _FMD_SCHEMA)[1]
     kv = {_get(item, 1): _get(item, 2) for item in _get(fmd, _FMD_KV, (_STRUCT, []))[1]}
     served = {}  # name → (leaf index, leaf, ARROW:schema for the one-column file)
@@ -312,7 +358,7 @@ def _page_index(handle: pa.NativeFile, fmd: Struct, schema: pa.Schema) -> PageIn
             } & cc.keys():
                 found.append((g, name, cc, _get(rg, _RG_NUM_ROWS)))
     if not found:
-        return _NO_PAGES
+        return NO_PAGE_INDEX
     offset_indexes = _fetch(
         handle, [(_get(cc, _CC_OI_OFFSET), _get(cc, _CC_OI_LENGTH)) for _, _, cc, _ in found]
     )
@@ -352,14 +398,15 @@ def _flat_columns(elements: list[Struct]) -> dict[str, tuple[int, Struct]]:
 
 
 def _subtree(elements: list[Struct], pos: int) -> tuple[int, int]:
-    """(position after the schema subtree at ``pos``, leaves in it)."""
-    children = _get(elements[pos], _SE_NUM_CHILDREN)
-    if children is None:
-        return pos + 1, 1
-    pos, leaves = pos + 1, 0
-    for _ in range(children):
-        pos, n = _subtree(elements, pos)
-        leaves += n
+    """(position after the schema subtree at ``pos``, leaves in it); iterative, any depth."""
+    leaves, pending = 0, 1  # elements of the subtree still to visit
+    while pending:
+        children = _get(elements[pos], _SE_NUM_CHILDREN)
+        pos, pending = pos + 1, pending - 1
+        if children is None:
+            leaves += 1
+        else:
+            pending += children
     return pos, leaves
 
 
@@ -528,7 +575,22 @@ def read_group_rows(
     types, field metadata), with string/binary views as large string/binary
     (:func:`plain_type`); the other columns are left out. The page path never reads more
     than the whole chunk would (the same dictionary page, a subset of the data pages).
+    :class:`PageIndexError` when the index or a fetched page does not decode as expected.
     """
+    try:
+        return _read_group_rows(handle, index, schema, group, local, columns)
+    except _DECODE_ERRORS as e:
+        raise PageIndexError(f"pages of row group {group} do not decode: {e}") from e
+
+
+def _read_group_rows(
+    handle: pa.NativeFile,
+    index: PageIndex,
+    schema: pa.Schema,
+    group: int,
+    local: np.ndarray,
+    columns: list[str],
+) -> PageRead:
     plans = [_plan(c, local) for c in (index.chunks.get((group, name)) for name in columns) if c is not None]
     if not plans or len(local) == 0:
         return PageRead(pa.table({}), 0)

@@ -24,11 +24,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from lakehouse_index_delta import DeltaSource
 
+from lakehouse_index.config import ReadConfig
 from lakehouse_index.io import Storage
 from lakehouse_index.read import datafiles
 from lakehouse_index.read.datafiles import read_file
 from lakehouse_index.read.parquet_pages import (
+    MAX_THRIFT_DEPTH,
     PageIndex,
+    PageIndexError,
+    ThriftDecodeError,
     decode_struct,
     encode_struct,
     load_page_index,
@@ -239,7 +243,7 @@ def test_deltalake_files(tmp_path: Path, props: dict[str, Any]) -> None:
 
 
 def test_read_file_reads_pages(tmp_path: Path) -> None:
-    rows = datafiles.PAGE_READ_MIN_ROWS + 5_000  # page reads serve large row groups only
+    rows = ReadConfig().page_read_min_rows + 5_000  # page reads serve large row groups only
     path = _delta_table(str(tmp_path), rows, data_page_row_count_limit=1000)
     source = DeltaSource.open(path, Storage.for_uri(path))
     snap = source.snapshot()
@@ -249,7 +253,7 @@ def test_read_file_reads_pages(tmp_path: Path) -> None:
         positions = [0, 7777, whole.num_rows - 1]
         got = read_file(source, snap, entry, positions=positions, with_positions=True)
         assert got.equals(whole.take(positions))
-        index = datafiles._PAGES.get((entry.path, entry.size))
+        index = datafiles._PAGES.get(datafiles._file_key(entry))
         assert index is not None and index.chunks  # the point read went page by page
         assert read_file(source, snap, entry, ["email"], positions=[3]).equals(
             whole.select(["email"]).take([3])
@@ -321,7 +325,7 @@ def test_fallbacks() -> None:
 
 def test_read_file_mixes_page_and_row_group_reads(tmp_path: Path) -> None:
     """Columns the page path cannot serve are read with the row group; the others still by page."""
-    n = datafiles.PAGE_READ_MIN_ROWS + 3_000
+    n = ReadConfig().page_read_min_rows + 3_000
     table = pa.table(
         {
             "id": pa.array(np.arange(n)),
@@ -339,5 +343,66 @@ def test_read_file_mixes_page_and_row_group_reads(tmp_path: Path) -> None:
     got = read_file(source, snap, entry, ["tags", "id", "name"], positions=positions, with_positions=True)
     whole = read_file(source, snap, entry, ["tags", "id", "name"], with_positions=True)
     assert got.equals(whole.take(positions))
-    index = datafiles._PAGES.get((entry.path, entry.size))
+    index = datafiles._PAGES.get(datafiles._file_key(entry))
     assert index is not None and {c for _, c in index.chunks} == {"id", "name"}
+
+
+# --------------------------------------------------------------------------- corrupt page indexes
+
+
+def test_thrift_decoder_bounds_nesting_and_truncation() -> None:
+    nested = b"\x1c" * (MAX_THRIFT_DEPTH + 1)  # field 1 of type struct, again and again
+    with pytest.raises(ThriftDecodeError, match="nested deeper"):
+        decode_struct(nested + b"\x00" * (MAX_THRIFT_DEPTH + 1))
+    lists = b"\x19" + b"\x19" * (MAX_THRIFT_DEPTH + 1)  # field 1: a list of one list of ...
+    with pytest.raises(ThriftDecodeError):
+        decode_struct(lists)
+    ok = b"\x1c" * (MAX_THRIFT_DEPTH - 1) + b"\x00" * MAX_THRIFT_DEPTH
+    assert decode_struct(ok)[1] == len(ok)
+    with pytest.raises(ThriftDecodeError, match="truncated"):
+        decode_struct(b"\x15\x80")  # an i32 whose varint never ends
+
+
+def _offset_index_ranges(path: str) -> list[tuple[int, int]]:
+    """(offset, length) of every column chunk's offset index, from the footer."""
+    data = Path(path).read_bytes()
+    size = int.from_bytes(data[-8:-4], "little")
+    fmd, _ = decode_struct(data[-8 - size : -8])
+    out = []
+    for rg in fmd[4][1][1]:  # FileMetaData.row_groups → RowGroup.columns → ColumnChunk
+        for cc in rg[1][1][1]:
+            if 4 in cc and 5 in cc:
+                out.append((cc[4][1], cc[5][1]))
+    return out
+
+
+@pytest.mark.parametrize("garbage", ["nested", "random"])
+def test_corrupt_offset_index_falls_back_to_row_group_reads(tmp_path: Path, garbage: str) -> None:
+    """An offset index that does not decode (deeply nested, or noise) must not fail a read pyarrow does."""
+    rows = ReadConfig().page_read_min_rows + 12_000
+    path = _delta_table(str(tmp_path), rows, data_page_row_count_limit=50, max_row_group_size=rows)
+    (f,) = glob.glob(f"{path}/*.parquet")
+    ranges = _offset_index_ranges(f)
+    assert ranges and max(n for _, n in ranges) > 2_000  # deep enough to exhaust the stack unbounded
+    with open(f, "r+b") as out:  # same size: the log's entry still describes the file
+        for offset, length in ranges:
+            out.seek(offset)
+            noise = np.random.default_rng(offset).integers(0, 256, length, dtype=np.uint8).tobytes()
+            out.write(b"\x1c" * length if garbage == "nested" else noise)
+    handle = pa.OSFile(f)
+    pf = pq.ParquetFile(f)
+    if garbage == "nested":
+        with pytest.raises(PageIndexError):
+            load_page_index(handle, pf.metadata, pf.schema_arrow)
+
+    source = DeltaSource.open(path, Storage.for_uri(path))
+    snap = source.snapshot()
+    (entry,) = snap.files.values()
+    datafiles.clear_footer_cache()
+    want = pq.read_table(f)
+    for positions in ([0], [5, 9_000, rows - 1], [rows // 2]):
+        got = read_file(source, snap, entry, positions=positions)
+        assert got.num_rows == len(positions)
+        for name in want.column_names:
+            assert got.column(name).to_pylist() == want.column(name).take(positions).to_pylist(), name
+    assert datafiles._PAGES.get(datafiles._file_key(entry)) is not None  # the failure is remembered
