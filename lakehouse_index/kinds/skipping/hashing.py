@@ -1,6 +1,5 @@
 """XXH64 over canonical encodings of column values (for bloom filters).
 
-up to 2x, measured).
 The hash is XXH64 (seed 0), as in Parquet, over a canonical byte encoding chosen so
 that equal values hash equally across the physical widths a column may take over its
 life (type widening): integers and booleans as int64, floats as float64 with -0.0
@@ -19,7 +18,35 @@ import pyarrow as pa
 import xxhash
 
 from lakehouse_index.errors import InvalidIndexSpecError
-from lakehouse_index.kinds.skipping.schema import family
+from lakehouse_index.expressions.types import Family, family
+
+
+def encoding(t: pa.DataType) -> str | None:
+    """The canonical hash encoding of a type; None when the type cannot be indexed.
+
+    Two types with the same encoding encode equal values identically, so a bloom filter
+    built under one answers probes made under the other (type widening).
+    """
+    f = family(t)
+    if f is Family.FLOAT:
+        return "float" if pa.types.is_float32(t) or pa.types.is_float64(t) else None
+    if f is Family.DECIMAL:
+        return f"decimal:{t.scale}" if isinstance(t, pa.Decimal128Type) else None
+    if f is Family.TIMESTAMP:
+        assert isinstance(t, pa.TimestampType)
+        return f"timestamp:{t.unit}:{t.tz is not None}"
+    if f is Family.DATE:
+        return str(t)
+    if f is Family.BOOLEAN:
+        return "bool"
+    if f is Family.INTEGER:
+        return "int"
+    if f is Family.STRING:
+        return "utf8"
+    if f in (Family.BINARY, Family.FIXED_BINARY):
+        return "bytes"
+    return None
+
 
 _P1 = np.uint64(0x9E3779B185EBCA87)
 _P2 = np.uint64(0xC2B2AE3D27D4EB4F)
@@ -68,7 +95,7 @@ def hash_values(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if arr.null_count:
         raise ValueError("hash_values takes no nulls")
     t = arr.type
-    fam = family(t)
+    fam = encoding(t)
     if fam is None:
         raise InvalidIndexSpecError(f"values of type {t} cannot be hashed")
     if fam in ("utf8", "bytes"):

@@ -32,49 +32,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse_index.expressions import And as AndNode
-from lakehouse_index.expressions import (
-    Between,
-    Col,
-    Compare,
-    Const,
-    In,
-    IsNull,
-    Like,
-    Lit,
-    Node,
-    Not,
-    Or,
-    Predicate,
-)
+from lakehouse_index.expressions import Atom, Between, Col, Compare, In, IsNull, Like, Lit, Predicate
+from lakehouse_index.expressions.arrow import to_pyarrow
+from lakehouse_index.expressions.evaluator import AtomOracle, Outcomes, evaluate
+from lakehouse_index.expressions.types import Family, LikePattern, family
 from lakehouse_index.kinds.skipping.bloom import BloomSet
 from lakehouse_index.kinds.skipping.files import SkippingData
-from lakehouse_index.kinds.skipping.hashing import hash_values
-from lakehouse_index.kinds.skipping.schema import ROWS, family, widens
-
-
-@dataclass(frozen=True)
-class _Tri:
-    """Per file: may the predicate be true / false / null on some row of it."""
-
-    t: np.ndarray
-    f: np.ndarray
-    n: np.ndarray
-
-    def negate(self) -> _Tri:
-        return _Tri(self.f, self.t, self.n)
-
-
-def _const(n: int, t: bool, f: bool, null: bool) -> _Tri:
-    return _Tri(np.full(n, t), np.full(n, f), np.full(n, null))
-
-
-def _and(a: _Tri, b: _Tri) -> _Tri:
-    return _Tri(a.t & b.t, a.f | b.f, (a.n & (b.t | b.n)) | (b.n & (a.t | a.n)))
-
-
-def _or(a: _Tri, b: _Tri) -> _Tri:
-    return _Tri(a.t | b.t, a.f & b.f, (a.n & (b.f | b.n)) | (b.n & (a.f | a.n)))
+from lakehouse_index.kinds.skipping.hashing import encoding, hash_values
+from lakehouse_index.kinds.skipping.schema import ROWS, widens
 
 
 def _bools(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -135,19 +100,23 @@ def _view(data: SkippingData, name: str, current: pa.DataType) -> _ColumnView:
         values=values,
         has_values=np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool),
         blooms=BloomSet.of(col.field("bloom")),
-        bloom_usable=family(stored) == family(current),
+        bloom_usable=encoding(stored) == encoding(current),
     )
 
 
-class _Evaluator:
-    """Abstract evaluation of one predicate over the statistics of all loaded files."""
+class _StatsOracle(AtomOracle[np.ndarray]):
+    """Atoms answered from the statistics of all loaded files (one mask entry per file)."""
 
     def __init__(self, data: SkippingData, predicate: Predicate) -> None:
         self.data = data
         self.schema = predicate.schema
         self.n = len(data.file_ids)
 
+    def fixed(self, true: bool, false: bool, null: bool) -> Outcomes[np.ndarray]:
+        return Outcomes(np.full(self.n, true), np.full(self.n, false), np.full(self.n, null))
+
     def view(self, name: str) -> _ColumnView | None:
+        """The statistics of column ``name`` as the predicate's schema types it (None: not usable)."""
         if name not in self.data.columns or name not in self.schema.names:
             return None
         current = self.schema.field(name).type
@@ -160,44 +129,25 @@ class _Evaluator:
                 cache[key] = None  # recorded type no longer converts: the column prunes nothing
         return cache[key]
 
-    def unknown(self) -> _Tri:
-        return _const(self.n, True, True, True)
-
-    def eval(self, node: Node) -> _Tri:
-        if isinstance(node, AndNode):
-            out = self.eval(node.parts[0])
-            for p in node.parts[1:]:
-                out = _and(out, self.eval(p))
-            return out
-        if isinstance(node, Or):
-            out = self.eval(node.parts[0])
-            for p in node.parts[1:]:
-                out = _or(out, self.eval(p))
-            return out
-        if isinstance(node, Not):
-            return self.eval(node.part).negate()
-        if isinstance(node, Const):
-            return _const(self.n, node.value, not node.value, False)
+    def atom(self, node: Atom) -> Outcomes[np.ndarray]:
         if isinstance(node, IsNull):
             v = self.view(node.column.name)
             if v is None:
                 return self.unknown()
-            out = _Tri(v.nulls > 0, v.nulls < v.rows, np.zeros(self.n, dtype=bool))
+            out = Outcomes(v.nulls > 0, v.nulls < v.rows, np.zeros(self.n, dtype=bool))
             return out.negate() if node.negated else out
         column = _atom_column(node)
-        if column is None:
-            return self.unknown()
-        v = self.view(column)
+        v = None if column is None else self.view(column)
         if v is None:
             return self.unknown()
         try:
-            return self.atom(node, v)
+            return self.compare(node, v)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError):
             return self.unknown()
 
     # ------------------------------------------------------------------ atoms
 
-    def atom(self, node: Node, v: _ColumnView) -> _Tri:
+    def compare(self, node: Atom, v: _ColumnView) -> Outcomes[np.ndarray]:
         """A null-propagating single-column atom (comparison with a literal, IN, BETWEEN, LIKE)."""
         lits = _literals(node)
         if any(isinstance(x.value, float) and math.isnan(x.value) for x in lits):
@@ -211,9 +161,9 @@ class _Evaluator:
             f = f | has_nan
             if _nan_may_match(node):
                 t = t | has_nan
-        return _Tri(t, f, v.has_null.copy())
+        return Outcomes(t, f, v.has_null.copy())
 
-    def by_values(self, node: Node, v: _ColumnView) -> tuple[np.ndarray, np.ndarray]:
+    def by_values(self, node: Atom, v: _ColumnView) -> tuple[np.ndarray, np.ndarray]:
         """Exact outcomes over the value lists (evaluated with the pyarrow executor's kernels)."""
         t = np.zeros(self.n, dtype=bool)
         f = np.zeros(self.n, dtype=bool)
@@ -223,7 +173,7 @@ class _Evaluator:
         if len(flat) == 0:
             return t, f
         parents = np.asarray(pc.list_parent_indices(v.values).to_numpy(), dtype=np.int64)
-        if family(v.type) == "float":
+        if family(v.type) is Family.FLOAT:
             # pyarrow's IN hashes floats by bit pattern (-0.0 NOT IN (0.0)), its = and Spark
             # compare values (-0.0 = 0.0): evaluate each zero under both signs.
             zeros = np.flatnonzero(_bools(pc.equal(flat, 0.0)))
@@ -231,13 +181,13 @@ class _Evaluator:
                 flat = pa.concat_arrays([flat, pc.negate(flat.take(pa.array(zeros)))])
                 parents = np.concatenate([parents, parents[zeros]])
         table = pa.table({v.name: flat})
-        expr = Predicate(node, pa.schema([pa.field(v.name, v.type)])).to_pyarrow()
+        expr = to_pyarrow(node)
         result = _evaluate(table, expr)
         t[parents[_bools(result)]] = True
         f[parents[_bools(pc.invert(result))]] = True
         return t, f
 
-    def by_range(self, node: Node, v: _ColumnView) -> tuple[np.ndarray, np.ndarray]:
+    def by_range(self, node: Atom, v: _ColumnView) -> tuple[np.ndarray, np.ndarray]:
         """Possible outcomes over the non-null values from min/max (and bloom filters for = / IN)."""
         has = v.has_range
         lo, hi = v.min, v.max
@@ -269,7 +219,7 @@ class _Evaluator:
                 inside = _bools(pc.less_equal(lo, s)) & _bools(pc.greater_equal(hi, s))
                 any_in |= inside & self.bloom(v, x)
                 # A zero never pins: pyarrow's IN tells -0.0 from 0.0 (see by_values).
-                if not (family(v.type) == "float" and x.value == 0):
+                if not (family(v.type) is Family.FLOAT and x.value == 0):
                     pinned |= single & _bools(pc.equal(lo, s))
             in_t, in_f = any_in, has & ~pinned
             return (in_f, in_t) if node.negated else (in_t, in_f)
@@ -280,8 +230,8 @@ class _Evaluator:
             return (bf, bt) if node.negated else (bt, bf)
         if isinstance(node, Like):
             lt = has.copy()
-            prefix = _like_prefix(node.pattern)
-            if prefix and family(v.type) == "utf8":
+            prefix = LikePattern(node.pattern).prefix
+            if prefix and family(v.type) is Family.STRING:
                 p = pa.scalar(prefix, pa.string())
                 lo_s = lo.cast(pa.string())
                 head = pc.utf8_slice_codeunits(lo_s, 0, len(prefix))
@@ -310,7 +260,7 @@ def _scalar(lit: Lit) -> pa.Scalar:
     return pa.scalar(lit.value, type=lit.type)
 
 
-def _atom_column(node: Node) -> str | None:
+def _atom_column(node: Atom) -> str | None:
     """The column of a single-column atom against literals; None for anything else."""
     if isinstance(node, Compare):
         if isinstance(node.left, Col) and isinstance(node.right, Lit):
@@ -321,7 +271,7 @@ def _atom_column(node: Node) -> str | None:
     return None
 
 
-def _literals(node: Node) -> list[Lit]:
+def _literals(node: Atom) -> list[Lit]:
     if isinstance(node, Compare):
         return [o for o in (node.left, node.right) if isinstance(o, Lit)]
     if isinstance(node, In):
@@ -331,30 +281,13 @@ def _literals(node: Node) -> list[Lit]:
     return []
 
 
-def _nan_may_match(node: Node) -> bool:
+def _nan_may_match(node: Atom) -> bool:
     """Whether a NaN value may satisfy the atom in pyarrow (NaN unordered) or Spark (NaN largest)."""
     if isinstance(node, Compare):
         return node.op in ("!=", ">", ">=")
     if isinstance(node, (In, Between, Like)):
         return node.negated
     return True
-
-
-def _like_prefix(pattern: str) -> str:
-    """The literal text before the first wildcard of a LIKE pattern (``\\`` escapes)."""
-    out = []
-    i = 0
-    while i < len(pattern):
-        c = pattern[i]
-        if c == "\\" and i + 1 < len(pattern):
-            out.append(pattern[i + 1])
-            i += 2
-            continue
-        if c in "%_":
-            break
-        out.append(c)
-        i += 1
-    return "".join(out)
 
 
 def prune(data: SkippingData, predicate: Predicate | None, file_ids: Iterable[int]) -> set[int]:
@@ -370,6 +303,6 @@ def prune(data: SkippingData, predicate: Predicate | None, file_ids: Iterable[in
     pos = np.searchsorted(data.file_ids, ids)
     pos_c = np.minimum(pos, data.file_ids.size - 1)
     covered = data.file_ids[pos_c] == ids
-    tri = _Evaluator(data, predicate).eval(predicate.node)
-    keep = ~covered | tri.t[pos_c]
+    outcomes = evaluate(predicate.node, _StatsOracle(data, predicate))
+    keep = ~covered | outcomes.true[pos_c]
     return {int(i) for i in ids[keep]}

@@ -37,7 +37,9 @@ from typing import Any
 import pyarrow as pa
 
 from lakehouse_index.errors import InvalidIndexSpecError
+from lakehouse_index.expressions.types import Family, family
 from lakehouse_index.kinds.columns import require_columns
+from lakehouse_index.kinds.skipping.hashing import encoding
 from lakehouse_index.source import Snapshot
 from lakehouse_index.spec import SkippingIndex
 
@@ -51,41 +53,12 @@ IDENTITY_KEY = b"lakehouse_index.skipping.columns"
 ROW_GROUP_ROWS = 65_536
 
 
-def family(t: pa.DataType) -> str | None:
-    """The canonical hash encoding of a type; None when the type cannot be indexed.
-
-    Two types with the same family encode equal values identically, so a bloom filter
-    built under one answers probes made under the other (type widening).
-    """
-    if pa.types.is_boolean(t):
-        return "bool"
-    if pa.types.is_integer(t):
-        return "int"
-    if pa.types.is_float32(t) or pa.types.is_float64(t):
-        return "float"
-    if pa.types.is_decimal128(t):
-        assert isinstance(t, pa.Decimal128Type)
-        return f"decimal:{t.scale}"
-    if pa.types.is_date32(t) or pa.types.is_date64(t):
-        return str(t)
-    if pa.types.is_timestamp(t):
-        assert isinstance(t, pa.TimestampType)
-        return f"timestamp:{t.unit}:{t.tz is not None}"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "utf8"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
-        return "bytes"
-    if pa.types.is_fixed_size_binary(t):
-        return "bytes"
-    return None
-
-
 def validate_spec(spec: SkippingIndex, snapshot: Snapshot) -> None:
     """Every column exists, is a type the index can summarise, and no name clashes with ours."""
     require_columns(spec.name, spec.columns, snapshot, RESERVED)
     for col in spec.columns:
         t = snapshot.column(col).type
-        if family(t) is None:
+        if encoding(t) is None:
             raise InvalidIndexSpecError(
                 f"index {spec.name!r}: column {col!r} has type {t}, which a skipping index cannot "
                 "summarise (use numbers, decimals, strings, binaries, booleans, dates or timestamps)"
@@ -122,21 +95,21 @@ def column_identity(snapshot: Snapshot, columns: Sequence[str]) -> dict[str, dic
 def widens(old: pa.DataType, new: pa.DataType) -> bool:
     """Whether statistics recorded as ``old`` values stay valid when read as ``new`` (type widening).
 
-    The widenings Delta and Iceberg allow: within integers, floats, decimals (the cast is
-    exact), integers to floats or decimals, dates to timestamps.
+    The widenings Delta and Iceberg allow within integers, floats, decimals (the cast is
+    exact), and integers to floats or decimals. Dates widened to timestamps are not
+    taken (a column so widened prunes nothing until the index is rebuilt).
     """
     if old.equals(new):
         return True
-    fo, fn = family(old), family(new)
-    if fo is None or fn is None:
+    eo, en = encoding(old), encoding(new)
+    if eo is None or en is None:
         return False
-    if fo == fn:
+    if eo == en:
         return True
-    if fo == "int" and (fn == "float" or fn.startswith("decimal")):
+    fo, fn = family(old), family(new)
+    if fo is Family.INTEGER and fn in (Family.FLOAT, Family.DECIMAL):
         return True
-    if fo.startswith("decimal") and fn.startswith("decimal"):
-        return True
-    return fo == "date32" and fn.startswith("timestamp")
+    return fo is Family.DECIMAL and fn is Family.DECIMAL
 
 
 def rows_schema(columns: Mapping[str, pa.DataType]) -> pa.Schema:

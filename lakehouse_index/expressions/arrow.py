@@ -1,0 +1,97 @@
+"""AST → pyarrow compute Expression (for ``Table.filter`` and datasets).
+
+pyarrow's comparisons and Kleene ``&`` / ``|`` already follow SQL three-valued logic;
+only ``IN`` needs help (a null input must give null, so ``NOT IN`` drops it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakehouse_index.expressions.ast import (
+    And,
+    Between,
+    Col,
+    Compare,
+    Const,
+    In,
+    IsNull,
+    Like,
+    Node,
+    Not,
+    Operand,
+    Or,
+)
+from lakehouse_index.expressions.visitors import Visitor, visit
+
+__all__ = ["to_pyarrow"]
+
+_COMPARE: dict[str, Callable[[Any, Any], pc.Expression]] = {
+    "=": pc.equal,
+    "!=": pc.not_equal,
+    "<": pc.less,
+    "<=": pc.less_equal,
+    ">": pc.greater,
+    ">=": pc.greater_equal,
+}
+
+
+def _operand(o: Operand) -> Any:
+    if isinstance(o, Col):
+        return pc.field(o.name)
+    return pc.scalar(pa.scalar(o.value, type=o.type))
+
+
+def _negated(e: pc.Expression, negated: bool) -> pc.Expression:
+    return ~e if negated else e
+
+
+class _ToArrow(Visitor[pc.Expression]):
+    def visit_const(self, node: Const) -> pc.Expression:
+        return pc.scalar(node.value)
+
+    def visit_not(self, node: Not, part: pc.Expression) -> pc.Expression:
+        return ~part
+
+    def visit_and(self, node: And, parts: Sequence[pc.Expression]) -> pc.Expression:
+        out = parts[0]
+        for p in parts[1:]:
+            out = out & p  # Kleene and
+        return out
+
+    def visit_or(self, node: Or, parts: Sequence[pc.Expression]) -> pc.Expression:
+        out = parts[0]
+        for p in parts[1:]:
+            out = out | p
+        return out
+
+    def visit_compare(self, node: Compare) -> pc.Expression:
+        return _COMPARE[node.op](_operand(node.left), _operand(node.right))
+
+    def visit_in(self, node: In) -> pc.Expression:
+        t = node.column_type
+        # Values of another type than the column's cannot equal any of its values.
+        value_set = pa.array([v.value for v in node.values if v.type.equals(t)], type=t)
+        f = pc.field(node.column.name)
+        e = _negated(pc.is_in(f, value_set=value_set), node.negated)
+        # SQL: a null input gives null, so NOT IN drops rows whose value is null.
+        return pc.if_else(f.is_null(), pa.scalar(None, pa.bool_()), e)
+
+    def visit_is_null(self, node: IsNull) -> pc.Expression:
+        return _negated(pc.field(node.column.name).is_null(), node.negated)
+
+    def visit_between(self, node: Between) -> pc.Expression:
+        f = pc.field(node.column.name)
+        return _negated((f >= _operand(node.low)) & (f <= _operand(node.high)), node.negated)
+
+    def visit_like(self, node: Like) -> pc.Expression:
+        return _negated(pc.match_like(pc.field(node.column.name), node.pattern), node.negated)
+
+
+def to_pyarrow(node: Node) -> pc.Expression:
+    """``node`` as a pyarrow compute Expression."""
+    return visit(node, _ToArrow())

@@ -1,0 +1,240 @@
+"""SQL text → typed AST: sqlglot parses (Spark dialect), :class:`Binder` checks and types.
+
+Backticks quote identifiers and backslashes escape in strings, as in Spark. Every
+column must exist in the table schema and every literal is typed for the column it
+meets (:mod:`.literals`), so that the renderings agree on the rows they select.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from typing import Any
+
+import pyarrow as pa
+import sqlglot
+from sqlglot import exp
+
+from lakehouse_index.errors import QueryError
+from lakehouse_index.expressions.ast import (
+    FLIP,
+    And,
+    Between,
+    Col,
+    Compare,
+    Const,
+    In,
+    IsNull,
+    Like,
+    Lit,
+    Node,
+    Not,
+    Or,
+)
+from lakehouse_index.expressions.literals import Mismatch, coerce, exact, number, parse_timestamp
+from lakehouse_index.expressions.types import comparison_class
+
+__all__ = ["Binder", "parse_sql"]
+
+
+def parse_sql(text: str, schema: pa.Schema) -> Node:
+    """The bound AST of SQL boolean expression ``text``; QueryError on bad SQL, columns or types."""
+    if not text or not text.strip():
+        raise QueryError("empty where expression")
+    try:
+        tree: exp.Expression = sqlglot.parse_one(text, read="spark")  # type: ignore[assignment]
+    except sqlglot.errors.SqlglotError as e:
+        raise QueryError(f"cannot parse where expression {text!r}: {e}") from e
+    return Binder(schema, text).predicate(tree)
+
+
+class Binder:
+    """Turns a sqlglot tree into the typed AST, checking columns and literal types.
+
+    ``schema`` is the table's; ``text`` the SQL the tree was parsed from (for messages).
+    """
+
+    def __init__(self, schema: pa.Schema, text: str) -> None:
+        self.schema = schema
+        self.text = text
+
+    def fail(self, msg: str) -> QueryError:
+        """A QueryError naming the where expression."""
+        return QueryError(f"{msg} (in where expression {self.text!r})")
+
+    def predicate(self, e: exp.Expression) -> Node:
+        """The AST of a boolean expression."""
+        if isinstance(e, exp.Paren):
+            return self.predicate(e.this)
+        if isinstance(e, exp.And):
+            return And(tuple(self.predicate(p) for p in _flatten(e, exp.And)))
+        if isinstance(e, exp.Or):
+            return Or(tuple(self.predicate(p) for p in _flatten(e, exp.Or)))
+        if isinstance(e, exp.Not):
+            inner = e.this
+            while isinstance(inner, exp.Paren):
+                inner = inner.this
+            if isinstance(inner, exp.Is):
+                return self.is_(inner, negated=True)
+            if isinstance(inner, exp.In):
+                return self.in_(inner, negated=True)
+            if isinstance(inner, exp.Between):
+                return self.between(inner, negated=True)
+            return Not(self.predicate(inner))
+        if isinstance(e, exp.Boolean):
+            return Const(bool(e.this))
+        ops: dict[type[exp.Expression], str] = {
+            exp.EQ: "=",
+            exp.NEQ: "!=",
+            exp.LT: "<",
+            exp.LTE: "<=",
+            exp.GT: ">",
+            exp.GTE: ">=",
+        }
+        for cls, op in ops.items():
+            if isinstance(e, cls):
+                return self.compare(op, e.this, e.expression)
+        if isinstance(e, exp.In):
+            return self.in_(e, negated=False)
+        if isinstance(e, exp.Is):
+            return self.is_(e, negated=False)
+        if isinstance(e, exp.Between):
+            return self.between(e, negated=False)
+        if isinstance(e, exp.Like):
+            col = self.column(e.this)
+            pattern = self.literal(e.expression, pa.string(), col.name)
+            if e.args.get("escape") is not None:
+                raise self.fail("LIKE ... ESCAPE is not supported")
+            return Like(col, str(pattern.value), negated=bool(e.args.get("negate")))
+        if isinstance(e, exp.Column):
+            col = self.column(e)
+            if not pa.types.is_boolean(self.schema.field(col.name).type):
+                raise self.fail(f"column {col.name!r} is not boolean and cannot be a condition")
+            return Compare("=", col, Lit(True, pa.bool_()))
+        raise self.fail(f"unsupported expression {e.sql(dialect='spark')!r}")
+
+    def column(self, e: exp.Expression) -> Col:
+        while isinstance(e, exp.Paren):
+            e = e.this
+        if not isinstance(e, exp.Column) or e.table:
+            raise self.fail(f"expected a column name, got {e.sql(dialect='spark')!r}")
+        name = e.name
+        if name not in self.schema.names:
+            raise self.fail(f"unknown column {name!r}; the table has {', '.join(self.schema.names)}")
+        return Col(name)
+
+    def is_(self, e: exp.Is, negated: bool) -> Node:
+        col = self.column(e.this)
+        target = e.expression
+        if isinstance(target, exp.Null):
+            return IsNull(col, negated)
+        if isinstance(target, exp.Boolean):
+            # x IS TRUE / IS FALSE: never null, so spell it with IS NULL explicitly.
+            self.need_type(col, pa.bool_())
+            test: Node = And((IsNull(col, True), Compare("=", col, Lit(bool(target.this), pa.bool_()))))
+            return Not(test) if negated else test
+        raise self.fail(f"unsupported IS {target.sql(dialect='spark')}")
+
+    def need_type(self, col: Col, t: pa.DataType) -> None:
+        if not self.schema.field(col.name).type.equals(t):
+            raise self.fail(f"column {col.name!r} is {self.schema.field(col.name).type}, not {t}")
+
+    def compare(self, op: str, left: exp.Expression, right: exp.Expression) -> Node:
+        lcol, rcol = _is_column(left), _is_column(right)
+        if lcol and rcol:
+            a, b = self.column(left), self.column(right)
+            ta, tb = self.schema.field(a.name).type, self.schema.field(b.name).type
+            if comparison_class(ta) != comparison_class(tb):
+                raise self.fail(f"cannot compare {a.name!r} ({ta}) with {b.name!r} ({tb})")
+            return Compare(op, a, b)
+        if rcol and not lcol:
+            left, right, op = right, left, FLIP[op]
+        elif not lcol:
+            raise self.fail(f"a comparison needs a column: {left.sql(dialect='spark')} {op} ...")
+        col = self.column(left)
+        lit = self.literal(right, self.schema.field(col.name).type, col.name)
+        return Compare(op, col, lit)
+
+    def in_(self, e: exp.In, negated: bool) -> Node:
+        if e.args.get("query") is not None or e.args.get("unnest") is not None:
+            raise self.fail("IN (subquery) is not supported")
+        col = self.column(e.this)
+        t = self.schema.field(col.name).type
+        values = tuple(self.literal(v, t, col.name) for v in e.expressions)
+        if not values:
+            raise self.fail("empty IN list")
+        return In(col, values, t, negated)
+
+    def between(self, e: exp.Between, negated: bool) -> Node:
+        col = self.column(e.this)
+        t = self.schema.field(col.name).type
+        return Between(
+            col, self.literal(e.args["low"], t, col.name), self.literal(e.args["high"], t, col.name), negated
+        )
+
+    def literal(self, e: exp.Expression, target: pa.DataType, column: str) -> Lit:
+        """A literal typed for a column of type ``target``."""
+        raw = self.raw_literal(e)
+        try:
+            lit = coerce(raw, target)
+        except Mismatch as m:
+            raise self.fail(f"cannot compare column {column!r} ({target}) with {m}") from None
+        return exact(lit, target)
+
+    def raw_literal(self, e: exp.Expression) -> Any:
+        while isinstance(e, exp.Paren):
+            e = e.this
+        if isinstance(e, exp.Null):
+            raise self.fail("NULL literal in a comparison or IN list selects nothing in SQL; use IS NULL")
+        if isinstance(e, exp.Boolean):
+            return bool(e.this)
+        if isinstance(e, exp.Neg):
+            v = self.raw_literal(e.this)
+            if isinstance(v, (int, float, decimal.Decimal)) and not isinstance(v, bool):
+                return -v
+            raise self.fail(f"cannot negate {e.this.sql(dialect='spark')}")
+        if isinstance(e, exp.Literal):
+            if e.is_string:
+                return str(e.this)
+            return number(str(e.this))
+        if isinstance(e, exp.Concat) and all(
+            isinstance(p, exp.Literal) and p.is_string for p in e.expressions
+        ):
+            # Spark reads adjacent string literals ('a' 'b', or 'it''s') as one string.
+            return "".join(str(p.this) for p in e.expressions)
+        if isinstance(e, exp.Cast) and isinstance(e.this, exp.Literal) and e.this.is_string:
+            kind = e.to.this
+            text = str(e.this.this)
+            try:
+                if kind == exp.DataType.Type.DATE:
+                    return dt.date.fromisoformat(text.strip())
+                if kind in (
+                    exp.DataType.Type.TIMESTAMP,
+                    exp.DataType.Type.TIMESTAMPTZ,
+                    exp.DataType.Type.TIMESTAMPLTZ,
+                    exp.DataType.Type.TIMESTAMPNTZ,
+                    exp.DataType.Type.DATETIME,
+                ):
+                    return parse_timestamp(text)
+            except ValueError as err:
+                raise self.fail(f"bad {kind.value} literal {text!r}") from err
+        raise self.fail(f"expected a literal, got {e.sql(dialect='spark')!r}")
+
+
+def _flatten(e: exp.Expression, cls: type[exp.Expression]) -> list[exp.Expression]:
+    out: list[exp.Expression] = []
+    stack = [e]
+    while stack:
+        cur = stack.pop()
+        if isinstance(cur, cls):
+            stack.append(cur.expression)
+            stack.append(cur.this)
+        else:
+            out.append(cur)
+    return out
+
+
+def _is_column(e: exp.Expression) -> bool:
+    while isinstance(e, exp.Paren):
+        e = e.this
+    return isinstance(e, exp.Column)

@@ -1,0 +1,120 @@
+"""What the expression layer needs to know about types and patterns, in one place.
+
+* :func:`family`: the one classification of Arrow types by the kind of value they hold.
+  The binder compares and coerces by it, skipping indexes derive their hash encoding
+  from it, lookups decide whether Parquet statistics order like the keys.
+* :class:`LikePattern`: the one reading of a SQL ``LIKE`` pattern (``%`` any run, ``_``
+  one character, ``\\`` escapes the next character), as a regex or a literal prefix.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+from functools import cached_property
+
+import pyarrow as pa
+
+__all__ = ["Family", "LikePattern", "comparison_class", "family"]
+
+
+class Family(enum.Enum):
+    """The kind of value an Arrow type holds, whatever its width or layout."""
+
+    BOOLEAN = "boolean"
+    INTEGER = "integer"
+    FLOAT = "float"
+    DECIMAL = "decimal"
+    DATE = "date"
+    TIMESTAMP = "timestamp"
+    STRING = "string"
+    BINARY = "binary"
+    #: ``fixed_size_binary[n]`` (Iceberg ``fixed``, ``uuid``): bytes of one length.
+    FIXED_BINARY = "fixed_binary"
+
+    @property
+    def numeric(self) -> bool:
+        """Integers, floats and decimals: compared with each other by value."""
+        return self in (Family.INTEGER, Family.FLOAT, Family.DECIMAL)
+
+
+def family(t: pa.DataType) -> Family | None:
+    """The family of ``t``; None for every other type (nested, time of day, durations...)."""
+    if pa.types.is_boolean(t):
+        return Family.BOOLEAN
+    if pa.types.is_integer(t):
+        return Family.INTEGER
+    if pa.types.is_floating(t):
+        return Family.FLOAT
+    if pa.types.is_decimal(t):
+        return Family.DECIMAL
+    if pa.types.is_date(t):
+        return Family.DATE
+    if pa.types.is_timestamp(t):
+        return Family.TIMESTAMP
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return Family.STRING
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
+        return Family.BINARY
+    if pa.types.is_fixed_size_binary(t):
+        return Family.FIXED_BINARY
+    return None
+
+
+def comparison_class(t: pa.DataType) -> str:
+    """Columns of the same class may be compared with each other and with the same literals.
+
+    All numbers form one class; a type outside the families (or fixed-size binary) is
+    only comparable with itself.
+    """
+    f = family(t)
+    if f is None or f is Family.FIXED_BINARY:
+        return str(t)
+    return "number" if f.numeric else f.value
+
+
+@dataclass(frozen=True)
+class LikePattern:
+    """A SQL ``LIKE`` pattern read once: literal text, ``%`` and ``_`` wildcards."""
+
+    pattern: str
+
+    @cached_property
+    def tokens(self) -> tuple[str | None, ...]:
+        """Literal characters as themselves, ``%`` as None, ``_`` as ``""``.
+
+        A backslash makes the next character literal; a trailing backslash is literal.
+        """
+        out: list[str | None] = []
+        text = self.pattern
+        i = 0
+        while i < len(text):
+            c = text[i]
+            if c == "\\" and i + 1 < len(text):
+                out.append(text[i + 1])
+                i += 2
+                continue
+            out.append(None if c == "%" else "" if c == "_" else c)
+            i += 1
+        return tuple(out)
+
+    @cached_property
+    def regex(self) -> re.Pattern[str]:
+        """A regex matching exactly the strings the pattern matches (use ``fullmatch``)."""
+        parts = [".*" if tok is None else "." if tok == "" else re.escape(tok) for tok in self.tokens]
+        return re.compile("".join(parts), re.DOTALL)
+
+    @cached_property
+    def prefix(self) -> str:
+        """The literal text before the first wildcard: every match starts with it."""
+        out = []
+        for tok in self.tokens:
+            if not tok:
+                break
+            out.append(tok)
+        return "".join(out)
+
+    def matches(self, value: str) -> bool:
+        """Whether ``value`` matches the whole pattern."""
+        return self.regex.fullmatch(value) is not None

@@ -1,0 +1,120 @@
+"""A generic bottom-up visitor over the predicate AST.
+
+Renderers, evaluators and analyses subclass :class:`Visitor` and run with :func:`visit`:
+a combinator (:class:`~.ast.And`, :class:`~.ast.Or`, :class:`~.ast.Not`) is visited
+after its parts, with their results, so a visitor only says how to combine them.
+Atoms go to :meth:`Visitor.visit_atom`, which dispatches on the atom's class by default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Generic, TypeVar
+
+from lakehouse_index.expressions.ast import (
+    And,
+    Atom,
+    Between,
+    Col,
+    Compare,
+    Const,
+    In,
+    IsNull,
+    Like,
+    Node,
+    Not,
+    Or,
+)
+
+__all__ = ["Visitor", "referenced_columns", "visit"]
+
+T = TypeVar("T")
+
+
+class Visitor(Generic[T]):
+    """Say what each kind of node yields, given what its parts yielded."""
+
+    def visit_const(self, node: Const) -> T:
+        """``TRUE`` / ``FALSE``."""
+        raise NotImplementedError(type(self).__name__ + ".visit_const")
+
+    def visit_not(self, node: Not, part: T) -> T:
+        """``NOT part``."""
+        raise NotImplementedError(type(self).__name__ + ".visit_not")
+
+    def visit_and(self, node: And, parts: Sequence[T]) -> T:
+        """The conjunction of ``parts`` (two or more)."""
+        raise NotImplementedError(type(self).__name__ + ".visit_and")
+
+    def visit_or(self, node: Or, parts: Sequence[T]) -> T:
+        """The disjunction of ``parts`` (two or more)."""
+        raise NotImplementedError(type(self).__name__ + ".visit_or")
+
+    def visit_atom(self, node: Atom) -> T:
+        """Any atom; dispatches to the ``visit_<atom>`` methods unless overridden."""
+        if isinstance(node, Compare):
+            return self.visit_compare(node)
+        if isinstance(node, In):
+            return self.visit_in(node)
+        if isinstance(node, IsNull):
+            return self.visit_is_null(node)
+        if isinstance(node, Between):
+            return self.visit_between(node)
+        return self.visit_like(node)
+
+    def visit_compare(self, node: Compare) -> T:
+        """``left op right``."""
+        raise NotImplementedError(type(self).__name__ + ".visit_compare")
+
+    def visit_in(self, node: In) -> T:
+        """``column [NOT] IN (values)``."""
+        raise NotImplementedError(type(self).__name__ + ".visit_in")
+
+    def visit_is_null(self, node: IsNull) -> T:
+        """``column IS [NOT] NULL``."""
+        raise NotImplementedError(type(self).__name__ + ".visit_is_null")
+
+    def visit_between(self, node: Between) -> T:
+        """``column [NOT] BETWEEN low AND high``."""
+        raise NotImplementedError(type(self).__name__ + ".visit_between")
+
+    def visit_like(self, node: Like) -> T:
+        """``column [NOT] LIKE pattern``."""
+        raise NotImplementedError(type(self).__name__ + ".visit_like")
+
+
+def visit(node: Node, visitor: Visitor[T]) -> T:
+    """Run ``visitor`` over the tree rooted at ``node`` (parts first)."""
+    if isinstance(node, And):
+        return visitor.visit_and(node, [visit(p, visitor) for p in node.parts])
+    if isinstance(node, Or):
+        return visitor.visit_or(node, [visit(p, visitor) for p in node.parts])
+    if isinstance(node, Not):
+        return visitor.visit_not(node, visit(node.part, visitor))
+    if isinstance(node, Const):
+        return visitor.visit_const(node)
+    return visitor.visit_atom(node)
+
+
+class _Columns(Visitor[frozenset[str]]):
+    def visit_const(self, node: Const) -> frozenset[str]:
+        return frozenset()
+
+    def visit_not(self, node: Not, part: frozenset[str]) -> frozenset[str]:
+        return part
+
+    def visit_and(self, node: And, parts: Sequence[frozenset[str]]) -> frozenset[str]:
+        return frozenset().union(*parts)
+
+    def visit_or(self, node: Or, parts: Sequence[frozenset[str]]) -> frozenset[str]:
+        return frozenset().union(*parts)
+
+    def visit_atom(self, node: Atom) -> frozenset[str]:
+        if isinstance(node, Compare):
+            return frozenset(o.name for o in (node.left, node.right) if isinstance(o, Col))
+        return frozenset([node.column.name])
+
+
+def referenced_columns(node: Node) -> frozenset[str]:
+    """Logical names of the columns the tree reads."""
+    return visit(node, _Columns())
