@@ -38,44 +38,9 @@ The modules, one concept each:
 * :mod:`.predicate`: :class:`Predicate`, what the rest of the code holds.
 """
 
-from lakehouse_index.expressions.ast import (
-    COMPARISONS,
-    And,
-    Atom,
-    Between,
-    Col,
-    Compare,
-    Const,
-    In,
-    IsNull,
-    Like,
-    Lit,
-    Node,
-    Not,
-    Operand,
-    Or,
-)
+from lakehouse_index.expressions import ast
+from lakehouse_index.expressions.ast import *  # noqa: F403 (every node class; ast.__all__)
 from lakehouse_index.expressions.predicate import Predicate, Where
 from lakehouse_index.expressions.spark import quote_identifier, sql_literal
 
-__all__ = [
-    "COMPARISONS",
-    "And",
-    "Atom",
-    "Between",
-    "Col",
-    "Compare",
-    "Const",
-    "In",
-    "IsNull",
-    "Like",
-    "Lit",
-    "Node",
-    "Not",
-    "Operand",
-    "Or",
-    "Predicate",
-    "Where",
-    "quote_identifier",
-    "sql_literal",
-]
+__all__ = [*ast.__all__, "Predicate", "Where", "quote_identifier", "sql_literal"]

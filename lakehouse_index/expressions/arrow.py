@@ -12,20 +12,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse_index.expressions.ast import (
-    And,
-    Between,
-    Col,
-    Compare,
-    Const,
-    In,
-    IsNull,
-    Like,
-    Node,
-    Not,
-    Operand,
-    Or,
-)
+from lakehouse_index.expressions import ast
 from lakehouse_index.expressions.visitors import Visitor, visit
 
 __all__ = ["to_pyarrow"]
@@ -40,8 +27,8 @@ _COMPARE: dict[str, Callable[[Any, Any], pc.Expression]] = {
 }
 
 
-def _operand(o: Operand) -> Any:
-    if isinstance(o, Col):
+def _operand(o: ast.Operand) -> Any:
+    if isinstance(o, ast.Col):
         return pc.field(o.name)
     return pc.scalar(pa.scalar(o.value, type=o.type))
 
@@ -51,28 +38,28 @@ def _negated(e: pc.Expression, negated: bool) -> pc.Expression:
 
 
 class _ToArrow(Visitor[pc.Expression]):
-    def visit_const(self, node: Const) -> pc.Expression:
+    def visit_const(self, node: ast.Const) -> pc.Expression:
         return pc.scalar(node.value)
 
-    def visit_not(self, node: Not, part: pc.Expression) -> pc.Expression:
+    def visit_not(self, node: ast.Not, part: pc.Expression) -> pc.Expression:
         return ~part
 
-    def visit_and(self, node: And, parts: Sequence[pc.Expression]) -> pc.Expression:
+    def visit_and(self, node: ast.And, parts: Sequence[pc.Expression]) -> pc.Expression:
         out = parts[0]
         for p in parts[1:]:
             out = out & p  # Kleene and
         return out
 
-    def visit_or(self, node: Or, parts: Sequence[pc.Expression]) -> pc.Expression:
+    def visit_or(self, node: ast.Or, parts: Sequence[pc.Expression]) -> pc.Expression:
         out = parts[0]
         for p in parts[1:]:
             out = out | p
         return out
 
-    def visit_compare(self, node: Compare) -> pc.Expression:
+    def visit_compare(self, node: ast.Compare) -> pc.Expression:
         return _COMPARE[node.op](_operand(node.left), _operand(node.right))
 
-    def visit_in(self, node: In) -> pc.Expression:
+    def visit_in(self, node: ast.In) -> pc.Expression:
         t = node.column_type
         # Values of another type than the column's cannot equal any of its values.
         value_set = pa.array([v.value for v in node.values if v.type.equals(t)], type=t)
@@ -81,17 +68,17 @@ class _ToArrow(Visitor[pc.Expression]):
         # SQL: a null input gives null, so NOT IN drops rows whose value is null.
         return pc.if_else(f.is_null(), pa.scalar(None, pa.bool_()), e)
 
-    def visit_is_null(self, node: IsNull) -> pc.Expression:
+    def visit_is_null(self, node: ast.IsNull) -> pc.Expression:
         return _negated(pc.field(node.column.name).is_null(), node.negated)
 
-    def visit_between(self, node: Between) -> pc.Expression:
+    def visit_between(self, node: ast.Between) -> pc.Expression:
         f = pc.field(node.column.name)
         return _negated((f >= _operand(node.low)) & (f <= _operand(node.high)), node.negated)
 
-    def visit_like(self, node: Like) -> pc.Expression:
+    def visit_like(self, node: ast.Like) -> pc.Expression:
         return _negated(pc.match_like(pc.field(node.column.name), node.pattern), node.negated)
 
 
-def to_pyarrow(node: Node) -> pc.Expression:
+def to_pyarrow(node: ast.Node) -> pc.Expression:
     """``node`` as a pyarrow compute Expression."""
     return visit(node, _ToArrow())

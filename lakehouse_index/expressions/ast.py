@@ -20,6 +20,7 @@ __all__ = [
     "Atom",
     "Between",
     "Col",
+    "ColumnTest",
     "Compare",
     "Const",
     "In",
@@ -70,42 +71,45 @@ class Compare:
 
 
 @dataclass(frozen=True)
-class In:
+class ColumnTest:
+    """An atom testing one column; ``negated`` (last field of each subclass) inverts it."""
+
+    column: Col
+
+
+@dataclass(frozen=True)
+class In(ColumnTest):
     """``column [NOT] IN (values...)`` (values never null).
 
     ``column_type`` is the column's Arrow type; values of another type cannot equal
     any value of the column (``int_col IN (1.5)``) and only matter to Spark's rendering.
     """
 
-    column: Col
     values: tuple[Lit, ...]
     column_type: pa.DataType
     negated: bool = False
 
 
 @dataclass(frozen=True)
-class IsNull:
+class IsNull(ColumnTest):
     """``column IS [NOT] NULL``."""
 
-    column: Col
     negated: bool = False
 
 
 @dataclass(frozen=True)
-class Between:
+class Between(ColumnTest):
     """``column [NOT] BETWEEN low AND high`` (inclusive)."""
 
-    column: Col
     low: Lit
     high: Lit
     negated: bool = False
 
 
 @dataclass(frozen=True)
-class Like:
+class Like(ColumnTest):
     """``column [NOT] LIKE pattern`` (``%`` any run, ``_`` one character, ``\\`` escapes)."""
 
-    column: Col
     pattern: str
     negated: bool = False
 

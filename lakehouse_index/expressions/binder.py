@@ -16,28 +16,18 @@ import sqlglot
 from sqlglot import exp
 
 from lakehouse_index.errors import QueryError
-from lakehouse_index.expressions.ast import (
-    FLIP,
-    And,
-    Between,
-    Col,
-    Compare,
-    Const,
-    In,
-    IsNull,
-    Like,
-    Lit,
-    Node,
-    Not,
-    Or,
-)
+from lakehouse_index.expressions import ast
 from lakehouse_index.expressions.literals import Mismatch, coerce, exact, number, parse_timestamp
+from lakehouse_index.expressions.spark import COMPARE_NODES
 from lakehouse_index.expressions.types import comparison_class
 
 __all__ = ["Binder", "parse_sql"]
 
+#: sqlglot comparison node → our operator (the inverse of the Spark renderer's table).
+_COMPARISONS: dict[type[exp.Binary], str] = {node: op for op, node in COMPARE_NODES.items()}
 
-def parse_sql(text: str, schema: pa.Schema) -> Node:
+
+def parse_sql(text: str, schema: pa.Schema) -> ast.Node:
     """The bound AST of SQL boolean expression ``text``; QueryError on bad SQL, columns or types."""
     if not text or not text.strip():
         raise QueryError("empty where expression")
@@ -62,58 +52,52 @@ class Binder:
         """A QueryError naming the where expression."""
         return QueryError(f"{msg} (in where expression {self.text!r})")
 
-    def predicate(self, e: exp.Expression) -> Node:
+    def predicate(self, e: exp.Expression) -> ast.Node:
         """The AST of a boolean expression."""
         if isinstance(e, exp.Paren):
             return self.predicate(e.this)
         if isinstance(e, exp.And):
-            return And(tuple(self.predicate(p) for p in _flatten(e, exp.And)))
+            return ast.And(tuple(self.predicate(p) for p in _flatten(e, exp.And)))
         if isinstance(e, exp.Or):
-            return Or(tuple(self.predicate(p) for p in _flatten(e, exp.Or)))
+            return ast.Or(tuple(self.predicate(p) for p in _flatten(e, exp.Or)))
         if isinstance(e, exp.Not):
             inner = e.this
             while isinstance(inner, exp.Paren):
                 inner = inner.this
-            if isinstance(inner, exp.Is):
-                return self.is_(inner, negated=True)
-            if isinstance(inner, exp.In):
-                return self.in_(inner, negated=True)
-            if isinstance(inner, exp.Between):
-                return self.between(inner, negated=True)
-            return Not(self.predicate(inner))
+            negated = self.negatable(inner, negated=True)
+            return negated if negated is not None else ast.Not(self.predicate(inner))
         if isinstance(e, exp.Boolean):
-            return Const(bool(e.this))
-        ops: dict[type[exp.Expression], str] = {
-            exp.EQ: "=",
-            exp.NEQ: "!=",
-            exp.LT: "<",
-            exp.LTE: "<=",
-            exp.GT: ">",
-            exp.GTE: ">=",
-        }
-        for cls, op in ops.items():
+            return ast.Const(bool(e.this))
+        for cls, op in _COMPARISONS.items():
             if isinstance(e, cls):
                 return self.compare(op, e.this, e.expression)
-        if isinstance(e, exp.In):
-            return self.in_(e, negated=False)
-        if isinstance(e, exp.Is):
-            return self.is_(e, negated=False)
-        if isinstance(e, exp.Between):
-            return self.between(e, negated=False)
+        node = self.negatable(e, negated=False)
+        if node is not None:
+            return node
         if isinstance(e, exp.Like):
             col = self.column(e.this)
             pattern = self.literal(e.expression, pa.string(), col.name)
             if e.args.get("escape") is not None:
                 raise self.fail("LIKE ... ESCAPE is not supported")
-            return Like(col, str(pattern.value), negated=bool(e.args.get("negate")))
+            return ast.Like(col, str(pattern.value), negated=bool(e.args.get("negate")))
         if isinstance(e, exp.Column):
             col = self.column(e)
             if not pa.types.is_boolean(self.schema.field(col.name).type):
                 raise self.fail(f"column {col.name!r} is not boolean and cannot be a condition")
-            return Compare("=", col, Lit(True, pa.bool_()))
+            return ast.Compare("=", col, ast.Lit(True, pa.bool_()))
         raise self.fail(f"unsupported expression {e.sql(dialect='spark')!r}")
 
-    def column(self, e: exp.Expression) -> Col:
+    def negatable(self, e: exp.Expression, negated: bool) -> ast.Node | None:
+        """``e`` (IS, IN, BETWEEN) as one atom, negated or not; None for other expressions."""
+        if isinstance(e, exp.Is):
+            return self.is_(e, negated)
+        if isinstance(e, exp.In):
+            return self.in_(e, negated)
+        if isinstance(e, exp.Between):
+            return self.between(e, negated)
+        return None
+
+    def column(self, e: exp.Expression) -> ast.Col:
         while isinstance(e, exp.Paren):
             e = e.this
         if not isinstance(e, exp.Column) or e.table:
@@ -121,41 +105,42 @@ class Binder:
         name = e.name
         if name not in self.schema.names:
             raise self.fail(f"unknown column {name!r}; the table has {', '.join(self.schema.names)}")
-        return Col(name)
+        return ast.Col(name)
 
-    def is_(self, e: exp.Is, negated: bool) -> Node:
+    def is_(self, e: exp.Is, negated: bool) -> ast.Node:
         col = self.column(e.this)
         target = e.expression
         if isinstance(target, exp.Null):
-            return IsNull(col, negated)
+            return ast.IsNull(col, negated)
         if isinstance(target, exp.Boolean):
             # x IS TRUE / IS FALSE: never null, so spell it with IS NULL explicitly.
             self.need_type(col, pa.bool_())
-            test: Node = And((IsNull(col, True), Compare("=", col, Lit(bool(target.this), pa.bool_()))))
-            return Not(test) if negated else test
+            equal = ast.Compare("=", col, ast.Lit(bool(target.this), pa.bool_()))
+            test: ast.Node = ast.And((ast.IsNull(col, True), equal))
+            return ast.Not(test) if negated else test
         raise self.fail(f"unsupported IS {target.sql(dialect='spark')}")
 
-    def need_type(self, col: Col, t: pa.DataType) -> None:
+    def need_type(self, col: ast.Col, t: pa.DataType) -> None:
         if not self.schema.field(col.name).type.equals(t):
             raise self.fail(f"column {col.name!r} is {self.schema.field(col.name).type}, not {t}")
 
-    def compare(self, op: str, left: exp.Expression, right: exp.Expression) -> Node:
+    def compare(self, op: str, left: exp.Expression, right: exp.Expression) -> ast.Node:
         lcol, rcol = _is_column(left), _is_column(right)
         if lcol and rcol:
             a, b = self.column(left), self.column(right)
             ta, tb = self.schema.field(a.name).type, self.schema.field(b.name).type
             if comparison_class(ta) != comparison_class(tb):
                 raise self.fail(f"cannot compare {a.name!r} ({ta}) with {b.name!r} ({tb})")
-            return Compare(op, a, b)
+            return ast.Compare(op, a, b)
         if rcol and not lcol:
-            left, right, op = right, left, FLIP[op]
+            left, right, op = right, left, ast.FLIP[op]
         elif not lcol:
             raise self.fail(f"a comparison needs a column: {left.sql(dialect='spark')} {op} ...")
         col = self.column(left)
         lit = self.literal(right, self.schema.field(col.name).type, col.name)
-        return Compare(op, col, lit)
+        return ast.Compare(op, col, lit)
 
-    def in_(self, e: exp.In, negated: bool) -> Node:
+    def in_(self, e: exp.In, negated: bool) -> ast.Node:
         if e.args.get("query") is not None or e.args.get("unnest") is not None:
             raise self.fail("IN (subquery) is not supported")
         col = self.column(e.this)
@@ -163,16 +148,16 @@ class Binder:
         values = tuple(self.literal(v, t, col.name) for v in e.expressions)
         if not values:
             raise self.fail("empty IN list")
-        return In(col, values, t, negated)
+        return ast.In(col, values, t, negated)
 
-    def between(self, e: exp.Between, negated: bool) -> Node:
+    def between(self, e: exp.Between, negated: bool) -> ast.Node:
         col = self.column(e.this)
         t = self.schema.field(col.name).type
-        return Between(
+        return ast.Between(
             col, self.literal(e.args["low"], t, col.name), self.literal(e.args["high"], t, col.name), negated
         )
 
-    def literal(self, e: exp.Expression, target: pa.DataType, column: str) -> Lit:
+    def literal(self, e: exp.Expression, target: pa.DataType, column: str) -> ast.Lit:
         """A literal typed for a column of type ``target``."""
         raw = self.raw_literal(e)
         try:

@@ -13,7 +13,7 @@ import decimal
 from collections.abc import Mapping
 from typing import Any
 
-from lakehouse_index.expressions.ast import Atom, Between, Compare, In, IsNull, Like, Lit, Node, Operand
+from lakehouse_index.expressions import ast
 from lakehouse_index.expressions.evaluator import AtomOracle, Outcomes, evaluate
 from lakehouse_index.expressions.types import LikePattern
 
@@ -32,14 +32,14 @@ class ConstantsOracle(AtomOracle[bool]):
     def fixed(self, true: bool, false: bool, null: bool) -> Outcomes[bool]:
         return Outcomes(true, false, null)
 
-    def value(self, o: Operand) -> Any:
+    def value(self, o: ast.Operand) -> Any:
         """The operand's value in the row, or ``_UNKNOWN``."""
-        if isinstance(o, Lit):
+        if isinstance(o, ast.Lit):
             return o.value
         return self.row.get(o.name, _UNKNOWN)
 
-    def atom(self, node: Atom) -> Outcomes[bool]:
-        operands = (node.left, node.right) if isinstance(node, Compare) else (node.column,)
+    def atom(self, node: ast.Atom) -> Outcomes[bool]:
+        operands = (node.left, node.right) if isinstance(node, ast.Compare) else (node.column,)
         values = [self.value(o) for o in operands]
         if any(v is _UNKNOWN for v in values):
             return self.unknown()
@@ -47,21 +47,21 @@ class ConstantsOracle(AtomOracle[bool]):
         return Outcomes(r is True, r is False, r is None)
 
 
-def _truth(node: Atom, values: list[Any]) -> bool | None:
+def _truth(node: ast.Atom, values: list[Any]) -> bool | None:
     """The SQL value of ``node`` for known operand ``values``."""
-    if isinstance(node, Compare):
+    if isinstance(node, ast.Compare):
         return _cmp(node.op, values[0], values[1])
     v = values[0]
-    if isinstance(node, IsNull):
+    if isinstance(node, ast.IsNull):
         return (v is None) != node.negated
     if v is None:
         return None
-    if isinstance(node, In):
+    if isinstance(node, ast.In):
         return any(_cmp("=", v, x.value) for x in node.values) != node.negated
-    if isinstance(node, Between):
+    if isinstance(node, ast.Between):
         inside = _cmp(">=", v, node.low.value) and _cmp("<=", v, node.high.value)
         return inside != node.negated
-    assert isinstance(node, Like)
+    assert isinstance(node, ast.Like)
     return LikePattern(node.pattern).matches(str(v)) != node.negated
 
 
@@ -90,7 +90,7 @@ def _comparable(v: Any) -> Any:
     return v
 
 
-def might_match(node: Node, constants: Mapping[str, Any]) -> bool:
+def might_match(node: ast.Node, constants: Mapping[str, Any]) -> bool:
     """False when no row whose ``constants`` columns hold these values can satisfy ``node``.
 
     A value that cannot be compared with a literal makes the whole predicate unknown.

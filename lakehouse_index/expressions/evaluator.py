@@ -27,7 +27,7 @@ from typing import Generic, TypeVar
 
 import numpy as np
 
-from lakehouse_index.expressions.ast import And, Atom, Const, Node, Not, Or
+from lakehouse_index.expressions import ast
 from lakehouse_index.expressions.visitors import Visitor, visit
 
 __all__ = ["AtomOracle", "Outcomes", "evaluate"]
@@ -72,7 +72,7 @@ class AtomOracle(Generic[M]):
         """Nothing is known: every outcome is possible."""
         return self.fixed(True, True, True)
 
-    def atom(self, node: Atom) -> Outcomes[M]:
+    def atom(self, node: ast.Atom) -> Outcomes[M]:
         """Every outcome ``node`` may take on some row of each item (more is safe, less is not)."""
         raise NotImplementedError
 
@@ -81,22 +81,22 @@ class _ThreeValued(Visitor[Outcomes[M]]):
     def __init__(self, oracle: AtomOracle[M]) -> None:
         self.oracle: AtomOracle[M] = oracle
 
-    def visit_const(self, node: Const) -> Outcomes[M]:
+    def visit_const(self, node: ast.Const) -> Outcomes[M]:
         return self.oracle.fixed(node.value, not node.value, False)
 
-    def visit_not(self, node: Not, part: Outcomes[M]) -> Outcomes[M]:
+    def visit_not(self, node: ast.Not, part: Outcomes[M]) -> Outcomes[M]:
         return part.negate()
 
-    def visit_and(self, node: And, parts: Sequence[Outcomes[M]]) -> Outcomes[M]:
+    def visit_and(self, node: ast.And, parts: Sequence[Outcomes[M]]) -> Outcomes[M]:
         return functools.reduce(Outcomes.and_, parts)
 
-    def visit_or(self, node: Or, parts: Sequence[Outcomes[M]]) -> Outcomes[M]:
+    def visit_or(self, node: ast.Or, parts: Sequence[Outcomes[M]]) -> Outcomes[M]:
         return functools.reduce(Outcomes.or_, parts)
 
-    def visit_atom(self, node: Atom) -> Outcomes[M]:
+    def visit_atom(self, node: ast.Atom) -> Outcomes[M]:
         return self.oracle.atom(node)
 
 
-def evaluate(node: Node, oracle: AtomOracle[M]) -> Outcomes[M]:
+def evaluate(node: ast.Node, oracle: AtomOracle[M]) -> Outcomes[M]:
     """The outcomes ``node`` may take on some row of each item ``oracle`` knows about."""
     return visit(node, _ThreeValued(oracle))

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lakehouse_index.expressions.ast import And, Atom, Col, Compare, Const, In, Lit, Node, Not, Or
+from lakehouse_index.expressions import ast
 from lakehouse_index.expressions.visitors import Visitor, visit
 
 __all__ = ["Relation", "key_values"]
@@ -52,13 +52,13 @@ class Relation:
 
 
 class _Relations(Visitor["Relation | None"]):
-    def visit_const(self, node: Const) -> Relation | None:
+    def visit_const(self, node: ast.Const) -> Relation | None:
         return None
 
-    def visit_not(self, node: Not, part: Relation | None) -> Relation | None:
+    def visit_not(self, node: ast.Not, part: Relation | None) -> Relation | None:
         return None
 
-    def visit_and(self, node: And, parts: Sequence[Relation | None]) -> Relation | None:
+    def visit_and(self, node: ast.And, parts: Sequence[Relation | None]) -> Relation | None:
         rels = [r for r in parts if r is not None]
         if not rels:
             return None
@@ -70,7 +70,7 @@ class _Relations(Visitor["Relation | None"]):
                 return None
         return out
 
-    def visit_or(self, node: Or, parts: Sequence[Relation | None]) -> Relation | None:
+    def visit_or(self, node: ast.Or, parts: Sequence[Relation | None]) -> Relation | None:
         rels = [r for r in parts if r is not None]
         if len(rels) < len(parts):
             return None
@@ -83,12 +83,12 @@ class _Relations(Visitor["Relation | None"]):
             rows.update(r.project(cols))
         return Relation(cols, frozenset(rows))
 
-    def visit_atom(self, node: Atom) -> Relation | None:
-        if isinstance(node, Compare) and node.op == "=":
-            if isinstance(node.left, Col) and isinstance(node.right, Lit):
+    def visit_atom(self, node: ast.Atom) -> Relation | None:
+        if isinstance(node, ast.Compare) and node.op == "=":
+            if isinstance(node.left, ast.Col) and isinstance(node.right, ast.Lit):
                 return Relation((node.left.name,), frozenset([(node.right.value,)]))
             return None
-        if isinstance(node, In) and not node.negated:
+        if isinstance(node, ast.In) and not node.negated:
             return Relation((node.column.name,), frozenset((v.value,) for v in node.values))
         return None
 
@@ -97,7 +97,7 @@ def _sort_key(row: Iterable[Any]) -> tuple[Any, ...]:
     return tuple((type(v).__name__, v) for v in row)
 
 
-def key_values(node: Node, key_columns: Sequence[str]) -> list[tuple[Any, ...]] | None:
+def key_values(node: ast.Node, key_columns: Sequence[str]) -> list[tuple[Any, ...]] | None:
     """The sorted distinct key tuples (in ``key_columns`` order) ``node`` restricts rows to.
 
     None when ``node`` does not pin every key column to finitely many values.

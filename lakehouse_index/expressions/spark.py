@@ -18,28 +18,16 @@ import pyarrow as pa
 from sqlglot import exp
 
 from lakehouse_index.errors import QueryError
-from lakehouse_index.expressions.ast import (
-    And,
-    Between,
-    Col,
-    Compare,
-    Const,
-    In,
-    IsNull,
-    Like,
-    Node,
-    Not,
-    Operand,
-    Or,
-)
+from lakehouse_index.expressions import ast
 from lakehouse_index.expressions.types import Family, family
 from lakehouse_index.expressions.visitors import Visitor, visit
 
-__all__ = ["literal", "quote_identifier", "sql_literal", "to_spark", "to_spark_sql"]
+__all__ = ["COMPARE_NODES", "literal", "quote_identifier", "sql_literal", "to_spark", "to_spark_sql"]
 
 _DIALECT = "spark"
 
-_COMPARE: dict[str, type[exp.Binary]] = {
+#: Our comparison operators → sqlglot's nodes.
+COMPARE_NODES: dict[str, type[exp.Binary]] = {
     "=": exp.EQ,
     "!=": exp.NEQ,
     "<": exp.LT,
@@ -104,8 +92,8 @@ def quote_identifier(name: str) -> str:
     return exp.to_identifier(name, quoted=True).sql(dialect=_DIALECT)
 
 
-def _operand(o: Operand) -> exp.Expression:
-    if isinstance(o, Col):
+def _operand(o: ast.Operand) -> exp.Expression:
+    if isinstance(o, ast.Col):
         return _column(o.name)
     return literal(o.value, o.type)
 
@@ -117,43 +105,43 @@ def _test(e: exp.Expression, negated: bool) -> exp.Expression:
 
 
 class _ToSpark(Visitor[exp.Expression]):
-    def visit_const(self, node: Const) -> exp.Expression:
+    def visit_const(self, node: ast.Const) -> exp.Expression:
         return exp.Boolean(this=node.value)
 
-    def visit_not(self, node: Not, part: exp.Expression) -> exp.Expression:
+    def visit_not(self, node: ast.Not, part: exp.Expression) -> exp.Expression:
         return exp.Paren(this=exp.Not(this=part))
 
-    def visit_and(self, node: And, parts: Sequence[exp.Expression]) -> exp.Expression:
+    def visit_and(self, node: ast.And, parts: Sequence[exp.Expression]) -> exp.Expression:
         return exp.Paren(this=functools.reduce(lambda a, b: exp.And(this=a, expression=b), parts))
 
-    def visit_or(self, node: Or, parts: Sequence[exp.Expression]) -> exp.Expression:
+    def visit_or(self, node: ast.Or, parts: Sequence[exp.Expression]) -> exp.Expression:
         return exp.Paren(this=functools.reduce(lambda a, b: exp.Or(this=a, expression=b), parts))
 
-    def visit_compare(self, node: Compare) -> exp.Expression:
-        op = _COMPARE[node.op](this=_operand(node.left), expression=_operand(node.right))
+    def visit_compare(self, node: ast.Compare) -> exp.Expression:
+        op = COMPARE_NODES[node.op](this=_operand(node.left), expression=_operand(node.right))
         return exp.Paren(this=op)
 
-    def visit_in(self, node: In) -> exp.Expression:
+    def visit_in(self, node: ast.In) -> exp.Expression:
         values = [_operand(v) for v in node.values]
         return _test(exp.In(this=_column(node.column.name), expressions=values), node.negated)
 
-    def visit_is_null(self, node: IsNull) -> exp.Expression:
+    def visit_is_null(self, node: ast.IsNull) -> exp.Expression:
         return _test(exp.Is(this=_column(node.column.name), expression=exp.Null()), node.negated)
 
-    def visit_between(self, node: Between) -> exp.Expression:
+    def visit_between(self, node: ast.Between) -> exp.Expression:
         e = exp.Between(this=_column(node.column.name), low=_operand(node.low), high=_operand(node.high))
         return _test(e, node.negated)
 
-    def visit_like(self, node: Like) -> exp.Expression:
+    def visit_like(self, node: ast.Like) -> exp.Expression:
         e = exp.Like(this=_column(node.column.name), expression=exp.Literal.string(node.pattern))
         return _test(e, node.negated)
 
 
-def to_spark(node: Node) -> exp.Expression:
+def to_spark(node: ast.Node) -> exp.Expression:
     """``node`` as a sqlglot expression tree."""
     return visit(node, _ToSpark())
 
 
-def to_spark_sql(node: Node) -> str:
+def to_spark_sql(node: ast.Node) -> str:
     """``node`` as Spark SQL text (identifiers in backticks, typed literals)."""
     return to_spark(node).sql(dialect=_DIALECT)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -22,16 +23,16 @@ __all__ = ["Family", "LikePattern", "comparison_class", "family"]
 class Family(enum.Enum):
     """The kind of value an Arrow type holds, whatever its width or layout."""
 
-    BOOLEAN = "boolean"
-    INTEGER = "integer"
-    FLOAT = "float"
-    DECIMAL = "decimal"
-    DATE = "date"
-    TIMESTAMP = "timestamp"
-    STRING = "string"
-    BINARY = "binary"
+    BOOLEAN = enum.auto()
+    INTEGER = enum.auto()
+    FLOAT = enum.auto()
+    DECIMAL = enum.auto()
+    DATE = enum.auto()
+    TIMESTAMP = enum.auto()
+    STRING = enum.auto()
+    BINARY = enum.auto()
     #: ``fixed_size_binary[n]`` (Iceberg ``fixed``, ``uuid``): bytes of one length.
-    FIXED_BINARY = "fixed_binary"
+    FIXED_BINARY = enum.auto()
 
     @property
     def numeric(self) -> bool:
@@ -39,26 +40,24 @@ class Family(enum.Enum):
         return self in (Family.INTEGER, Family.FLOAT, Family.DECIMAL)
 
 
+_TESTS: dict[Family, tuple[Callable[[pa.DataType], bool], ...]] = {
+    Family.BOOLEAN: (pa.types.is_boolean,),
+    Family.INTEGER: (pa.types.is_integer,),
+    Family.FLOAT: (pa.types.is_floating,),
+    Family.DECIMAL: (pa.types.is_decimal,),
+    Family.DATE: (pa.types.is_date,),
+    Family.TIMESTAMP: (pa.types.is_timestamp,),
+    Family.STRING: (pa.types.is_string, pa.types.is_large_string, pa.types.is_string_view),
+    Family.BINARY: (pa.types.is_binary, pa.types.is_large_binary, pa.types.is_binary_view),
+    Family.FIXED_BINARY: (pa.types.is_fixed_size_binary,),
+}
+
+
 def family(t: pa.DataType) -> Family | None:
     """The family of ``t``; None for every other type (nested, time of day, durations...)."""
-    if pa.types.is_boolean(t):
-        return Family.BOOLEAN
-    if pa.types.is_integer(t):
-        return Family.INTEGER
-    if pa.types.is_floating(t):
-        return Family.FLOAT
-    if pa.types.is_decimal(t):
-        return Family.DECIMAL
-    if pa.types.is_date(t):
-        return Family.DATE
-    if pa.types.is_timestamp(t):
-        return Family.TIMESTAMP
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return Family.STRING
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t):
-        return Family.BINARY
-    if pa.types.is_fixed_size_binary(t):
-        return Family.FIXED_BINARY
+    for fam, tests in _TESTS.items():
+        if any(test(t) for test in tests):
+            return fam
     return None
 
 
@@ -71,7 +70,7 @@ def comparison_class(t: pa.DataType) -> str:
     f = family(t)
     if f is None or f is Family.FIXED_BINARY:
         return str(t)
-    return "number" if f.numeric else f.value
+    return "number" if f.numeric else f.name.lower()
 
 
 @dataclass(frozen=True)

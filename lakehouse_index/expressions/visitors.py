@@ -11,20 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Generic, TypeVar
 
-from lakehouse_index.expressions.ast import (
-    And,
-    Atom,
-    Between,
-    Col,
-    Compare,
-    Const,
-    In,
-    IsNull,
-    Like,
-    Node,
-    Not,
-    Or,
-)
+from lakehouse_index.expressions import ast
 
 __all__ = ["Visitor", "referenced_columns", "visit"]
 
@@ -34,87 +21,87 @@ T = TypeVar("T")
 class Visitor(Generic[T]):
     """Say what each kind of node yields, given what its parts yielded."""
 
-    def visit_const(self, node: Const) -> T:
+    def visit_const(self, node: ast.Const) -> T:
         """``TRUE`` / ``FALSE``."""
         raise NotImplementedError(type(self).__name__ + ".visit_const")
 
-    def visit_not(self, node: Not, part: T) -> T:
+    def visit_not(self, node: ast.Not, part: T) -> T:
         """``NOT part``."""
         raise NotImplementedError(type(self).__name__ + ".visit_not")
 
-    def visit_and(self, node: And, parts: Sequence[T]) -> T:
+    def visit_and(self, node: ast.And, parts: Sequence[T]) -> T:
         """The conjunction of ``parts`` (two or more)."""
         raise NotImplementedError(type(self).__name__ + ".visit_and")
 
-    def visit_or(self, node: Or, parts: Sequence[T]) -> T:
+    def visit_or(self, node: ast.Or, parts: Sequence[T]) -> T:
         """The disjunction of ``parts`` (two or more)."""
         raise NotImplementedError(type(self).__name__ + ".visit_or")
 
-    def visit_atom(self, node: Atom) -> T:
+    def visit_atom(self, node: ast.Atom) -> T:
         """Any atom; dispatches to the ``visit_<atom>`` methods unless overridden."""
-        if isinstance(node, Compare):
+        if isinstance(node, ast.Compare):
             return self.visit_compare(node)
-        if isinstance(node, In):
+        if isinstance(node, ast.In):
             return self.visit_in(node)
-        if isinstance(node, IsNull):
+        if isinstance(node, ast.IsNull):
             return self.visit_is_null(node)
-        if isinstance(node, Between):
+        if isinstance(node, ast.Between):
             return self.visit_between(node)
         return self.visit_like(node)
 
-    def visit_compare(self, node: Compare) -> T:
+    def visit_compare(self, node: ast.Compare) -> T:
         """``left op right``."""
         raise NotImplementedError(type(self).__name__ + ".visit_compare")
 
-    def visit_in(self, node: In) -> T:
+    def visit_in(self, node: ast.In) -> T:
         """``column [NOT] IN (values)``."""
         raise NotImplementedError(type(self).__name__ + ".visit_in")
 
-    def visit_is_null(self, node: IsNull) -> T:
+    def visit_is_null(self, node: ast.IsNull) -> T:
         """``column IS [NOT] NULL``."""
         raise NotImplementedError(type(self).__name__ + ".visit_is_null")
 
-    def visit_between(self, node: Between) -> T:
+    def visit_between(self, node: ast.Between) -> T:
         """``column [NOT] BETWEEN low AND high``."""
         raise NotImplementedError(type(self).__name__ + ".visit_between")
 
-    def visit_like(self, node: Like) -> T:
+    def visit_like(self, node: ast.Like) -> T:
         """``column [NOT] LIKE pattern``."""
         raise NotImplementedError(type(self).__name__ + ".visit_like")
 
 
-def visit(node: Node, visitor: Visitor[T]) -> T:
+def visit(node: ast.Node, visitor: Visitor[T]) -> T:
     """Run ``visitor`` over the tree rooted at ``node`` (parts first)."""
-    if isinstance(node, And):
+    if isinstance(node, ast.And):
         return visitor.visit_and(node, [visit(p, visitor) for p in node.parts])
-    if isinstance(node, Or):
+    if isinstance(node, ast.Or):
         return visitor.visit_or(node, [visit(p, visitor) for p in node.parts])
-    if isinstance(node, Not):
+    if isinstance(node, ast.Not):
         return visitor.visit_not(node, visit(node.part, visitor))
-    if isinstance(node, Const):
+    if isinstance(node, ast.Const):
         return visitor.visit_const(node)
     return visitor.visit_atom(node)
 
 
 class _Columns(Visitor[frozenset[str]]):
-    def visit_const(self, node: Const) -> frozenset[str]:
+    def visit_const(self, node: ast.Const) -> frozenset[str]:
         return frozenset()
 
-    def visit_not(self, node: Not, part: frozenset[str]) -> frozenset[str]:
+    def visit_not(self, node: ast.Not, part: frozenset[str]) -> frozenset[str]:
         return part
 
-    def visit_and(self, node: And, parts: Sequence[frozenset[str]]) -> frozenset[str]:
+    def visit_and(self, node: ast.And, parts: Sequence[frozenset[str]]) -> frozenset[str]:
         return frozenset().union(*parts)
 
-    def visit_or(self, node: Or, parts: Sequence[frozenset[str]]) -> frozenset[str]:
+    def visit_or(self, node: ast.Or, parts: Sequence[frozenset[str]]) -> frozenset[str]:
         return frozenset().union(*parts)
 
-    def visit_atom(self, node: Atom) -> frozenset[str]:
-        if isinstance(node, Compare):
-            return frozenset(o.name for o in (node.left, node.right) if isinstance(o, Col))
+    def visit_atom(self, node: ast.Atom) -> frozenset[str]:
+        if isinstance(node, ast.Compare):
+            return frozenset(o.name for o in (node.left, node.right) if isinstance(o, ast.Col))
         return frozenset([node.column.name])
 
 
-def referenced_columns(node: Node) -> frozenset[str]:
+def referenced_columns(node: ast.Node) -> frozenset[str]:
     """Logical names of the columns the tree reads."""
     return visit(node, _Columns())
