@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
@@ -36,6 +37,84 @@ class Mismatch(Exception):
     """A literal that cannot be compared with a column of the target type (the message says why)."""
 
 
+def _refuse(v: Any) -> Mismatch:
+    return Mismatch(f"{type(v).__name__} literal {v!r}")
+
+
+def _number(v: Any, target: pa.DataType) -> Lit:
+    if isinstance(v, bool) or not isinstance(v, (int, float, decimal.Decimal)):
+        raise _refuse(v)
+    if isinstance(v, int):
+        if pa.types.is_integer(target) or pa.types.is_decimal(target):
+            return Lit(v, pa.int64()) if -(2**63) <= v < 2**63 else Lit(float(v), pa.float64())
+        return Lit(float(v), pa.float64())
+    return Lit(float(v), pa.float64())
+
+
+def _string(v: Any, target: pa.DataType) -> Lit:
+    if not isinstance(v, str):
+        raise _refuse(v)
+    return Lit(v, pa.string())
+
+
+def _binary(v: Any, target: pa.DataType) -> Lit:
+    if not isinstance(v, str):
+        raise _refuse(v)
+    return Lit(v.encode(), pa.binary())
+
+
+def _boolean(v: Any, target: pa.DataType) -> Lit:
+    if not isinstance(v, bool):
+        raise _refuse(v)
+    return Lit(v, pa.bool_())
+
+
+def _date(v: Any, target: pa.DataType) -> Lit:
+    if isinstance(v, dt.datetime):
+        raise Mismatch(f"timestamp literal {v!r}")
+    if isinstance(v, str):
+        try:
+            v = dt.date.fromisoformat(v.strip())
+        except ValueError:
+            raise Mismatch(f"string {v!r}, which is no date") from None
+    if not isinstance(v, dt.date):
+        raise _refuse(v)
+    return Lit(v, pa.date32())
+
+
+def _timestamp(v: Any, target: pa.DataType) -> Lit:
+    if isinstance(v, str):
+        try:
+            v = parse_timestamp(v)
+        except ValueError:
+            raise Mismatch(f"string {v!r}, which is no timestamp") from None
+    elif isinstance(v, dt.date) and not isinstance(v, dt.datetime):
+        v = dt.datetime(v.year, v.month, v.day)
+    if not isinstance(v, dt.datetime):
+        raise _refuse(v)
+    assert isinstance(target, pa.TimestampType)
+    # Naive literals mean UTC (the Spark sessions we build run with timeZone=UTC).
+    if target.tz is not None:
+        if v.tzinfo is None:
+            v = v.replace(tzinfo=dt.timezone.utc)
+        return Lit(v.astimezone(dt.timezone.utc), pa.timestamp("us", tz="UTC"))
+    if v.tzinfo is not None:
+        v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    return Lit(v, pa.timestamp("us"))
+
+
+_COERCE: dict[Family, Callable[[Any, pa.DataType], Lit]] = {
+    Family.INTEGER: _number,
+    Family.FLOAT: _number,
+    Family.DECIMAL: _number,
+    Family.STRING: _string,
+    Family.BINARY: _binary,
+    Family.BOOLEAN: _boolean,
+    Family.DATE: _date,
+    Family.TIMESTAMP: _timestamp,
+}
+
+
 def coerce(v: Any, target: pa.DataType) -> Lit:
     """Type literal ``v`` for a comparison with a column of type ``target``.
 
@@ -44,59 +123,9 @@ def coerce(v: Any, target: pa.DataType) -> Lit:
     does); every other mix is refused rather than left to two engines' coercion rules.
     """
     fam = family(target)
-    if fam is not None and fam.numeric:
-        if isinstance(v, bool) or not isinstance(v, (int, float, decimal.Decimal)):
-            raise Mismatch(f"{type(v).__name__} literal {v!r}")
-        if isinstance(v, int):
-            if pa.types.is_integer(target) or pa.types.is_decimal(target):
-                return Lit(v, pa.int64()) if -(2**63) <= v < 2**63 else Lit(float(v), pa.float64())
-            return Lit(float(v), pa.float64())
-        if isinstance(v, decimal.Decimal):
-            return Lit(float(v), pa.float64())
-        return Lit(v, pa.float64())
-    if fam is Family.STRING:
-        if not isinstance(v, str):
-            raise Mismatch(f"{type(v).__name__} literal {v!r}")
-        return Lit(v, pa.string())
-    if fam is Family.BINARY:
-        if isinstance(v, str):
-            return Lit(v.encode(), pa.binary())
-        raise Mismatch(f"{type(v).__name__} literal {v!r}")
-    if fam is Family.BOOLEAN:
-        if not isinstance(v, bool):
-            raise Mismatch(f"{type(v).__name__} literal {v!r}")
-        return Lit(v, pa.bool_())
-    if fam is Family.DATE:
-        if isinstance(v, dt.datetime):
-            raise Mismatch(f"timestamp literal {v!r}")
-        if isinstance(v, str):
-            try:
-                v = dt.date.fromisoformat(v.strip())
-            except ValueError:
-                raise Mismatch(f"string {v!r}, which is no date") from None
-        if not isinstance(v, dt.date):
-            raise Mismatch(f"{type(v).__name__} literal {v!r}")
-        return Lit(v, pa.date32())
-    if fam is Family.TIMESTAMP:
-        if isinstance(v, str):
-            try:
-                v = parse_timestamp(v)
-            except ValueError:
-                raise Mismatch(f"string {v!r}, which is no timestamp") from None
-        elif isinstance(v, dt.date) and not isinstance(v, dt.datetime):
-            v = dt.datetime(v.year, v.month, v.day)
-        if not isinstance(v, dt.datetime):
-            raise Mismatch(f"{type(v).__name__} literal {v!r}")
-        assert isinstance(target, pa.TimestampType)
-        # Naive literals mean UTC (the Spark sessions we build run with timeZone=UTC).
-        if target.tz is not None:
-            if v.tzinfo is None:
-                v = v.replace(tzinfo=dt.timezone.utc)
-            return Lit(v.astimezone(dt.timezone.utc), pa.timestamp("us", tz="UTC"))
-        if v.tzinfo is not None:
-            v = v.astimezone(dt.timezone.utc).replace(tzinfo=None)
-        return Lit(v, pa.timestamp("us"))
-    raise Mismatch(f"a literal: columns of type {target} cannot be compared")
+    if fam not in _COERCE:
+        raise Mismatch(f"a literal: columns of type {target} cannot be compared")
+    return _COERCE[fam](v, target)
 
 
 def exact(lit: Lit, target: pa.DataType) -> Lit:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -15,10 +14,11 @@ from lakehouse_index.errors import TableFormatError
 from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.kinds.skipping.schema import (
     FILE_ID,
-    IDENTITY_KEY,
     RESERVED,
     ROW_GROUP_ROWS,
     ROWS,
+    identity_metadata,
+    recorded_identity,
     validate_spec,
     widens,
 )
@@ -114,16 +114,7 @@ def load(
     another column under its name (dropped and re-added, renamed over: different
     physical name or field id), or a type the recorded one does not widen to.
     """
-    tables = []
-    for f in files:
-        uri = join_uri(index_dir, f.path)
-        fs, inner = storage.arrow(uri)
-        try:
-            tables.append(pq.read_table(inner, filesystem=fs))
-        except FileNotFoundError as e:
-            raise TableFormatError(f"skipping index file {uri} is missing") from e
-        except (pa.ArrowInvalid, OSError) as e:
-            raise TableFormatError(f"skipping index file {uri} is not readable: {e}") from e
+    tables = [_read(storage, join_uri(index_dir, f.path)) for f in files]
     live = np.fromiter(live_ids, dtype=np.int64)
     if not tables:
         empty = pa.schema([pa.field(FILE_ID, pa.int64()), pa.field(ROWS, pa.int64())]).empty_table()
@@ -135,28 +126,41 @@ def load(
         rows = pa.concat_tables(tables, promote_options="permissive").combine_chunks()
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise TableFormatError(f"skipping index files under {index_dir} do not share a schema: {e}") from e
-    ids = np.asarray(rows.column(FILE_ID).to_numpy(), dtype=np.int64)
+    keep = _latest(np.asarray(rows.column(FILE_ID).to_numpy(), dtype=np.int64), live)
+    # Keep the column identities (later files win) so that compaction can write ``rows`` back.
+    identity: dict[str, Any] = {}
+    for t in tables:
+        identity.update(recorded_identity(t.schema))
+    identity = {c: v for c, v in identity.items() if c in rows.column_names}
+    rows = rows.take(pa.array(keep, pa.int64())).replace_schema_metadata(
+        identity_metadata(identity) if identity else None
+    )
+    return SkippingData.of(rows)
+
+
+def _read(storage: Storage, uri: str) -> pa.Table:
+    fs, inner = storage.arrow(uri)
+    try:
+        return pq.read_table(inner, filesystem=fs)
+    except FileNotFoundError as e:
+        raise TableFormatError(f"skipping index file {uri} is missing") from e
+    except (pa.ArrowInvalid, OSError) as e:
+        raise TableFormatError(f"skipping index file {uri} is not readable: {e}") from e
+
+
+def _latest(ids: np.ndarray, live: np.ndarray) -> np.ndarray:
+    """Positions (ascending) of the last occurrence in ``ids`` of every id in ``live``."""
     # Last occurrence of every id: first occurrence in the reversed order.
     rev_unique, rev_first = np.unique(ids[::-1], return_index=True)
     last = len(ids) - 1 - rev_first
     keep = last[np.isin(rev_unique, live)]
     keep.sort()
-    # Keep the column identities (later files win) so that compaction can write ``rows`` back.
-    identity: dict[str, Any] = {}
-    for t in tables:
-        raw = (t.schema.metadata or {}).get(IDENTITY_KEY)
-        identity.update(json.loads(raw) if raw else {})
-    identity = {c: v for c, v in identity.items() if c in rows.column_names}
-    rows = rows.take(pa.array(keep, pa.int64())).replace_schema_metadata(
-        {IDENTITY_KEY: json.dumps(identity)} if identity else None
-    )
-    return SkippingData.of(rows)
+    return keep
 
 
 def _stale_columns(table: pa.Table, snapshot: Snapshot) -> set[str]:
     """Indexed columns of one skipping file whose statistics do not describe ``snapshot``'s column."""
-    raw = (table.schema.metadata or {}).get(IDENTITY_KEY)
-    identity: dict[str, dict[str, Any]] = json.loads(raw) if raw else {}
+    identity = recorded_identity(table.schema)
     stale = set()
     for name in table.column_names:
         if name in RESERVED:

@@ -36,6 +36,7 @@ from lakehouse_index.expressions import Atom, Between, Col, Compare, In, IsNull,
 from lakehouse_index.expressions.arrow import to_pyarrow
 from lakehouse_index.expressions.evaluator import AtomOracle, Outcomes, evaluate
 from lakehouse_index.expressions.types import Family, LikePattern, family
+from lakehouse_index.expressions.visitors import Visitor
 from lakehouse_index.kinds.skipping.bloom import BloomSet
 from lakehouse_index.kinds.skipping.files import SkippingData
 from lakehouse_index.kinds.skipping.hashing import encoding, hash_values
@@ -187,65 +188,80 @@ class _StatsOracle(AtomOracle[np.ndarray]):
         f[parents[_bools(pc.invert(result))]] = True
         return t, f
 
-    def by_range(self, node: Atom, v: _ColumnView) -> tuple[np.ndarray, np.ndarray]:
+    def by_range(self, node: Atom, v: _ColumnView) -> _Pair:
         """Possible outcomes over the non-null values from min/max (and bloom filters for = / IN)."""
-        has = v.has_range
-        lo, hi = v.min, v.max
-        if isinstance(node, Compare):
-            assert isinstance(node.right, Lit)
-            lit = _scalar(node.right)
-            op = node.op
-            if op in ("=", "!="):
-                inside = _bools(pc.less_equal(lo, lit)) & _bools(pc.greater_equal(hi, lit))
-                maybe_eq = inside & self.bloom(v, node.right)
-                all_eq = _bools(pc.equal(lo, lit)) & _bools(pc.equal(hi, lit))
-                eq_t, eq_f = maybe_eq, has & ~all_eq
-                return (eq_t, eq_f) if op == "=" else (eq_f, eq_t)
-            if op == "<":
-                return _bools(pc.less(lo, lit)), _bools(pc.greater_equal(hi, lit))
-            if op == "<=":
-                return _bools(pc.less_equal(lo, lit)), _bools(pc.greater(hi, lit))
-            if op == ">":
-                return _bools(pc.greater(hi, lit)), _bools(pc.less_equal(lo, lit))
-            if op == ">=":
-                return _bools(pc.greater_equal(hi, lit)), _bools(pc.less(lo, lit))
-            raise AssertionError(op)
-        if isinstance(node, In):
-            any_in = np.zeros(self.n, dtype=bool)
-            single = _bools(pc.equal(lo, hi))
-            pinned = np.zeros(self.n, dtype=bool)  # min == max == one of the values
-            for x in node.values:
-                s = _scalar(x)
-                inside = _bools(pc.less_equal(lo, s)) & _bools(pc.greater_equal(hi, s))
-                any_in |= inside & self.bloom(v, x)
-                # A zero never pins: pyarrow's IN tells -0.0 from 0.0 (see by_values).
-                if not (family(v.type) is Family.FLOAT and x.value == 0):
-                    pinned |= single & _bools(pc.equal(lo, s))
-            in_t, in_f = any_in, has & ~pinned
-            return (in_f, in_t) if node.negated else (in_t, in_f)
-        if isinstance(node, Between):
-            low, high = _scalar(node.low), _scalar(node.high)
-            bt = _bools(pc.greater_equal(hi, low)) & _bools(pc.less_equal(lo, high))
-            bf = _bools(pc.less(lo, low)) | _bools(pc.greater(hi, high))
-            return (bf, bt) if node.negated else (bt, bf)
-        if isinstance(node, Like):
-            lt = has.copy()
-            prefix = LikePattern(node.pattern).prefix
-            if prefix and family(v.type) is Family.STRING:
-                p = pa.scalar(prefix, pa.string())
-                lo_s = lo.cast(pa.string())
-                head = pc.utf8_slice_codeunits(lo_s, 0, len(prefix))
-                # A value starting with p is >= p, and truncating min keeps it <= p.
-                lt = _bools(pc.greater_equal(hi.cast(pa.string()), p)) & _bools(pc.less_equal(head, p))
-            lf = has.copy()
-            return (lf, lt) if node.negated else (lt, lf)
-        raise AssertionError(node)
+        return _ByRange(self, v).visit_atom(node)
 
     def bloom(self, v: _ColumnView, lit: Lit) -> np.ndarray:
         """Per file: whether a value equal to ``lit`` may be in it per its bloom filter."""
         if not v.bloom_usable or not lit.type.equals(v.type):
             return np.ones(self.n, dtype=bool)  # no exact hash for this literal: only min/max prune
         return v.blooms.may_contain_any(hash_values(pa.array([lit.value], type=v.type)))
+
+
+#: Per file: may an atom be true, may it be false (on the file's non-null values).
+_Pair = tuple[np.ndarray, np.ndarray]
+
+
+def _swap(pair: _Pair, negated: bool) -> _Pair:
+    return (pair[1], pair[0]) if negated else pair
+
+
+class _ByRange(Visitor[_Pair]):
+    """Outcomes of one atom from the min/max of every file (and bloom filters for = / IN)."""
+
+    def __init__(self, oracle: _StatsOracle, v: _ColumnView) -> None:
+        self.oracle, self.v = oracle, v
+        self.lo, self.hi = v.min, v.max
+
+    def inside(self, s: pa.Scalar) -> np.ndarray:
+        """Per file: min <= s <= max."""
+        return _bools(pc.less_equal(self.lo, s)) & _bools(pc.greater_equal(self.hi, s))
+
+    def visit_compare(self, node: Compare) -> _Pair:
+        assert isinstance(node.right, Lit)
+        lit = _scalar(node.right)
+        lo, hi, op = self.lo, self.hi, node.op
+        if op in ("=", "!="):
+            maybe_eq = self.inside(lit) & self.oracle.bloom(self.v, node.right)
+            all_eq = _bools(pc.equal(lo, lit)) & _bools(pc.equal(hi, lit))
+            return _swap((maybe_eq, self.v.has_range & ~all_eq), op == "!=")
+        if op == "<":
+            return _bools(pc.less(lo, lit)), _bools(pc.greater_equal(hi, lit))
+        if op == "<=":
+            return _bools(pc.less_equal(lo, lit)), _bools(pc.greater(hi, lit))
+        if op == ">":
+            return _bools(pc.greater(hi, lit)), _bools(pc.less_equal(lo, lit))
+        assert op == ">=", op
+        return _bools(pc.greater_equal(hi, lit)), _bools(pc.less(lo, lit))
+
+    def visit_in(self, node: In) -> _Pair:
+        any_in = np.zeros(self.oracle.n, dtype=bool)
+        single = _bools(pc.equal(self.lo, self.hi))
+        pinned = np.zeros(self.oracle.n, dtype=bool)  # min == max == one of the values
+        for x in node.values:
+            s = _scalar(x)
+            any_in |= self.inside(s) & self.oracle.bloom(self.v, x)
+            # A zero never pins: pyarrow's IN tells -0.0 from 0.0 (see by_values).
+            if not (family(self.v.type) is Family.FLOAT and x.value == 0):
+                pinned |= single & _bools(pc.equal(self.lo, s))
+        return _swap((any_in, self.v.has_range & ~pinned), node.negated)
+
+    def visit_between(self, node: Between) -> _Pair:
+        low, high = _scalar(node.low), _scalar(node.high)
+        bt = _bools(pc.greater_equal(self.hi, low)) & _bools(pc.less_equal(self.lo, high))
+        bf = _bools(pc.less(self.lo, low)) | _bools(pc.greater(self.hi, high))
+        return _swap((bt, bf), node.negated)
+
+    def visit_like(self, node: Like) -> _Pair:
+        lt = self.v.has_range.copy()
+        prefix = LikePattern(node.pattern).prefix
+        if prefix and family(self.v.type) is Family.STRING:
+            p = pa.scalar(prefix, pa.string())
+            head = pc.utf8_slice_codeunits(self.lo.cast(pa.string()), 0, len(prefix))
+            # A value starting with p is >= p, and truncating min keeps it <= p.
+            lt = _bools(pc.greater_equal(self.hi.cast(pa.string()), p)) & _bools(pc.less_equal(head, p))
+        return _swap((lt, self.v.has_range.copy()), node.negated)
 
 
 def _evaluate(table: pa.Table, expr: pc.Expression) -> pa.ChunkedArray:

@@ -31,6 +31,7 @@ statistics prune the new column's files.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -90,6 +91,17 @@ def column_identity(snapshot: Snapshot, columns: Sequence[str]) -> dict[str, dic
         col = snapshot.column(name)
         out[name] = {"storedName": col.stored_name, "fieldId": col.field_id, "type": str(col.type)}
     return out
+
+
+def identity_metadata(identity: Mapping[str, Any]) -> dict[bytes, str]:
+    """Parquet key-value metadata recording column ``identity`` (see :func:`column_identity`)."""
+    return {IDENTITY_KEY: json.dumps(identity)}
+
+
+def recorded_identity(schema: pa.Schema) -> dict[str, dict[str, Any]]:
+    """The column identity recorded in a skipping file's ``schema`` (empty if none)."""
+    raw = (schema.metadata or {}).get(IDENTITY_KEY)
+    return json.loads(raw) if raw else {}
 
 
 def widens(old: pa.DataType, new: pa.DataType) -> bool:

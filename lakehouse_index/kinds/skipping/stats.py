@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -14,9 +13,9 @@ from lakehouse_index.kinds.skipping.bloom import bloom_build
 from lakehouse_index.kinds.skipping.hashing import hash_values
 from lakehouse_index.kinds.skipping.schema import (
     FILE_ID,
-    IDENTITY_KEY,
     column_identity,
     column_type,
+    identity_metadata,
     rows_schema,
     validate_spec,
 )
@@ -89,9 +88,7 @@ def build_rows(
     types = {c: snapshot.column(c).type for c in spec.columns}
     schema = rows_schema(types)
     if not jobs:
-        return schema.with_metadata(
-            {IDENTITY_KEY: json.dumps(column_identity(snapshot, spec.columns))}
-        ).empty_table()
+        return schema.with_metadata(identity_metadata(column_identity(snapshot, spec.columns))).empty_table()
 
     def one(job: tuple[FileEntry, int]) -> pa.Table:
         entry, file_id = job
@@ -101,4 +98,4 @@ def build_rows(
     with ThreadPoolExecutor(max_workers=threads or _threads(len(jobs))) as pool:
         parts = list(pool.map(one, jobs))
     rows = pa.concat_tables(parts).sort_by(FILE_ID).combine_chunks()
-    return rows.replace_schema_metadata({IDENTITY_KEY: json.dumps(column_identity(snapshot, spec.columns))})
+    return rows.replace_schema_metadata(identity_metadata(column_identity(snapshot, spec.columns)))
