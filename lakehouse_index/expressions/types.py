@@ -17,7 +17,7 @@ from functools import cached_property
 
 import pyarrow as pa
 
-__all__ = ["Family", "LikePattern", "comparison_class", "family"]
+__all__ = ["Family", "LikePattern", "comparison_class", "family", "orders_alike"]
 
 
 class Family(enum.Enum):
@@ -71,6 +71,15 @@ def comparison_class(t: pa.DataType) -> str:
     if f is None or f is Family.FIXED_BINARY:
         return str(t)
     return "number" if f.numeric else f.name.lower()
+
+
+def orders_alike(a: pa.DataType, b: pa.DataType) -> bool:
+    """Whether values of ``a`` and ``b`` sort alike, so that bounds of one bound the other.
+
+    Equal types do; so do two string types (any layout) and two integer types.
+    """
+    fa, fb = family(a), family(b)
+    return a.equals(b) or (fa is fb and fa in (Family.STRING, Family.INTEGER))
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakehouse_index.expressions.types import orders_alike
 from lakehouse_index.io import Storage
 from lakehouse_index.kinds import covering as cov
 from lakehouse_index.kinds import keys as K
@@ -209,15 +210,6 @@ def _scan_hits(
     return out
 
 
-def _order_family(t: pa.DataType) -> object:
-    """Types whose Parquet statistics compare like the key values (strings of any layout, integers)."""
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
-        return "string"
-    if pa.types.is_integer(t):
-        return "integer"
-    return t
-
-
 def _candidate_rows(source: TableSource, plan: LookupPlan, fe: FileEntry) -> np.ndarray | None:
     """Positions of the row groups of ``fe`` whose leading-key statistics may hold a key.
 
@@ -228,7 +220,7 @@ def _candidate_rows(source: TableSource, plan: LookupPlan, fe: FileEntry) -> np.
     if (
         lead.stored is None
         or lead.stored_type is None
-        or _order_family(lead.stored_type) != _order_family(lead.column.type)
+        or not orders_alike(lead.stored_type, lead.column.type)
     ):
         return None  # a constant, an absent column or a changed type: no statistics to trust
     if lead.stored not in layout.metadata.schema.names:
