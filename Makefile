@@ -10,7 +10,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[dev,spark-iceberg]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[all,dev,spark-iceberg]'
 	touch $@
 
 demo: setup

@@ -76,6 +76,7 @@ def test_querying_an_index_that_does_not_exist(table_path: Path) -> None:
     assert sidecar(table_path) == []
 
 
+@pytest.mark.spark
 def test_lookup_with_wrongly_shaped_keys(table_path: Path, spark: Any) -> None:
     t = li.open_table(str(table_path))
     t.create_index(li.SecondaryIndex("by_email", key="email", record_key="id"), spark=spark)

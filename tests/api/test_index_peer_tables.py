@@ -84,7 +84,13 @@ def test_peer_oracle_cases_at_least_minimum() -> None:
     assert len(REPLAYABLE) >= MIN_REPLAYABLE, REPLAYABLE
 
 
-@pytest.mark.parametrize("name", peer_tables())
+#: Peer tables of more than ``local_max_rows`` rows: their index is built on Spark.
+SPARK_BUILDS = {"COVID-19_NYT"}
+
+
+@pytest.mark.parametrize(
+    "name", [pytest.param(n, marks=pytest.mark.spark) if n in SPARK_BUILDS else n for n in peer_tables()]
+)
 def test_index_answers_equal_deltalake_at_every_version(name: str, peer_copy: Path) -> None:
     path = str(peer_copy / name)
     table = li.open_table(path)
@@ -173,9 +179,13 @@ def _reveal(src: Path, dst: Path, upto: int) -> None:
             shutil.copy2(f, log / f.name)
 
 
-def _replayable() -> list[str]:
-    """Peer tables with data, a scalar key and more than one version deltalake can read."""
-    out = []
+def _replayable() -> list[Any]:
+    """Peer tables with data, a scalar key and more than one version deltalake can read.
+
+    A replay that reaches an optimize step is a Spark test (optimize runs on Spark).
+    """
+    first_optimize = next(i for i, step in enumerate(MAINTENANCE) if step.startswith("optimize-"))
+    out: list[Any] = []
     for name in peer_tables():
         path = PEER_TABLES / name
         versions = deltalake.DeltaTable(str(path)).history()
@@ -184,7 +194,8 @@ def _replayable() -> list[str]:
             continue
         first = li.open_table(str(path)).snapshot(min(readable))
         if key_columns(first, compared_schema(name, first)):
-            out.append(name)
+            spark = len(readable) - 1 > first_optimize
+            out.append(pytest.param(name, marks=pytest.mark.spark) if spark else name)
     return out
 
 

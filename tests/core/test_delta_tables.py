@@ -130,6 +130,7 @@ def _batch(start: int, n: int, rnd: st.DataObject) -> pa.Table:
     )
 
 
+@pytest.mark.spark
 @settings(
     max_examples=6,
     deadline=None,
