@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from lakehouse_index.expressions import Predicate
 from lakehouse_index.expressions.constants import ConstantsOracle
 from lakehouse_index.expressions.evaluator import Outcomes, evaluate
-from lakehouse_index.expressions.types import Family, LikePattern, comparison_class, family
+from lakehouse_index.expressions.types import Family, LikePattern, comparison_class, family, orders_alike
 
 SCHEMA = pa.schema(
     [
@@ -201,3 +201,6 @@ def test_type_families() -> None:
     assert comparison_class(pa.int32()) == comparison_class(pa.decimal128(5, 2)) == "number"
     assert comparison_class(pa.binary(16)) == "fixed_size_binary[16]"
     assert comparison_class(pa.time64("us")) == "time64[us]"
+    assert orders_alike(pa.large_string(), pa.string_view()) and orders_alike(pa.int8(), pa.uint64())
+    assert orders_alike(pa.date32(), pa.date32()) and not orders_alike(pa.date32(), pa.date64())
+    assert not orders_alike(pa.int64(), pa.float64()) and not orders_alike(pa.binary(), pa.large_binary())

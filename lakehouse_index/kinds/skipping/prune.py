@@ -1,14 +1,15 @@
 """Pruning: which files may hold a row matching a predicate, from their statistics.
 
-:func:`prune` evaluates the predicate abstractly per file, in SQL three-valued logic:
-for every file it computes which outcomes (true, false, null) the predicate may take
-on *some* row of the file, as three boolean numpy arrays over all files at once, and
-keeps the files where true is possible. Atoms use the exact value list where the file
-has one (evaluated with pyarrow, the same kernels the pyarrow executor uses), else
-min/max and the bloom filter (``=`` and ``IN`` only). AND / OR / NOT combine the
-outcome sets; anything not understood (column-to-column comparisons, columns not in
-the index, a pyarrow-expression predicate) may take any outcome. Every step only ever
-adds outcomes, so a file holding a matching row is never dropped.
+:func:`prune` evaluates the predicate abstractly per file with the shared three-valued
+evaluator (:mod:`lakehouse_index.expressions.evaluator`): for every file, which outcomes
+(true, false, null) the predicate may take on *some* row of it, as three boolean numpy
+arrays over all files at once; it keeps the files where true is possible. This module
+is the evaluator's atom oracle: atoms use the exact value list where the file has one
+(evaluated with pyarrow, the same kernels the pyarrow executor uses), else min/max and
+the bloom filter (``=`` and ``IN`` only). Anything not understood (column-to-column
+comparisons, columns not in the index, a pyarrow-expression predicate) may take any
+outcome. Every step only ever adds outcomes, so a file holding a matching row is never
+dropped.
 
 NaN: pyarrow compares NaN as unequal and unordered, Spark as equal to itself and
 greater than everything. Files with NaNs in a column therefore keep every outcome
@@ -16,10 +17,6 @@ either engine could give them (true for ``!=``, ``>``, ``>=``, ``NOT IN``,
 ``NOT BETWEEN``); min/max ignore NaNs. Signed zeros: pyarrow's ``IN`` matches floats
 by bit pattern (``-0.0 IN (0.0)`` is false) while ``=`` and Spark compare values, so
 zeros are evaluated under both signs.
-
-Example::
-
-    from lakehouse_index.kinds import skipping
 """
 
 from __future__ import annotations
@@ -41,6 +38,9 @@ from lakehouse_index.kinds.skipping.bloom import BloomSet
 from lakehouse_index.kinds.skipping.files import SkippingData
 from lakehouse_index.kinds.skipping.hashing import encoding, hash_values
 from lakehouse_index.kinds.skipping.schema import ROWS, widens
+
+#: Per file: may an atom be true, may it be false (on the file's non-null values).
+_Pair = tuple[np.ndarray, np.ndarray]
 
 
 def _bools(arr: pa.Array | pa.ChunkedArray) -> np.ndarray:
@@ -142,13 +142,13 @@ class _StatsOracle(AtomOracle[np.ndarray]):
         if v is None:
             return self.unknown()
         try:
-            return self.compare(node, v)
+            return self.column_atom(node, v)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError):
             return self.unknown()
 
     # ------------------------------------------------------------------ atoms
 
-    def compare(self, node: Atom, v: _ColumnView) -> Outcomes[np.ndarray]:
+    def column_atom(self, node: Atom, v: _ColumnView) -> Outcomes[np.ndarray]:
         """A null-propagating single-column atom (comparison with a literal, IN, BETWEEN, LIKE)."""
         lits = _literals(node)
         if any(isinstance(x.value, float) and math.isnan(x.value) for x in lits):
@@ -164,7 +164,7 @@ class _StatsOracle(AtomOracle[np.ndarray]):
                 t = t | has_nan
         return Outcomes(t, f, v.has_null.copy())
 
-    def by_values(self, node: Atom, v: _ColumnView) -> tuple[np.ndarray, np.ndarray]:
+    def by_values(self, node: Atom, v: _ColumnView) -> _Pair:
         """Exact outcomes over the value lists (evaluated with the pyarrow executor's kernels)."""
         t = np.zeros(self.n, dtype=bool)
         f = np.zeros(self.n, dtype=bool)
@@ -197,10 +197,6 @@ class _StatsOracle(AtomOracle[np.ndarray]):
         if not v.bloom_usable or not lit.type.equals(v.type):
             return np.ones(self.n, dtype=bool)  # no exact hash for this literal: only min/max prune
         return v.blooms.may_contain_any(hash_values(pa.array([lit.value], type=v.type)))
-
-
-#: Per file: may an atom be true, may it be false (on the file's non-null values).
-_Pair = tuple[np.ndarray, np.ndarray]
 
 
 def _swap(pair: _Pair, negated: bool) -> _Pair:
