@@ -39,19 +39,19 @@ class ConstantsOracle(AtomOracle[bool]):
         return self.row.get(o.name, _UNKNOWN)
 
     def atom(self, node: ast.Atom) -> Outcomes[bool]:
-        operands = (node.left, node.right) if isinstance(node, ast.Compare) else (node.column,)
-        values = [self.value(o) for o in operands]
-        if any(v is _UNKNOWN for v in values):
-            return self.unknown()
-        r = _truth(node, values)
-        return Outcomes(r is True, r is False, r is None)
+        if isinstance(node, ast.Compare):
+            a, b = self.value(node.left), self.value(node.right)
+            known = a is not _UNKNOWN and b is not _UNKNOWN
+            r = _cmp(node.op, a, b) if known else None
+        else:
+            v = self.value(node.column)
+            known = v is not _UNKNOWN
+            r = _truth(node, v) if known else None
+        return Outcomes(r is True, r is False, r is None) if known else self.unknown()
 
 
-def _truth(node: ast.Atom, values: list[Any]) -> bool | None:
-    """The SQL value of ``node`` for known operand ``values``."""
-    if isinstance(node, ast.Compare):
-        return _cmp(node.op, values[0], values[1])
-    v = values[0]
+def _truth(node: ast.ColumnTest, v: Any) -> bool | None:
+    """The SQL value of single-column atom ``node`` when its column holds ``v``."""
     if isinstance(node, ast.IsNull):
         return (v is None) != node.negated
     if v is None:
@@ -62,7 +62,7 @@ def _truth(node: ast.Atom, values: list[Any]) -> bool | None:
         inside = _cmp(">=", v, node.low.value) and _cmp("<=", v, node.high.value)
         return inside != node.negated
     assert isinstance(node, ast.Like)
-    return LikePattern(node.pattern).matches(str(v)) != node.negated
+    return LikePattern.of(node.pattern).matches(str(v)) != node.negated
 
 
 def _cmp(op: str, a: Any, b: Any) -> bool | None:

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -87,6 +88,12 @@ class LikePattern:
     """A SQL ``LIKE`` pattern read once: literal text, ``%`` and ``_`` wildcards."""
 
     pattern: str
+
+    @staticmethod
+    @functools.lru_cache(maxsize=256)
+    def of(pattern: str) -> LikePattern:
+        """The (shared, cached) reading of ``pattern``."""
+        return LikePattern(pattern)
 
     @cached_property
     def tokens(self) -> tuple[str | None, ...]:

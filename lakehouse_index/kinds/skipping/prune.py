@@ -251,7 +251,7 @@ class _ByRange(Visitor[_Pair]):
 
     def visit_like(self, node: Like) -> _Pair:
         lt = self.v.has_range.copy()
-        prefix = LikePattern(node.pattern).prefix
+        prefix = LikePattern.of(node.pattern).prefix
         if prefix and family(self.v.type) is Family.STRING:
             p = pa.scalar(prefix, pa.string())
             head = pc.utf8_slice_codeunits(self.lo.cast(pa.string()), 0, len(prefix))
