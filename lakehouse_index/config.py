@@ -217,6 +217,10 @@ class SizedCache(MutableMapping[_K, _V], Generic[_K, _V]):
     def __len__(self) -> int:
         return len(self._cache)
 
+    def __contains__(self, key: object) -> bool:
+        with self._lock:
+            return key in self._cache  # not a use: the entry's recency is unchanged
+
     def clear(self) -> None:
         """Forget every entry."""
         with self._lock:

@@ -31,6 +31,7 @@ from typing import Any, ClassVar
 import pyarrow as pa
 from pyroaring import BitMap64
 
+from lakehouse_index.config import SizedCache
 from lakehouse_index.errors import (
     HistoryTruncatedError,
     NotATableError,
@@ -56,6 +57,7 @@ __all__ = [
     "HistoryTruncatedError",
     "NotATableError",
     "RowDeletes",
+    "SizedCache",
     "Snapshot",
     "Subfield",
     "TableFormatError",
@@ -72,8 +74,9 @@ ENTRY_POINT_GROUP = "lakehouse_index.connectors"
 
 # --------------------------------------------------------------------------- storage
 
-# FileIO, FileStatus and canonical_uri are defined by the IO layer (lakehouse_index.io) and
-# re-exported here: connectors import only this module.
+# FileIO, FileStatus and canonical_uri are defined by the IO layer (lakehouse_index.io),
+# SizedCache (caches sized by lakehouse_index.config.CacheConfig) by the configuration;
+# they are re-exported here: connectors import only this module.
 
 # --------------------------------------------------------------------------- metadata
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 import uuid
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -149,7 +149,7 @@ def parse_roaring_bitmap_array(data: bytes, source: str) -> BitMap64:
 
 
 def read_deletion_vector(
-    d: DeletionVectorDescriptor, io: FileIO, cache: dict[str, bytes] | None = None
+    d: DeletionVectorDescriptor, io: FileIO, cache: MutableMapping[str, bytes] | None = None
 ) -> BitMap64:
     """The deleted row positions of ``d``, checked against its size, CRC and cardinality."""
     if d.storage_type == "i":

@@ -20,7 +20,6 @@ commits) work. Parsed commits, snapshot states and DV files are cached (bounded 
 from __future__ import annotations
 
 import time
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -37,6 +36,7 @@ from lakehouse_index.source import (
     FileIO,
     HistoryTruncatedError,
     NotATableError,
+    SizedCache,
     Snapshot,
     TableFormatError,
     TableSource,
@@ -112,10 +112,6 @@ class DeltaSource(TableSource):
 
     format_name: ClassVar[str] = "delta"
 
-    #: Bounded caches: parsed commits, snapshot states, built snapshots, DV files.
-    MAX_CACHED_COMMITS = 100_000
-    MAX_CACHED_STATES = 4
-    MAX_CACHED_DV_BYTES = 64 << 20
     #: A tailer re-lists ``_delta_log`` at most this often when probing finds no new commit.
     LISTING_MAX_AGE_S = 10.0
 
@@ -126,13 +122,15 @@ class DeltaSource(TableSource):
         self._listing: LogListing | None = None
         self._listed_at = 0.0
         self._probed_latest = -1  # newest commit seen by probing since the last listing
-        self._commits: OrderedDict[int, Actions] = OrderedDict()
+        # Bounded caches (sizes: CacheConfig.delta_*): parsed commits, snapshot states,
+        # built snapshots, DV files.
+        self._commits: SizedCache[int, Actions] = SizedCache("delta_commit_entries")
         self._commit_mtime: dict[int, int] = {}
-        self._states: OrderedDict[int, _State] = OrderedDict()
-        self._snapshots: OrderedDict[int, Snapshot] = OrderedDict()
+        self._states: SizedCache[int, _State] = SizedCache("delta_state_entries")
+        self._snapshots: SizedCache[int, Snapshot] = SizedCache("delta_state_entries")
         self._tail: _State | None = None
         self._schemas: dict[Metadata, TableSchema] = {}
-        self._dv_cache: OrderedDict[str, bytes] = OrderedDict()
+        self._dv_cache: SizedCache[str, bytes] = SizedCache("delta_dv_bytes", getsizeof=len)
 
     # ------------------------------------------------------------------ opening
 
@@ -181,7 +179,6 @@ class DeltaSource(TableSource):
         """Parsed commit ``version`` (cached), or None when its file does not exist."""
         cached = self._commits.get(version)
         if cached is not None:
-            self._commits.move_to_end(version)
             return cached
         uri = self._commit_uri(version)
         try:
@@ -190,8 +187,6 @@ class DeltaSource(TableSource):
             return None
         actions = parse_json_lines(data, self._uri, uri)
         self._commits[version] = actions
-        if len(self._commits) > self.MAX_CACHED_COMMITS:
-            self._commits.popitem(last=False)
         return actions
 
     def _missing_commit(self, version: int) -> Exception:
@@ -295,15 +290,11 @@ class DeltaSource(TableSource):
 
     def _cache_state(self, state: _State) -> None:
         self._states[state.version] = state
-        self._states.move_to_end(state.version)
-        while len(self._states) > self.MAX_CACHED_STATES:
-            self._states.popitem(last=False)
 
     def _state_at(self, version: int) -> _State:
         """The live state at ``version`` (cached; callers must copy before mutating)."""
         cached = self._states.get(version)
         if cached is not None:
-            self._states.move_to_end(version)
             return cached
         if self._tail is not None and self._tail.version == version:
             state = self._tail.copy()
@@ -440,12 +431,9 @@ class DeltaSource(TableSource):
         v = self.latest_version() if version is None else version
         snap = self._snapshots.get(v)
         if snap is not None:
-            self._snapshots.move_to_end(v)
             return snap
         snap = self._build_snapshot(self._state_at(v))
         self._snapshots[v] = snap
-        while len(self._snapshots) > self.MAX_CACHED_STATES:
-            self._snapshots.popitem(last=False)
         return snap
 
     def latest_version(self) -> int:
@@ -659,9 +647,4 @@ class DeltaSource(TableSource):
             return BitMap64()
         if not isinstance(d, DeletionVectorDescriptor):
             raise TypeError(f"{entry.path}: deletes {d!r} do not come from a Delta table")
-        bitmap = read_deletion_vector(d, self._io, self._dv_cache)
-        total = sum(len(b) for b in self._dv_cache.values())
-        while total > self.MAX_CACHED_DV_BYTES and len(self._dv_cache) > 1:
-            _, dropped = self._dv_cache.popitem(last=False)
-            total -= len(dropped)
-        return bitmap
+        return read_deletion_vector(d, self._io, self._dv_cache)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -45,6 +44,7 @@ from pyiceberg.types import (
 )
 from pyroaring import BitMap64
 
+from lakehouse_index import source as contract
 from lakehouse_index.source import (
     ELEMENT,
     KEY,
@@ -95,8 +95,6 @@ from lakehouse_index_iceberg.table_metadata import (
 ROW_ID_COLUMN = "_row_id"
 #: Field id of the materialized ``_row_id`` column in v3 data files.
 ROW_ID_FIELD_ID = 2147483540
-_MANIFEST_CACHE = 4096
-_STATE_CACHE = 8
 _EPOCH = dt.datetime(1970, 1, 1)
 
 
@@ -121,9 +119,12 @@ class IcebergSource(TableSource):
         self._locator = locator
         self._name = name
         self._history: History | None = None
-        self._manifest_lists: OrderedDict[str, tuple[ManifestFile, ...]] = OrderedDict()
-        self._manifests: OrderedDict[str, tuple[ManifestEntry, ...]] = OrderedDict()
-        self._states: OrderedDict[int, _State] = OrderedDict()
+        # Bounded caches, sized by CacheConfig.iceberg_*.
+        self._manifest_lists: contract.SizedCache[str, tuple[ManifestFile, ...]]
+        self._manifests: contract.SizedCache[str, tuple[ManifestEntry, ...]]
+        self._manifest_lists = contract.SizedCache("iceberg_manifest_entries")
+        self._manifests = contract.SizedCache("iceberg_manifest_entries")
+        self._states: contract.SizedCache[int, _State] = contract.SizedCache("iceberg_state_entries")
         self._reader = DeleteReader(io)
         self._eq_files: dict[str, ContentFile] = {}
         #: Counts of metadata files read (manifest lists, manifests): the benchmark reports them.
@@ -272,8 +273,6 @@ class IcebergSource(TableSource):
             self.reads["manifest_list"] += 1
             hit = read_manifest_list(self._io, path)
             self._manifest_lists[path] = hit
-            if len(self._manifest_lists) > _MANIFEST_CACHE:
-                self._manifest_lists.popitem(last=False)
         return hit
 
     def _manifest(self, m: ManifestFile) -> tuple[ManifestEntry, ...]:
@@ -282,10 +281,6 @@ class IcebergSource(TableSource):
             self.reads["manifest"] += 1
             hit = read_manifest(self._io, m)
             self._manifests[m.path] = hit
-            if len(self._manifests) > _MANIFEST_CACHE:
-                self._manifests.popitem(last=False)
-        else:
-            self._manifests.move_to_end(m.path)
         return hit
 
     # ------------------------------------------------------------------ snapshots
@@ -320,7 +315,6 @@ class IcebergSource(TableSource):
     def _state(self, snap: IcebergSnapshot) -> _State:
         hit = self._states.get(snap.snapshot_id)
         if hit is not None:
-            self._states.move_to_end(snap.snapshot_id)
             return hit
         data: dict[str, ManifestEntry] = {}
         deletes: list[ManifestEntry] = []
@@ -336,8 +330,6 @@ class IcebergSource(TableSource):
 
     def _remember(self, state: _State) -> None:
         self._states[state.snapshot_id] = state
-        if len(self._states) > _STATE_CACHE:
-            self._states.popitem(last=False)
 
     def _build_state(
         self,

@@ -11,14 +11,13 @@ entry names a moved file.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 
+from lakehouse_index.config import SizedCache
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.log.entry import SourceFile, SourceState
 
@@ -113,23 +112,16 @@ class MoveMap:
 
 #: (id of a log entry's source state, cap) → (that state, its move map). Log entries are
 #: immutable, so the map of one entry at one cap never changes; holding the state keeps
-#: its id from being reused while cached.
-_CACHE: OrderedDict[tuple[int, int], tuple[SourceState, MoveMap]] = OrderedDict()
-_CACHE_SIZE = 64
-_LOCK = threading.Lock()
+#: its id from being reused while cached. Size: ``CacheConfig.move_map_entries``.
+_CACHE: SizedCache[tuple[int, int], tuple[SourceState, MoveMap]] = SizedCache("move_map_entries")
 
 
 def moves_of(state: SourceState, cap: int) -> MoveMap:
     """``MoveMap.of(state.files, cap)``, cached: lookups repeat it per query."""
     key = (id(state), cap)
-    with _LOCK:
-        hit = _CACHE.get(key)
-        if hit is not None and hit[0] is state:
-            _CACHE.move_to_end(key)
-            return hit[1]
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is state:
+        return hit[1]
     found = MoveMap.of(state.files, cap)
-    with _LOCK:
-        _CACHE[key] = (state, found)
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
+    _CACHE[key] = (state, found)
     return found

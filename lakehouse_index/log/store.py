@@ -38,6 +38,7 @@ from collections.abc import Iterable
 
 import pyarrow.fs as pafs
 
+from lakehouse_index.config import LogConfig
 from lakehouse_index.errors import ConcurrentIndexUpdate, IndexLogError
 from lakehouse_index.io import ObjectExistsError, Storage, join_uri
 from lakehouse_index.log.entry import IndexState, LogEntry
@@ -45,11 +46,6 @@ from lakehouse_index.log.entry import IndexState, LogEntry
 LOG_DIR = "_log"
 DATA_DIR = "data"
 _ENTRY_NAME = re.compile(r"^(\d{20})\.json$")
-
-#: Default age (seconds) after which a reader lists the log again instead of probing.
-DEFAULT_RELIST_AFTER_S = 600.0
-#: Entries younger than this (seconds) are never expired, so cached readers stay correct.
-DEFAULT_MIN_RETENTION_S = 24 * 3600.0
 
 
 def entry_file_name(entry_id: int) -> str:
@@ -73,6 +69,8 @@ class IndexLog:
     that name in its spec (an entry copied into the wrong folder is refused).
     With ``table_uri``, entries recorded for the table at another URI (a table moved or
     copied together with its indexes) are read with their data-file paths rebased onto it.
+    ``config`` (default ``LogConfig()``) gives ``relist_after_s`` (unless passed here) and
+    the default ``min_retention_s`` of :meth:`expire`.
     """
 
     def __init__(
@@ -81,14 +79,16 @@ class IndexLog:
         index_dir: str,
         *,
         table_uri: str | None = None,
-        relist_after_s: float = DEFAULT_RELIST_AFTER_S,
+        relist_after_s: float | None = None,
+        config: LogConfig | None = None,
     ) -> None:
+        self.config = config or LogConfig()
         self.storage = storage
         self.table_uri = table_uri
         self.index_dir = index_dir.rstrip("/")
         self.name = self.index_dir.rsplit("/", 1)[-1]
         self.log_dir = join_uri(self.index_dir, LOG_DIR)
-        self.relist_after_s = relist_after_s
+        self.relist_after_s = self.config.relist_after_s if relist_after_s is None else relist_after_s
         self._lock = threading.RLock()
         self._entries: dict[int, LogEntry] = {}
         self._ids: list[int] = []  # sorted ids known to exist
@@ -258,13 +258,14 @@ class IndexLog:
         self,
         entry_ids: Iterable[int],
         *,
-        min_retention_s: float = DEFAULT_MIN_RETENTION_S,
+        min_retention_s: float | None = None,
         now_ms: int | None = None,
     ) -> list[int]:
         """Delete old log entries (e.g. so vacuum can drop the data only they name).
 
         Only ids strictly below the latest stable entry are removed, oldest first, and
-        only entries whose file is older than ``min_retention_s`` (by storage mtime),
+        only entries whose file is older than ``min_retention_s`` (by storage mtime; default
+        ``config.min_retention_s``),
         so that readers probing from a cached view (see ``relist_after_s``) never
         step into a hole. ``min_retention_s=0`` skips the age check: only for erasure
         when no other process reads the index. Returns the ids removed.
@@ -274,6 +275,8 @@ class IndexLog:
             stable = self.latest_stable()
             if stable is None:
                 return []
+            if min_retention_s is None:
+                min_retention_s = self.config.min_retention_s
             if min_retention_s and min_retention_s < self.relist_after_s:
                 raise ValueError("min_retention_s must exceed relist_after_s (or be 0)")
             now = time.time() * 1000 if now_ms is None else now_ms
@@ -296,13 +299,17 @@ class IndexLog:
 class IndexCatalog:
     """The indexes under one index root (``<table>/_lakehouse_index`` by default).
 
-    ``table_uri``: the table the indexes are read for (see :class:`IndexLog`).
+    ``table_uri``: the table the indexes are read for; ``config``: of every log (see
+    :class:`IndexLog`).
     """
 
-    def __init__(self, storage: Storage, root: str, table_uri: str | None = None) -> None:
+    def __init__(
+        self, storage: Storage, root: str, table_uri: str | None = None, config: LogConfig | None = None
+    ) -> None:
         self.storage = storage
         self.root = root.rstrip("/")
         self.table_uri = table_uri
+        self.config = config or LogConfig()
 
     def names(self) -> list[str]:
         """Names of the index folders that hold a ``_log`` with at least one entry, sorted."""
@@ -321,4 +328,4 @@ class IndexCatalog:
 
     def log(self, name: str) -> IndexLog:
         """The log of index ``name`` (which may not exist yet)."""
-        return IndexLog(self.storage, join_uri(self.root, name), table_uri=self.table_uri)
+        return IndexLog(self.storage, join_uri(self.root, name), table_uri=self.table_uri, config=self.config)

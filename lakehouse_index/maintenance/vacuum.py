@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import time
 
+from lakehouse_index.config import LogConfig
 from lakehouse_index.io import join_uri
 from lakehouse_index.log.garbage import orphan_dirs, orphans
 from lakehouse_index.log.store import DATA_DIR, IndexLog
 
-DEFAULT_RETENTION_HOURS = 168.0
+#: ``vacuum_index``'s default retention: ``LogConfig().vacuum_retention_hours``.
+DEFAULT_RETENTION_HOURS = LogConfig().vacuum_retention_hours
 
 
 def vacuum_deleted(log: IndexLog) -> None:

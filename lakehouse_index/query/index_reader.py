@@ -8,8 +8,6 @@ statistics may hold a key are read.
 from __future__ import annotations
 
 import bisect
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakehouse_index.config import SizedCache
 from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.kinds import keys as K
 from lakehouse_index.kinds import secondary as sec
@@ -90,34 +89,30 @@ class _Opened:
     bounds: dict[str, GroupBounds] = field(default_factory=dict)
 
 
-@dataclass
 class FooterCache:
-    """A bounded LRU of opened Parquet files (footers parsed once), keyed by (path, size)."""
+    """An LRU of opened Parquet index files (footers parsed once), keyed by (path, size).
 
-    capacity: int = 256
-    _files: OrderedDict[tuple[str, int], _Opened] = field(default_factory=OrderedDict)
-    _lock: threading.Lock = field(default_factory=threading.Lock)
+    Index files are written once under unique names, so (path, size) identifies the bytes.
+    Its size is :attr:`~lakehouse_index.config.CacheConfig.index_file_entries`.
+    """
+
+    def __init__(self) -> None:
+        self._files: SizedCache[tuple[str, int], _Opened] = SizedCache("index_file_entries")
 
     def _get(self, storage: Storage, path: str, size: int) -> _Opened:
         key = (path, size)
-        with self._lock:
-            hit = self._files.get(key)
-            if hit is not None:
-                self._files.move_to_end(key)
-                return hit
+        hit = self._files.get(key)
+        if hit is not None:
+            return hit
         fs, inner = storage.arrow(path)
         # pre_buffer coalesces the column chunks of a row group into one read.
         opened = _Opened(pq.ParquetFile(fs.open_input_file(inner), pre_buffer=True))
-        with self._lock:
-            self._files[key] = opened
-            while len(self._files) > self.capacity:
-                self._files.popitem(last=False)
+        self._files[key] = opened
         return opened
 
     def clear(self) -> None:
         """Forget every opened file (benchmarks of cold reads)."""
-        with self._lock:
-            self._files.clear()
+        self._files.clear()
 
     def open(self, storage: Storage, path: str, size: int) -> pq.ParquetFile:
         """The Parquet file at ``path``; the footer is read only on the first call."""

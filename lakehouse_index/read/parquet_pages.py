@@ -32,8 +32,10 @@ deep (real footers nest about 6), so a deeply nested input cannot exhaust the st
 from __future__ import annotations
 
 import base64
+import contextlib
 import os
 import struct
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -307,9 +309,16 @@ class PageIndex:
 
 #: The index of a file the page path cannot serve (no offset index, or one that does not decode).
 NO_PAGE_INDEX = PageIndex(1, b"", None, {})
-#: What decoding malformed footer structures can raise (a field of an unexpected type or
-#: missing, a truncated buffer); turned into PageIndexError at this module's boundary.
-_DECODE_ERRORS = (ValueError, IndexError, KeyError, TypeError, AttributeError, struct.error, OverflowError)
+
+
+@contextlib.contextmanager
+def _decoding(what: str) -> Iterator[None]:
+    """Turns what decoding malformed structures can raise (a field missing or of an unexpected
+    type, a truncated buffer) into PageIndexError: this module's one error."""
+    try:
+        yield
+    except (ValueError, IndexError, KeyError, TypeError, AttributeError, struct.error, OverflowError) as e:
+        raise PageIndexError(f"{what} does not decode: {e}") from e
 
 
 def load_page_index(handle: pa.NativeFile, metadata: pq.FileMetaData, schema: pa.Schema) -> PageIndex:
@@ -330,10 +339,8 @@ def load_page_index(handle: pa.NativeFile, metadata: pq.FileMetaData, schema: pa
     tail = handle.read_at(footer_len + 8, handle.size() - footer_len - 8)
     if tail[-4:] != _MAGIC or int.from_bytes(tail[-8:-4], "little") != footer_len:
         return NO_PAGE_INDEX
-    try:
+    with _decoding("the page index"):  # not the footer or offset index we expect
         return _page_index(handle, decode_struct(tail)[0], schema)
-    except _DECODE_ERRORS as e:  # not the footer or offset index we expect
-        raise PageIndexError(f"the page index does not decode: {e}") from e
 
 
 def _page_index(handle: pa.NativeFile, fmd: Struct, schema: pa.Schema) -> PageIndex:
@@ -577,52 +584,41 @@ def read_group_rows(
     than the whole chunk would (the same dictionary page, a subset of the data pages).
     :class:`PageIndexError` when the index or a fetched page does not decode as expected.
     """
-    try:
-        return _read_group_rows(handle, index, schema, group, local, columns)
-    except _DECODE_ERRORS as e:
-        raise PageIndexError(f"pages of row group {group} do not decode: {e}") from e
-
-
-def _read_group_rows(
-    handle: pa.NativeFile,
-    index: PageIndex,
-    schema: pa.Schema,
-    group: int,
-    local: np.ndarray,
-    columns: list[str],
-) -> PageRead:
-    plans = [_plan(c, local) for c in (index.chunks.get((group, name)) for name in columns) if c is not None]
-    if not plans or len(local) == 0:
-        return PageRead(pa.table({}), 0)
-    pages = _data_pages(handle, plans)
-    # The dictionary page is needed only when a selected page is dictionary encoded
-    # (writers fall back to plain pages when the dictionary grows too large).
-    needs = [mine is not None and any(e in _DICTIONARY_ENCODINGS for e, _ in mine) for mine in pages]
-    dictionaries = iter(
-        _dictionary_pages(handle, [p.chunk for p, need in zip(plans, needs, strict=True) if need])
-    )
-    work = []  # (plan, one-column file) of every column whose pages were fetched as indexed
-    read = 0
-    for plan, mine, need in zip(plans, pages, needs, strict=True):
-        dictionary = next(dictionaries) if need else None
-        if mine is None or (need and dictionary is None):
-            continue
-        work.append((plan, _one_column_file(index, plan, dictionary, [page for _, page in mine])))
-        read += plan.data_bytes + (len(dictionary.data) if dictionary is not None else 0)
-    types = [schema.field(plan.chunk.name).type for plan, _ in work]
-    # pyarrow decodes without the GIL: columns in parallel, as a whole row-group read does.
-    args = ([data for _, data in work], types, [plan for plan, _ in work])
-    decoded = dict(
-        zip(
-            [plan.chunk.name for plan, _ in work],
-            _DECODERS.map(_decode, *args) if len(work) > 1 else map(_decode, *args),
-            strict=True,
+    with _decoding(f"pages of row group {group}"):
+        plans = [
+            _plan(c, local) for c in (index.chunks.get((group, name)) for name in columns) if c is not None
+        ]
+        if not plans or len(local) == 0:
+            return PageRead(pa.table({}), 0)
+        pages = _data_pages(handle, plans)
+        # The dictionary page is needed only when a selected page is dictionary encoded
+        # (writers fall back to plain pages when the dictionary grows too large).
+        needs = [mine is not None and any(e in _DICTIONARY_ENCODINGS for e, _ in mine) for mine in pages]
+        dictionaries = iter(
+            _dictionary_pages(handle, [p.chunk for p, need in zip(plans, needs, strict=True) if need])
         )
-    )
-    served = [c for c in columns if decoded.get(c) is not None]
-    fields = [schema.field(c) for c in served]
-    out = pa.schema([f.with_type(plain_type(f.type)) for f in fields], schema.metadata)
-    return PageRead(pa.Table.from_arrays([decoded[c] for c in served], schema=out), read)
+        work = []  # (plan, one-column file) of every column whose pages were fetched as indexed
+        read = 0
+        for plan, mine, need in zip(plans, pages, needs, strict=True):
+            dictionary = next(dictionaries) if need else None
+            if mine is None or (need and dictionary is None):
+                continue
+            work.append((plan, _one_column_file(index, plan, dictionary, [page for _, page in mine])))
+            read += plan.data_bytes + (len(dictionary.data) if dictionary is not None else 0)
+        types = [schema.field(plan.chunk.name).type for plan, _ in work]
+        # pyarrow decodes without the GIL: columns in parallel, as a whole row-group read does.
+        args = ([data for _, data in work], types, [plan for plan, _ in work])
+        decoded = dict(
+            zip(
+                [plan.chunk.name for plan, _ in work],
+                _DECODERS.map(_decode, *args) if len(work) > 1 else map(_decode, *args),
+                strict=True,
+            )
+        )
+        served = [c for c in columns if decoded.get(c) is not None]
+        fields = [schema.field(c) for c in served]
+        out = pa.schema([f.with_type(plain_type(f.type)) for f in fields], schema.metadata)
+        return PageRead(pa.Table.from_arrays([decoded[c] for c in served], schema=out), read)
 
 
 def _data_pages(handle: pa.NativeFile, plans: list[_Plan]) -> list[list[tuple[int, _Page]] | None]:

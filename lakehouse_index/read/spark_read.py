@@ -42,6 +42,7 @@ from urllib.parse import urlparse
 
 import pyarrow as pa
 
+from lakehouse_index.config import ReadConfig
 from lakehouse_index.errors import QueryError, UnsupportedFeatureError
 from lakehouse_index.expressions import Predicate, Where, quote_identifier, sql_literal
 from lakehouse_index.read.datafiles import (
@@ -76,8 +77,6 @@ _EQ = "__li_eq"
 #: Constant columns per data file for :func:`spark_frame`: name → (Arrow type, value per FileEntry path).
 FileColumns = Mapping[str, tuple[pa.DataType, Mapping[str, Any]]]
 
-# Below this many deleted positions the delete table is broadcast to every task.
-_BROADCAST_DELETES = 2_000_000
 
 _GLOB_CHARS = re.compile(r"([{}\[\]*?\\])")
 
@@ -185,6 +184,7 @@ def spark_frame(
     where: Where | None = None,
     with_lineage: bool = False,
     file_columns: FileColumns | None = None,
+    config: ReadConfig | None = None,
 ) -> DataFrame:
     """A DataFrame of the live rows of ``snapshot`` (or of ``files``, distinct paths), deletes applied.
 
@@ -193,9 +193,15 @@ def spark_frame(
     ``with_lineage`` appends ``_file_path`` (the FileEntry path, string) and ``_row``
     (int64 row position in the file). ``file_columns`` appends constant columns per file
     (name → Arrow type and a value for every file's path), e.g. an index's file ids.
+    ``config`` (default ``ReadConfig()``): ``spark_broadcast_deletes`` (below this many
+    deleted positions the delete table is broadcast to every task) and
+    ``spark_local_values_limit`` (driver-side tables up to this many values become SQL
+    VALUES, a LocalRelation broadcast without a job; larger ones go through
+    createDataFrame, whose Python-RDD scan costs seconds per query even for a few rows).
     """
     from pyspark.sql import functions as F
 
+    cfg = config or ReadConfig()
     schema = snapshot.schema
     out_cols = list(dict.fromkeys(columns)) if columns is not None else list(schema.names)
     unknown = [c for c in out_cols if c not in schema.names]
@@ -220,7 +226,7 @@ def spark_frame(
         out_fields += [pa.field(FILE_PATH_COLUMN, pa.string()), pa.field(ROW_COLUMN, pa.int64())]
     out_fields += [pa.field(name, t) for name, (t, _) in file_columns.items()]
     if not entries:
-        return _local_frame(spark, [], [(f.name, f.type) for f in out_fields])
+        return _local_frame(spark, [], [(f.name, f.type) for f in out_fields], cfg)
 
     read_cols = list(out_cols)
     if predicate is not None:
@@ -232,15 +238,15 @@ def spark_frame(
     part_cols = [c for c in read_cols if not snapshot.column(c).in_data_files]
 
     df = _read_groups(spark, source, snapshot, entries, data_cols)
-    files_df = _files_frame(spark, snapshot, entries, part_cols, file_columns)
+    files_df = _files_frame(spark, snapshot, entries, part_cols, file_columns, cfg)
     df = df.join(F.broadcast(files_df), on=_SPARK_PATH, how="left")
     unknown_file = F.raise_error(
         F.concat(F.lit("Spark read a file missing from the snapshot: "), _col(_SPARK_PATH))
     )
     df = df.filter(F.when(_col(_FID).isNull(), unknown_file).otherwise(F.lit(True))).drop(_SPARK_PATH)
 
-    df = _apply_position_deletes(spark, source, entries, df)
-    df = _apply_equality_deletes(spark, source, snapshot, entries, df)
+    df = _apply_position_deletes(spark, source, entries, df, cfg)
+    df = _apply_equality_deletes(spark, source, snapshot, entries, df, cfg)
 
     if where_sql is not None:
         df = df.filter(F.expr(where_sql))
@@ -350,6 +356,7 @@ def _files_frame(
     entries: list[FileEntry],
     part_cols: list[str],
     file_columns: FileColumns,
+    config: ReadConfig,
 ) -> DataFrame:
     """(Spark's file path, file number, FileEntry path, partition values..., file columns...) per file."""
     from pyspark.sql import functions as F
@@ -375,25 +382,25 @@ def _files_frame(
     # _metadata.file_path is Spark's URI encoding of the listed Hadoop path (SparkPath);
     # computing it with that same function keeps the per-row join a plain string match.
     spark_path = F.expr(f"reflect('org.apache.spark.paths.SparkPath', 'fromPathString', {_HADOOP_PATH})")
-    return _local_frame(spark, rows, fields).withColumn(_SPARK_PATH, spark_path).drop(_HADOOP_PATH)
-
-
-#: Driver-side tables up to this many values become SQL VALUES (a LocalRelation,
-#: broadcast without a job); larger ones go through createDataFrame, whose
-#: Python-RDD scan costs seconds per query even for a handful of rows.
-LOCAL_VALUES_LIMIT = 200_000
+    return _local_frame(spark, rows, fields, config).withColumn(_SPARK_PATH, spark_path).drop(_HADOOP_PATH)
 
 
 def _local_frame(
-    spark: SparkSession, rows: list[tuple[Any, ...]], fields: list[tuple[str, pa.DataType]]
+    spark: SparkSession,
+    rows: list[tuple[Any, ...]],
+    fields: list[tuple[str, pa.DataType]],
+    config: ReadConfig,
 ) -> DataFrame:
-    """A small DataFrame from driver-side rows of Python values typed by ``fields``."""
+    """A small DataFrame from driver-side rows of Python values typed by ``fields``.
+
+    SQL VALUES up to ``config.spark_local_values_limit`` values, else createDataFrame.
+    """
     from pyspark.sql import types as T
 
     size = sum(len(v) if isinstance(v, list) else 1 for r in rows for v in r)
     # Our string literals use backslash escapes, which that legacy parser mode turns off.
     legacy = spark.conf.get("spark.sql.parser.escapedStringLiterals", "false") == "true"
-    if size > LOCAL_VALUES_LIMIT or legacy:
+    if size > config.spark_local_values_limit or legacy:
         schema = T.StructType([T.StructField(n, arrow_to_spark_type(t), True) for n, t in fields])
         return spark.createDataFrame(rows, schema)
     names = ", ".join(quote_identifier(n) for n, _ in fields)
@@ -429,7 +436,7 @@ def _python_value(value: Any, t: pa.DataType) -> Any:
 
 
 def _apply_position_deletes(
-    spark: SparkSession, source: TableSource, entries: list[FileEntry], df: DataFrame
+    spark: SparkSession, source: TableSource, entries: list[FileEntry], df: DataFrame, config: ReadConfig
 ) -> DataFrame:
     from pyspark.sql import functions as F
 
@@ -445,16 +452,21 @@ def _apply_position_deletes(
     if not rows:
         return df
     fields = [(_FID, pa.int32()), ("__li_positions", pa.list_(pa.int64()))]
-    deletes = _local_frame(spark, rows, fields).select(
+    deletes = _local_frame(spark, rows, fields, config).select(
         _col(_FID), F.explode(_col("__li_positions")).alias(_ROW)
     )
-    if total <= _BROADCAST_DELETES:
+    if total <= config.spark_broadcast_deletes:
         deletes = F.broadcast(deletes)
     return df.join(deletes, on=[_FID, _ROW], how="left_anti")
 
 
 def _apply_equality_deletes(
-    spark: SparkSession, source: TableSource, snapshot: Snapshot, entries: list[FileEntry], df: DataFrame
+    spark: SparkSession,
+    source: TableSource,
+    snapshot: Snapshot,
+    entries: list[FileEntry],
+    df: DataFrame,
+    config: ReadConfig,
 ) -> DataFrame:
     from pyspark.sql import functions as F
 
@@ -480,8 +492,8 @@ def _apply_equality_deletes(
         app_fields = [(_EQ, pa.int32()), ("__li_dfid", pa.int32())]
         # Both sides are small driver-side tables: broadcast, no shuffle.
         matches = (
-            _local_frame(spark, applies, app_fields)
-            .join(F.broadcast(_local_frame(spark, del_rows, del_fields)), on=_EQ)
+            _local_frame(spark, applies, app_fields, config)
+            .join(F.broadcast(_local_frame(spark, del_rows, del_fields, config)), on=_EQ)
             .drop(_EQ)
         )
         cond = _col(_FID) == _col("__li_dfid")

@@ -15,6 +15,7 @@ from core_helpers import CaseSpec, FileSpec, build_case, case_specs, duckdb_filt
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lakehouse_index.config import ReadConfig
 from lakehouse_index.errors import QueryError
 from lakehouse_index.read.spark_read import spark_frame
 
@@ -207,12 +208,10 @@ def test_java_version_parsing(tmp_path: os.PathLike[str]) -> None:
 
 @pytest.mark.parametrize("limit", [0, 200_000])
 def test_driver_tables_values_and_rdd_paths(
-    spark: SparkSession, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch, limit: int
+    spark: SparkSession, tmp_path: os.PathLike[str], limit: int
 ) -> None:
     """Partition values, position and equality deletes through both ways of shipping them."""
-    import lakehouse_index.read.spark_read as sr
-
-    monkeypatch.setattr(sr, "LOCAL_VALUES_LIMIT", limit)
+    config = ReadConfig(spark_local_values_limit=limit)
     spec = CaseSpec(
         "name",
         True,
@@ -230,7 +229,7 @@ def test_driver_tables_values_and_rdd_paths(
     )
     source, expected = build_case(str(tmp_path / f"t{limit}"), spec)  # type: ignore[operator]
     snap = source.snapshot()
-    df = spark_frame(spark, source, snap, with_lineage=True)
+    df = spark_frame(spark, source, snap, with_lineage=True, config=config)
     assert collect(df) == rows_of(live(expected), df.columns)
 
 
