@@ -17,6 +17,7 @@ from __future__ import annotations
 import configparser
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -91,6 +92,45 @@ def test_wheel_holds_every_module(wheel: Path) -> None:
     missing = sorted(set(_sources()) - names)
     assert not missing, f"modules left out of the wheel: {missing}"
     assert not [n for n in names if n.startswith("connectors/")]
+
+
+#: Heavy dependencies: only in extras, never in the base install.
+HEAVY = {"pyspark", "pandas", "deltalake", "boto3", "delta-spark", "snowpark-connect-deps-iceberg"}
+#: Extras a user picks (``lakehouse-index[spark,delta,iceberg,s3]``, ``[all]``) and what they bring.
+EXTRAS = {
+    "spark": {"pyspark", "pandas"},
+    "delta": {"deltalake"},
+    "iceberg": {"pyiceberg"},
+    "s3": {"boto3"},
+    "all": {"lakehouse-index"},
+}
+
+
+def _requirement_name(spec: str) -> str:
+    return re.split(r"[\s\[<>=!~;(]", spec.strip(), maxsplit=1)[0].lower()
+
+
+def test_heavy_dependencies_are_extras(wheel: Path) -> None:
+    with zipfile.ZipFile(wheel) as z:
+        (meta,) = [n for n in z.namelist() if n.endswith(".dist-info/METADATA")]
+        metadata = z.read(meta).decode()
+    base: set[str] = set()
+    extras: dict[str, set[str]] = {}
+    for line in metadata.splitlines():
+        if not line.startswith("Requires-Dist:"):
+            continue
+        spec = line.removeprefix("Requires-Dist:").strip()
+        extra = re.search(r"extra\s*==\s*[\"']([^\"']+)[\"']", spec)
+        if extra:
+            extras.setdefault(extra.group(1), set()).add(_requirement_name(spec))
+        else:
+            base.add(_requirement_name(spec))
+    assert not base & HEAVY, f"heavy dependencies in the base install: {sorted(base & HEAVY)}"
+    assert "pyarrow" in base and "cachetools" in base, sorted(base)
+    for extra, wanted in EXTRAS.items():
+        assert wanted <= extras.get(extra, set()), (extra, extras.get(extra))
+    all_line = next(line for line in metadata.splitlines() if 'extra == "all"' in line)
+    assert all(name in all_line for name in ("spark", "delta", "iceberg", "s3")), all_line
 
 
 def test_site_packages_has_no_top_level_connectors(site: tuple[Path, Path]) -> None:
