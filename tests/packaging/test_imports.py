@@ -1,12 +1,12 @@
 """The control plane imports neither pyspark nor pandas (the base install has neither).
 
-A fresh interpreter in which pyspark and pandas cannot be imported (as in a base install,
-``pip install lakehouse-index``) opens a small Delta table, creates a secondary index in
-process, looks keys up, locates them, explains a predicate, lists the indexes and refreshes
-quickly. Every step must work, neither module may end up in ``sys.modules``, and no module
-of this project may even try to import either (each attempt is recorded with its stack, so
-a failure names the import). pyarrow's own optional probes for pandas are not counted: it
-does without pandas when it is absent.
+A fresh interpreter in which pyspark and pandas (and deltalake and boto3, also extras)
+cannot be imported, as in a base install (``pip install lakehouse-index``), opens a small
+Delta table, creates a secondary index in process, looks keys up, locates them, explains a
+predicate, lists the indexes and refreshes quickly. Every step must work, none of these
+modules may end up in ``sys.modules``, and nothing may even try to import them (each
+attempt is recorded with its stack, so a failure names the import). pyarrow's own optional
+probes for pandas are not counted: it does without pandas when it is absent.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ import pyarrow as pa
 
 REPO = Path(__file__).resolve().parents[2]
 
-#: Modules the control plane must not import.
-HEAVY = ("pyspark", "pandas")
+#: Modules the control plane must not import: not in the base install (extras spark, delta, s3).
+HEAVY = ("pyspark", "pandas", "deltalake", "boto3", "botocore")
 
 _PRELUDE = textwrap.dedent(
     """
@@ -44,7 +44,7 @@ _PRELUDE = textwrap.dedent(
                 # then the caller of a pyarrow function, not an import statement.
                 line = (frames[-1].line or "") if frames else ""
                 ours = bool(frames) and frames[-1].filename.startswith(OURS)
-                if top == "pyspark" or (ours and "import" in line and top in line):
+                if top != "pandas" or (ours and "import" in line and top in line):
                     tried.setdefault(top, "".join(traceback.format_list(frames[-12:])))
                 raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
             return None
