@@ -56,37 +56,35 @@ LITERALS = {
 }
 
 
-@st.composite
-def atoms(draw: st.DrawFn) -> str:
-    col = draw(st.sampled_from(sorted(LITERALS)))
+NOT = st.sampled_from(["", "NOT "])
+PATTERNS = ["a%", "%b", "_", "%", "a\\\\_b", "b\\\\%", "ü", "\\\\\\\\"]
+
+
+def _column_atoms(col: str) -> st.SearchStrategy[str]:
     lit = LITERALS[col]
-    not_ = draw(st.sampled_from(["", "NOT "]))
-    kind = draw(st.sampled_from(["cmp", "in", "between", "null", "like", "bool", "const"]))
-    if kind == "cmp":
-        return f"{col} {draw(st.sampled_from(OPS))} {draw(lit)}"
-    if kind == "in":
-        return f"{col} {not_}IN ({', '.join(draw(st.lists(lit, min_size=1, max_size=3)))})"
-    if kind == "between":
-        return f"{col} {not_}BETWEEN {draw(lit)} AND {draw(lit)}"
-    if kind == "null":
-        return f"{col} IS {not_}NULL"
-    if kind == "like":
-        pattern = draw(st.sampled_from(["a%", "%b", "_", "%", "a\\\\_b", "b\\\\%", "ü", "\\\\\\\\"]))
-        return f"s {not_}LIKE '{pattern}'"
-    if kind == "bool":
-        return draw(st.sampled_from(["b", "NOT b", "b IS TRUE", "b IS NOT FALSE"]))
-    return draw(st.sampled_from(["TRUE", "FALSE"]))
+    values = st.lists(lit, min_size=1, max_size=3).map(", ".join)
+    return st.one_of(
+        st.builds(f"{col} {{}} {{}}".format, st.sampled_from(OPS), lit),
+        st.builds(f"{col} {{}}IN ({{}})".format, NOT, values),
+        st.builds(f"{col} {{}}BETWEEN {{}} AND {{}}".format, NOT, lit, lit),
+        st.builds(f"{col} IS {{}}NULL".format, NOT),
+    )
 
 
-@st.composite
-def predicates(draw: st.DrawFn, depth: int = 3) -> str:
-    if depth == 0 or draw(st.booleans()):
-        return draw(atoms())
-    op = draw(st.sampled_from(["AND", "OR", "NOT"]))
-    a = draw(predicates(depth - 1))
-    if op == "NOT":
-        return f"NOT ({a})"
-    return f"({a}) {op} ({draw(predicates(depth - 1))})"
+ATOMS = st.one_of(
+    *(_column_atoms(c) for c in sorted(LITERALS)),
+    st.builds("s {}LIKE '{}'".format, NOT, st.sampled_from(PATTERNS)),
+    st.sampled_from(["b", "NOT b", "b IS TRUE", "b IS NOT FALSE", "TRUE", "FALSE"]),
+)
+PREDICATES = st.recursive(
+    ATOMS,
+    lambda inner: st.one_of(
+        inner.map("NOT ({})".format),
+        st.builds("({}) AND ({})".format, inner, inner),
+        st.builds("({}) OR ({})".format, inner, inner),
+    ),
+    max_leaves=8,
+)
 
 
 @st.composite
@@ -105,7 +103,7 @@ def _outcomes(o: Outcomes[bool]) -> set[bool | None]:
 
 
 @settings(max_examples=300, deadline=None)
-@given(where=predicates(), row=rows(), known=st.sets(st.sampled_from(list(VALUES))))
+@given(where=PREDICATES, row=rows(), known=st.sets(st.sampled_from(list(VALUES))))
 def test_constants_agree_with_pyarrow_on_single_rows(
     where: str, row: dict[str, object], known: set[str]
 ) -> None:
