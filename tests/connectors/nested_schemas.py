@@ -398,6 +398,76 @@ def project(v: Any, old: Type, new: Type) -> Any:
     return v
 
 
+# --------------------------------------------------------------------------- every shape, fixed
+
+
+def every_shape() -> tuple[Type, Ids]:
+    """One schema with each nesting the issue names, and the id allocator it came from."""
+    ids = Ids()
+
+    def leaf() -> Type:
+        return Type("struct", (ids.field("ab", Type("long")), ids.field("cd", Type("string"))))
+
+    def array(t: Type) -> Type:
+        return Type("array", children=(t,), slot_ids=(ids.take(),))
+
+    def map_(k: Type, v: Type) -> Type:
+        return Type("map", children=(k, v), slot_ids=(ids.take(), ids.take()))
+
+    key = Type("struct", (ids.field("k1", Type("integer")), ids.field("k2", Type("string"))))
+    fields = (
+        ids.field("id", Type("long")),
+        ids.field("m", map_(Type("integer"), leaf())),  # the issue's map<int, struct<ab: long>>
+        ids.field("s", Type("struct", (ids.field("inner", leaf()), ids.field("n", Type("integer"))))),
+        ids.field("a", array(leaf())),
+        ids.field("mk", map_(key, Type("long"))),
+        ids.field("am", array(map_(Type("string"), leaf()))),
+        ids.field("mm", map_(Type("integer"), map_(Type("integer"), array(leaf())))),
+    )
+    return Type("struct", fields), ids
+
+
+def _leaf(i: int, evolved: bool) -> dict[str, Any]:
+    if evolved:
+        return {"ab2": 10 * i, "cd": f"v{i}", "added": i / 4}
+    return {"ab": 10 * i, "cd": f"v{i}"}
+
+
+def shape_rows(start: int, n: int, evolved: bool = False) -> list[dict[str, Any]]:
+    """Rows of :func:`every_shape` (or :func:`evolved_shape`) with nulls at every depth."""
+    out = []
+    for i in range(start, start + n):
+
+        def leaf(j: int) -> dict[str, Any]:
+            return _leaf(j, evolved)
+
+        out.append(
+            {
+                "id": i,
+                "m": [(2, leaf(i)), (3, None)] if i % 3 else None,
+                "s": {"inner": leaf(i) if i % 2 else None, "n": i},
+                "a": [leaf(i), None, leaf(i + 1)],
+                "mk": [({"k1": i, "k2": "x"}, i), ({"k1": i, "k2": None}, None)],
+                "am": [[("p", leaf(i))], None, []],
+                "mm": [(1, [(7, [leaf(i)]), (8, None)])] if i % 2 else None,
+            }
+        )
+    return out
+
+
+def evolved_shape(schema: Type, ids: Ids) -> Type:
+    """In every ``{ab, cd}`` struct: ``ab`` renamed to ``ab2``, a field ``added`` appended."""
+
+    def walk(t: Type) -> Type:
+        if t.kind == "struct" and [f.name for f in t.fields] == ["ab", "cd"]:
+            added = ids.field("added", Type("double"))
+            return replace(t, fields=(replace(t.fields[0], name="ab2"), t.fields[1], added))
+        fields = tuple(replace(f, type=walk(f.type)) for f in t.fields)
+        return replace(t, fields=fields, children=tuple(walk(c) for c in t.children))
+
+    return walk(schema)
+
+
 # --------------------------------------------------------------------------- comparing
 
 
