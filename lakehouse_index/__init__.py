@@ -9,7 +9,7 @@ Example::
     rows = t.lookup("by_email", ["ada@example.com"])
 """
 
-from lakehouse_index.api import IndexInfo, Table, open_table
+from lakehouse_index.api import IndexInfo, OptimizeMode, RefreshMode, Table, open_table
 from lakehouse_index.config import (
     CacheConfig,
     Config,
@@ -36,8 +36,9 @@ from lakehouse_index.errors import (
     UnsupportedFeatureError,
     VersionNotFoundError,
 )
+from lakehouse_index.kinds.base import IndexKind
 from lakehouse_index.log.entry import IndexState
-from lakehouse_index.spec import AutoRefresh, CoveringIndex, IndexKind, SecondaryIndex, SkippingIndex
+from lakehouse_index.spec import AutoRefresh, CoveringIndex, IndexSpec, SecondaryIndex, SkippingIndex
 
 __version__ = "0.1.0"
 
@@ -59,12 +60,15 @@ __all__ = [
     "IndexKind",
     "IndexLogError",
     "IndexNotFoundError",
+    "IndexSpec",
     "IndexState",
     "InvalidIndexSpecError",
     "LakehouseIndexError",
     "NotATableError",
+    "OptimizeMode",
     "PlannerConfig",
     "QueryError",
+    "RefreshMode",
     "SecondaryIndex",
     "SkippingIndex",
     "SparkUnavailableError",

@@ -18,35 +18,38 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
 from lakehouse_index import expressions as expr
+from lakehouse_index.config import Config, PlannerConfig
 from lakehouse_index.errors import IllegalIndexStateError, IndexNotFoundError, QueryError
+from lakehouse_index.executors import LocalExecutor, executor_for
 from lakehouse_index.io import Storage, join_uri, normalize_uri
-from lakehouse_index.kinds import skipping
-from lakehouse_index.kinds.validation import validate_spec
+from lakehouse_index.kinds.base import BuildContext, kind_of
 from lakehouse_index.log.entry import Content, IndexState, LogEntry, Operation, SourceState
 from lakehouse_index.log.lifecycle import OpContext, OpResult, run_operation
 from lakehouse_index.log.store import IndexCatalog, IndexLog
-from lakehouse_index.maintenance import optimize, refresh, vacuum
-from lakehouse_index.maintenance.build import LOCAL_MAX_ROWS, full_build
+from lakehouse_index.maintenance import refresh, vacuum
+from lakehouse_index.maintenance.build import full_build
 from lakehouse_index.query import lookup as lk
 from lakehouse_index.query import planner
-from lakehouse_index.query.coverage import Coverage, plain_scan
-from lakehouse_index.query.planner import IndexOption
+from lakehouse_index.query.coverage import plain_scan
 from lakehouse_index.read.scan import scan_files, scan_snapshot
 from lakehouse_index.registry import open_source
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
-from lakehouse_index.spec import IndexKind, IndexSpec, SkippingIndex, validate_index_name
+from lakehouse_index.spec import IndexSpec, validate_index_name
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 INDEX_DIR_NAME = "_lakehouse_index"
+
+
+_M = TypeVar("_M", bound=Enum)
 
 
 class RefreshMode(str, Enum):
@@ -64,8 +67,14 @@ class OptimizeMode(str, Enum):
     FULL = "full"
 
 
-REFRESH_MODES = tuple(m.value for m in RefreshMode)
-OPTIMIZE_MODES = tuple(m.value for m in OptimizeMode)
+def _mode(enum: type[_M], value: _M | str, what: str) -> _M:
+    """``value`` as a member of ``enum`` (its string value is accepted); a clear error otherwise."""
+    try:
+        return enum(value)
+    except ValueError:
+        choices = tuple(m.value for m in enum)
+        raise ValueError(f"{what} mode must be one of {choices}, got {value!r}") from None
+
 
 Where = str | expr.Predicate | Any  # SQL text, a parsed predicate, or a pyarrow Expression
 
@@ -75,7 +84,8 @@ class IndexInfo:
     """What ``Table.indexes()`` reports about one index."""
 
     name: str
-    kind: IndexKind
+    #: The kind's name (``"secondary"``, ``"covering"``, ``"skipping"``, or a plug-in's).
+    kind: str
     state: IndexState
     indexed_version: int | None
     size_bytes: int
@@ -91,29 +101,42 @@ def open_table(
     catalog: Any = None,
     storage_options: Mapping[str, str] | None = None,
     index_root: str | None = None,
+    config: Config | None = None,
 ) -> Table:
     """Open a Delta or Iceberg table (format auto-detected through the installed connectors).
 
     ``catalog`` (Iceberg): a pyiceberg catalog name or object; ``uri`` is then a table
     identifier. ``index_root`` puts the side-car indexes elsewhere (for read-only tables);
-    by default they live in ``<table>/_lakehouse_index/``.
+    by default they live in ``<table>/_lakehouse_index/``. ``config``: tuning knobs
+    (``docs/CONFIG.md``), the defaults otherwise.
     """
     source = open_source(uri, catalog=catalog, storage_options=storage_options)
     root = normalize_uri(index_root) if index_root else join_uri(source.uri, INDEX_DIR_NAME)
-    return Table(source, Storage.for_uri(root, storage_options), root)
+    return Table(source, Storage.for_uri(root, storage_options), root, config or Config())
 
 
 class Table:
     """A table with its side-car indexes. Obtain one with :func:`open_table`."""
 
-    def __init__(self, source: TableSource, storage: Storage, index_root: str) -> None:
+    def __init__(
+        self, source: TableSource, storage: Storage, index_root: str, config: Config = Config()
+    ) -> None:
         self.source = source
         self.storage = storage
         self.index_root = index_root
+        #: Every tuning knob (``docs/CONFIG.md``); replace it to tune this table object.
+        self.config = config
         self._catalog = IndexCatalog(storage, index_root, source.uri)
         self._logs: dict[str, IndexLog] = {}
-        #: Cost-model knobs of the planner (thresholds, per-file and per-row charges).
-        self.planner_config = planner.PlannerConfig()
+
+    @property
+    def planner_config(self) -> PlannerConfig:
+        """The planner's section of :attr:`config` (assignable: ``t.planner_config = PlannerConfig(...)``)."""
+        return self.config.planner
+
+    @planner_config.setter
+    def planner_config(self, value: PlannerConfig) -> None:
+        self.config = self.config.replace(planner=value)
 
     def __repr__(self) -> str:
         return f"Table({self.source.uri!r}, format={self.format!r})"
@@ -197,56 +220,26 @@ class Table:
     def _read_plan(self, snap: Snapshot, where: Where) -> planner.Plan:
         """The planner's choice among every active index (and a plain scan) for ``where`` at ``snap``."""
         predicate = expr.Predicate.of(where, snap.schema)
-        options: list[IndexOption] = []
-        for info in self.indexes():
-            if info.state is not IndexState.ACTIVE:
-                continue
-            snapshots = tuple(self._log(info.name).active_snapshots())
-            if info.kind is IndexKind.SKIPPING:
-                kept = self._skipping_kept(info.name, snapshots[-1], snap, predicate) if snapshots else None
-                options.append(IndexOption(info.name, snapshots, kept=kept))
-            else:
-                keys = predicate.key_values(info.spec.key) if predicate is not None else None
-                covers = predicate is not None and predicate.columns <= set(info.spec.columns)
-                options.append(IndexOption(info.name, snapshots, keys=keys, covers=covers))
+        assert predicate is not None
+        indexes = [
+            planner.IndexHandle(
+                info.name,
+                kind_of(info.spec),
+                self._index_dir(info.name),
+                tuple(self._log(info.name).active_snapshots()),
+            )
+            for info in self.indexes()
+            if info.state is IndexState.ACTIVE
+        ]
         text = where if isinstance(where, str) else str(where)
-
-        def located(option: IndexOption, entry: LogEntry, cov: Coverage, by_keys: bool) -> frozenset[str]:
-            index_dir = self._index_dir(option.name)
-            if not by_keys or option.keys is None:
-                assert predicate is not None
-                return lk.files_matching(
-                    self.source, self.storage, index_dir, entry, snap, predicate.to_pyarrow(), cov
-                )
-            plan = lk.plan_lookup(self.source, entry, snap, list(option.keys), cov)
-            found = lk.locate(self.source, self.storage, index_dir, plan, with_row_ids=False)
-            return frozenset(found[lk.FILE].to_pylist())
-
         return planner.plan_read(
-            self.source, f"read where {text}", options, snap, located, self.planner_config
+            self.source, self.storage, f"read where {text}", indexes, snap, predicate, self.config
         )
-
-    def _skipping_kept(
-        self, name: str, entry: LogEntry, snap: Snapshot, predicate: expr.Predicate | None
-    ) -> frozenset[str] | None:
-        """Paths of ``snap``'s files a skipping index keeps for ``predicate`` (None: it prunes nothing).
-
-        Files the index does not cover (appended since its last refresh) are always kept.
-        """
-        if predicate is None or predicate.node is None or not set(entry.spec.columns) & predicate.columns:
-            return None
-        covered = {f.path: f.id for f in entry.source.files if f.removed_ordinal is None}
-        live_ids = [covered[p] for p in snap.files if p in covered]
-        data = skipping.load(self.storage, self._index_dir(name), entry.content.files, live_ids, snap)
-        keep = skipping.prune(data, predicate, live_ids)
-        return frozenset(p for p in snap.files if p not in covered or covered[p] in keep)
 
     def _files_for(self, snap: Snapshot, where: Where) -> list[FileEntry] | None:
         """The files the planner's choice of index says may hold rows matching ``where`` (None: all)."""
-        chosen = self._read_plan(snap, where).chosen
-        if chosen.files is None:
-            return None
-        return [f for p, f in snap.files.items() if p in chosen.files]
+        files = self._read_plan(snap, where).chosen.files
+        return None if files is None else list(files)
 
     # ------------------------------------------------------------------ index lifecycle
 
@@ -260,35 +253,43 @@ class Table:
     def _index_dir(self, name: str) -> str:
         return join_uri(self.index_root, name)
 
+    def _build_context(
+        self, log: IndexLog, data_dir: str, spark: SparkSession | None, local_max_rows: int | None
+    ) -> BuildContext:
+        """What a kind needs to write index data for one operation (the executors sized by config)."""
+        from lakehouse_index.spark import get_spark
+
+        cfg = self.config.executor
+        if local_max_rows is not None:
+            cfg = replace(cfg, local_max_rows=local_max_rows)
+        return BuildContext(
+            self.source,
+            self.storage,
+            log.index_dir,
+            data_dir,
+            cfg,
+            executor_for=lambda rows: executor_for(rows, cfg, lambda: get_spark(spark)),
+            local=LocalExecutor(cfg),
+        )
+
     def create_index(
-        self, spec: IndexSpec, *, spark: SparkSession | None = None, local_max_rows: int = LOCAL_MAX_ROWS
+        self, spec: IndexSpec, *, spark: SparkSession | None = None, local_max_rows: int | None = None
     ) -> IndexInfo:
         """Create an index and build it from the latest table version.
 
-        Secondary and covering indexes of tables with at most ``local_max_rows`` rows are
-        built in this process with pyarrow, larger ones on Spark (``spark``, or a local
-        session); a skipping index always with pyarrow. The spec is checked against the
-        table schema before anything is written.
+        Work of at most ``local_max_rows`` rows (default ``config.executor.local_max_rows``,
+        counted net of deleted rows) runs in this process with pyarrow, larger work on Spark
+        (``spark``, or a local session); a skipping index is always built in process. The
+        spec is checked against the table schema before anything is written.
         """
-        from lakehouse_index.spark import get_spark
-
         log = self._log(spec.name)
         snap = self.source.snapshot(self.source.latest_version())
-        validate_spec(spec, snap)
+        kind_of(spec).validate(spec, snap)
         start = SourceState(self.format, self.uri, snap.version, snap.ordinal, snap.timestamp_ms)
 
         def body(ctx: OpContext) -> OpResult:
-            state, content = full_build(
-                lambda: get_spark(spark),
-                self.source,
-                snap,
-                spec,
-                self.storage,
-                log.index_dir,
-                ctx.data_uri,
-                None,
-                local_max_rows,
-            )
+            build = self._build_context(log, ctx.data_uri, spark, local_max_rows)
+            state, content = full_build(build, spec, snap, None)
             return OpResult(state, content)
 
         return self._info(run_operation(log, Operation.CREATE, body, spec=spec, source=start))
@@ -296,112 +297,86 @@ class Table:
     def refresh_index(
         self,
         name: str,
-        mode: str = "incremental",
+        mode: RefreshMode | str = RefreshMode.INCREMENTAL,
         *,
         spark: SparkSession | None = None,
         remap: bool = True,
-        local_max_rows: int = LOCAL_MAX_ROWS,
+        local_max_rows: int | None = None,
     ) -> IndexInfo:
         """Bring an index up to the latest table version.
 
-        * ``full`` rebuilds from the latest snapshot (in process up to ``local_max_rows``
-          rows, else on Spark);
+        * ``full`` rebuilds from the latest snapshot;
         * ``incremental`` applies each commit since the indexed version, stamped with its
           own version, so every version in between stays exactly answerable; appended
-          files are indexed on Spark, row-level deletes without a JVM; files rewritten by
-          copy-on-write commits are aligned with the files they replace and only their
-          changed rows indexed (the lineage remap; ``remap=False`` indexes them whole);
-          appended files holding up to ``local_max_rows`` rows are indexed in this process
-          with pyarrow, larger appends by one Spark job;
+          files are indexed (in process up to ``local_max_rows`` rows, else on Spark),
+          row-level deletes without a JVM; files rewritten by copy-on-write commits are
+          aligned with the files they replace and only their changed rows indexed (the
+          lineage remap; ``remap=False`` indexes them whole);
         * ``quick`` only records what changed (no index data written); queries repair
           the difference by hybrid scan.
 
-        A refresh with nothing to do writes nothing.
+        ``mode`` is a :class:`RefreshMode` or its value. A refresh with nothing to do writes nothing.
         """
-        if mode not in REFRESH_MODES:
-            raise ValueError(f"refresh mode must be one of {REFRESH_MODES}, got {mode!r}")
-        from lakehouse_index.spark import get_spark
-
+        how = _mode(RefreshMode, mode, "refresh")
         log = self._log(name)
         target = self.source.snapshot(self.source.latest_version())
 
         def precheck(stable: LogEntry) -> bool:
             # Runs before anything is written: a spec the table no longer fits is refused here.
-            validate_spec(stable.spec, target)
-            pending = stable.pending if mode == "quick" else None
+            kind_of(stable.spec).validate(stable.spec, target)
+            pending = stable.pending if how is RefreshMode.QUICK else None
             indexed = pending.ordinal if pending else stable.source.ordinal
             # Another writer may have refreshed past the version read above: nothing to do then.
-            return target.ordinal > indexed or (mode != "quick" and stable.pending is not None)
+            return target.ordinal > indexed or (how is not RefreshMode.QUICK and stable.pending is not None)
 
         def body(ctx: OpContext) -> OpResult:
             stable = ctx.stable
             assert stable is not None
-            if mode == "quick":
+            if how is RefreshMode.QUICK:
                 return OpResult(stable.source, stable.content, refresh.quick(self.source, stable, target))
-            if mode == "incremental":
-                state, content = refresh.incremental(
-                    lambda: get_spark(spark),
-                    self.source,
-                    stable,
-                    target,
-                    self.storage,
-                    log.index_dir,
-                    ctx.data_uri,
-                    remap=remap,
-                    local_max_rows=local_max_rows,
-                )
+            build = self._build_context(log, ctx.data_uri, spark, local_max_rows)
+            if how is RefreshMode.INCREMENTAL:
+                state, content = refresh.incremental(build, stable, target, remap=remap)
             else:
-                state, content = full_build(
-                    lambda: get_spark(spark),
-                    self.source,
-                    target,
-                    stable.spec,
-                    self.storage,
-                    log.index_dir,
-                    ctx.data_uri,
-                    stable.source,
-                    local_max_rows,
-                )
+                state, content = full_build(build, stable.spec, target, stable.source)
             return OpResult(state, content)
 
         op = {
-            "full": Operation.REFRESH_FULL,
-            "incremental": Operation.REFRESH_INCREMENTAL,
-            "quick": Operation.REFRESH_QUICK,
-        }[mode]
+            RefreshMode.FULL: Operation.REFRESH_FULL,
+            RefreshMode.INCREMENTAL: Operation.REFRESH_INCREMENTAL,
+            RefreshMode.QUICK: Operation.REFRESH_QUICK,
+        }[how]
         return self._info(run_operation(log, op, body, precheck=precheck))
 
     def optimize_index(
-        self, name: str, mode: str = "quick", *, spark: SparkSession | None = None
+        self,
+        name: str,
+        mode: OptimizeMode | str = OptimizeMode.QUICK,
+        *,
+        spark: SparkSession | None = None,
+        local_max_rows: int | None = None,
     ) -> IndexInfo:
         """Compact an index: ``quick`` merges delta files; ``full`` writes a new base without tombstones.
 
-        Older snapshots keep their data for time travel until ``vacuum_index``.
+        Small indexes (at most ``local_max_rows`` entries) are compacted in this process,
+        larger ones on Spark. Older snapshots keep their data for time travel until
+        ``vacuum_index``. ``mode`` is an :class:`OptimizeMode` or its value.
         """
-        if mode not in OPTIMIZE_MODES:
-            raise ValueError(f"optimize mode must be one of {OPTIMIZE_MODES}, got {mode!r}")
-        from lakehouse_index.spark import get_spark
-
+        how = _mode(OptimizeMode, mode, "optimize")
         log = self._log(name)
 
         def body(ctx: OpContext) -> OpResult:
             stable = ctx.stable
             assert stable is not None
-            if isinstance(stable.spec, SkippingIndex):
-                state, content = optimize.optimize_skipping(stable, self.storage, log.index_dir, ctx.data_uri)
-                return OpResult(state, content, stable.pending)
-            session = get_spark(spark)
-            if mode == "quick":
-                content = optimize.optimize_quick(session, stable, self.storage, log.index_dir, ctx.data_uri)
-                return OpResult(stable.source, content, stable.pending)
-            state, content = optimize.optimize_full(
-                session, stable, self.storage, log.index_dir, ctx.data_uri
-            )
+            build = self._build_context(log, ctx.data_uri, spark, local_max_rows)
+            state, content = kind_of(stable.spec).optimize(build, stable, how.value)
             return OpResult(state, content, stable.pending)
 
-        op = Operation.OPTIMIZE_QUICK if mode == "quick" else Operation.OPTIMIZE_FULL
+        op = Operation.OPTIMIZE_QUICK if how is OptimizeMode.QUICK else Operation.OPTIMIZE_FULL
         return self._info(
-            run_operation(log, op, body, precheck=lambda stable: optimize.needs_optimize(stable, mode))
+            run_operation(
+                log, op, body, precheck=lambda stable: kind_of(stable.spec).needs_optimize(stable, how.value)
+            )
         )
 
     def delete_index(self, name: str) -> IndexInfo:
@@ -416,16 +391,17 @@ class Table:
         """Return an index stuck in a transient state (a crashed operation) to its last stable state."""
         return self._info(run_operation(self._log(name), Operation.CANCEL))
 
-    def vacuum_index(
-        self, name: str, *, retention_hours: float = vacuum.DEFAULT_RETENTION_HOURS
-    ) -> IndexInfo:
+    def vacuum_index(self, name: str, *, retention_hours: float | None = None) -> IndexInfo:
         """Remove data physically.
 
         A deleted index loses all its data and ceases to exist. An active index drops
-        snapshots older than ``retention_hours`` (never the latest) and every data file
-        no retained snapshot names (including leftovers of crashed operations).
+        snapshots older than ``retention_hours`` (default ``config.log.vacuum_retention_hours``;
+        never the latest) and every data file no retained snapshot names (including
+        leftovers of crashed operations).
         """
         log = self._log(name)
+        if retention_hours is None:
+            retention_hours = self.config.log.vacuum_retention_hours
 
         def body(ctx: OpContext) -> OpResult | None:
             if ctx.stable is not None and ctx.stable.state is IndexState.DELETED:
@@ -469,9 +445,9 @@ class Table:
             raise IndexNotFoundError(f"no index {name!r} on {self.uri}")
         if stable.state is not IndexState.ACTIVE:
             raise IllegalIndexStateError(f"index {name!r} is {stable.state.value}; restore it to query it")
-        if stable.spec.kind is IndexKind.SKIPPING:
+        if not kind_of(stable.spec).answers_lookups:
             raise IllegalIndexStateError(
-                f"index {name!r} is a skipping index: it prunes scans, it has no lookups"
+                f"index {name!r} is a {stable.spec.kind} index: it prunes scans, it has no lookups"
             )
         return log.active_snapshots()
 
@@ -486,7 +462,7 @@ class Table:
         """The planner's choice of snapshot for a lookup (``str(plan)`` explains it)."""
         snapshots = self._snapshots(name)
         target = self.snapshot(version_as_of, timestamp_as_of)
-        return planner.plan(self.source, name, snapshots, target, len(keys), self.planner_config)
+        return planner.plan(self.source, name, snapshots, target, len(keys), self.config)
 
     def _lookup_plan(
         self, name: str, keys: Sequence[Any], version_as_of: int | str | None, timestamp_as_of: Any

@@ -13,7 +13,6 @@ from rich.table import Table as RichTable
 import lakehouse_index as li
 from lakehouse_index.api import OptimizeMode, RefreshMode
 from lakehouse_index.errors import LakehouseIndexError
-from lakehouse_index.maintenance.build import LOCAL_MAX_ROWS
 from lakehouse_index.progress import spark_progress
 from lakehouse_index.spark import get_spark
 from lakehouse_index.spec import AutoRefresh
@@ -39,7 +38,7 @@ def _print_infos(infos: list[li.IndexInfo]) -> None:
     for i in infos:
         out.add_row(
             i.name,
-            i.kind.value,
+            i.kind,
             i.state.value,
             str(i.indexed_version),
             f"{i.rows:,}",
@@ -59,8 +58,8 @@ def _with_spark(what: str, run: Callable[[Any], li.IndexInfo]) -> li.IndexInfo:
 
 def _small(t: li.Table) -> bool:
     """Whether the latest version is small enough to be indexed in this process (no JVM)."""
-    files = t.snapshot().files.values()
-    return sum((f.num_records or f.size // 64) - f.deleted_count for f in files) <= LOCAL_MAX_ROWS
+    policy = t.config.executor
+    return policy.runs_locally(policy.estimate_rows(t.snapshot().files.values()))
 
 
 def _parse_keys(keys: list[str]) -> list[Any]:
@@ -143,6 +142,10 @@ def optimize(
 ) -> None:
     """Compact an index."""
     t = _open(table, catalog, index_root)
+    rows = next((i.rows for i in t.indexes() if i.name == name), 0)
+    if t.config.executor.runs_locally(rows):  # a small index is compacted in process (no JVM)
+        _print_infos([t.optimize_index(name, mode.value)])
+        return
     _print_infos(
         [_with_spark(f"optimizing {name}", lambda spark: t.optimize_index(name, mode.value, spark=spark))]
     )

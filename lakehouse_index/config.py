@@ -22,11 +22,22 @@ from __future__ import annotations
 import dataclasses
 import threading
 import weakref
-from collections.abc import Callable, Hashable, Iterator, MutableMapping
+from collections.abc import Callable, Hashable, Iterable, Iterator, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import cachetools
+
+
+class SizedFile(Protocol):
+    """A data file as the sizing policy sees it (``FileEntry`` or ``SourceFile``)."""
+
+    @property
+    def size(self) -> int: ...
+    @property
+    def num_records(self) -> int | None: ...
+    @property
+    def deleted_count(self) -> int: ...
 
 
 @dataclass(frozen=True)
@@ -50,6 +61,19 @@ class ExecutorConfig:
     remap_max_new_share: float = 0.5
     #: Lineage remap: the moved rows must form runs of at least this many rows on average.
     remap_min_rows_per_run: int = 4
+
+    def estimate_rows(self, files: Iterable[SizedFile]) -> int:
+        """Live rows of ``files`` (the sizing policy): recorded row counts, else size over
+        ``bytes_per_row_estimate``, minus deleted rows."""
+        total = 0
+        for f in files:
+            rows = f.num_records if f.num_records is not None else f.size // self.bytes_per_row_estimate
+            total += max(0, rows - f.deleted_count)
+        return total
+
+    def runs_locally(self, rows: int) -> bool:
+        """Whether work of ``rows`` rows runs in this process (else on Spark)."""
+        return rows <= self.local_max_rows
 
 
 @dataclass(frozen=True)

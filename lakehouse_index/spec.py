@@ -14,19 +14,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from lakehouse_index.errors import InvalidIndexSpecError
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-
-
-class IndexKind(str, Enum):
-    """The kinds of index lakehouse-index maintains."""
-
-    SECONDARY = "secondary"
-    COVERING = "covering"
-    SKIPPING = "skipping"
 
 
 class AutoRefresh(str, Enum):
@@ -58,8 +50,47 @@ def validate_index_name(name: str) -> str:
     return name
 
 
+class IndexSpec:
+    """Base of every index spec: a frozen dataclass naming its kind, with a JSON form.
+
+    Each subclass sets ``kind`` (the name of the :class:`~lakehouse_index.kinds.base.IndexKind`
+    plug-in that maintains it) and is registered for :func:`spec_from_json` on definition.
+    """
+
+    kind: ClassVar[str]
+    name: str
+    auto_refresh: AutoRefresh
+    _by_kind: ClassVar[dict[str, type[IndexSpec]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        IndexSpec._by_kind[cls.kind] = cls
+
+    #: Declared record-key columns (only secondary indexes have them).
+    record_key: tuple[str, ...] = ()
+
+    if TYPE_CHECKING:
+
+        @property
+        def key(self) -> tuple[str, ...]:
+            """The columns lookups (or pruning) key on."""
+
+        @property
+        def columns(self) -> tuple[str, ...]:
+            """Every table column the index stores."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (see docs/FORMAT.md), ``kind`` first."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> IndexSpec:
+        """Inverse of :meth:`to_json`."""
+        raise NotImplementedError
+
+
 @dataclass(frozen=True, init=False)
-class SecondaryIndex:
+class SecondaryIndex(IndexSpec):
     """RFC-77 secondary index: secondary key → record key, with tombstones.
 
     ``key`` and ``record_key`` are one column name or a list (composite). Without a
@@ -88,16 +119,30 @@ class SecondaryIndex:
         if set(self.key) & set(self.record_key):
             raise InvalidIndexSpecError("key and record_key must not share columns")
 
-    kind = IndexKind.SECONDARY
+    kind: ClassVar[str] = "secondary"
 
     @property
     def columns(self) -> tuple[str, ...]:
         """Every table column the index stores."""
         return self.key + self.record_key
 
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (see docs/FORMAT.md), without ``kind``."""
+        return {
+            "name": self.name,
+            "key": list(self.key),
+            "recordKey": list(self.record_key),
+            "autoRefresh": self.auto_refresh.value,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SecondaryIndex:
+        """Inverse of :meth:`to_json`."""
+        return cls(d["name"], d["key"], d["recordKey"] or None, d["autoRefresh"])
+
 
 @dataclass(frozen=True, init=False)
-class CoveringIndex:
+class CoveringIndex(IndexSpec):
     """Hyperspace covering index: indexed + included columns, hash-bucketed on the indexed ones."""
 
     name: str
@@ -126,7 +171,7 @@ class CoveringIndex:
         if not 1 <= self.num_buckets <= 65536:
             raise InvalidIndexSpecError(f"num_buckets must be in 1..65536, got {num_buckets}")
 
-    kind = IndexKind.COVERING
+    kind: ClassVar[str] = "covering"
 
     @property
     def key(self) -> tuple[str, ...]:
@@ -138,9 +183,24 @@ class CoveringIndex:
         """Every table column the index stores."""
         return self.indexed + self.included
 
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (see docs/FORMAT.md), without ``kind``."""
+        return {
+            "name": self.name,
+            "indexed": list(self.indexed),
+            "included": list(self.included),
+            "numBuckets": self.num_buckets,
+            "autoRefresh": self.auto_refresh.value,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> CoveringIndex:
+        """Inverse of :meth:`to_json`."""
+        return cls(d["name"], d["indexed"], d["included"], d["numBuckets"], d["autoRefresh"])
+
 
 @dataclass(frozen=True, init=False)
-class SkippingIndex:
+class SkippingIndex(IndexSpec):
     """Data-skipping index: one row per data file with min/max and a bloom filter (or value list).
 
     Prunes data files for equality, IN and range predicates on ``columns``. Columns with
@@ -173,53 +233,39 @@ class SkippingIndex:
         if self.max_values < 0:
             raise InvalidIndexSpecError(f"max_values must be >= 0, got {max_values}")
 
-    kind = IndexKind.SKIPPING
+    kind: ClassVar[str] = "skipping"
 
     @property
     def key(self) -> tuple[str, ...]:
         """The columns predicates are pruned on."""
         return self.columns
 
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (see docs/FORMAT.md), without ``kind``."""
+        return {
+            "name": self.name,
+            "columns": list(self.columns),
+            "bloomFpp": self.bloom_fpp,
+            "maxValues": self.max_values,
+            "autoRefresh": self.auto_refresh.value,
+        }
 
-IndexSpec = SecondaryIndex | CoveringIndex | SkippingIndex
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SkippingIndex:
+        """Inverse of :meth:`to_json`."""
+        return cls(d["name"], d["columns"], d["bloomFpp"], d["maxValues"], d["autoRefresh"])
 
 
 def spec_to_json(spec: IndexSpec) -> dict[str, Any]:
     """The JSON form of a spec (see docs/FORMAT.md)."""
-    if isinstance(spec, SecondaryIndex):
-        return {
-            "kind": spec.kind.value,
-            "name": spec.name,
-            "key": list(spec.key),
-            "recordKey": list(spec.record_key),
-            "autoRefresh": spec.auto_refresh.value,
-        }
-    if isinstance(spec, SkippingIndex):
-        return {
-            "kind": spec.kind.value,
-            "name": spec.name,
-            "columns": list(spec.columns),
-            "bloomFpp": spec.bloom_fpp,
-            "maxValues": spec.max_values,
-            "autoRefresh": spec.auto_refresh.value,
-        }
-    return {
-        "kind": spec.kind.value,
-        "name": spec.name,
-        "indexed": list(spec.indexed),
-        "included": list(spec.included),
-        "numBuckets": spec.num_buckets,
-        "autoRefresh": spec.auto_refresh.value,
-    }
+    return {"kind": spec.kind, **spec.to_json()}
 
 
 def spec_from_json(d: dict[str, Any]) -> IndexSpec:
-    """Inverse of :func:`spec_to_json`."""
-    kind = IndexKind(d["kind"])
-    if kind is IndexKind.SECONDARY:
-        return SecondaryIndex(d["name"], d["key"], d["recordKey"] or None, d["autoRefresh"])
-    if kind is IndexKind.COVERING:
-        return CoveringIndex(d["name"], d["indexed"], d["included"], d["numBuckets"], d["autoRefresh"])
-    if kind is IndexKind.SKIPPING:
-        return SkippingIndex(d["name"], d["columns"], d["bloomFpp"], d["maxValues"], d["autoRefresh"])
-    raise InvalidIndexSpecError(f"unsupported index kind {kind.value!r}")
+    """Inverse of :func:`spec_to_json` (the spec class of ``d["kind"]`` must be imported)."""
+    cls = IndexSpec._by_kind.get(d.get("kind", ""))
+    if cls is None:
+        raise InvalidIndexSpecError(
+            f"unsupported index kind {d.get('kind')!r} (known: {sorted(IndexSpec._by_kind)})"
+        )
+    return cls.from_json(d)

@@ -156,8 +156,8 @@ def spark_baseline(spark: Any, table: Path, out: Path, rows: int) -> None:
     from deltalake import DeltaTable
     from pyspark.sql import functions as F
 
+    from lakehouse_index.config import ExecutorConfig
     from lakehouse_index.kinds import secondary as sec
-    from lakehouse_index.maintenance.writer import ROWS_PER_FILE
 
     delta = DeltaTable(str(table))
     files = [_local(u) for u in delta.file_uris()]
@@ -170,7 +170,7 @@ def spark_baseline(spark: Any, table: Path, out: Path, rows: int) -> None:
         F.lit(sec.PUT).cast("byte").alias(sec.OP),
     )
     (
-        df.repartitionByRange(max(1, math.ceil(rows / ROWS_PER_FILE)), KEY)
+        df.repartitionByRange(max(1, math.ceil(rows / ExecutorConfig().rows_per_index_file)), KEY)
         .sortWithinPartitions(KEY, sec.FILE_ID, sec.ROW, sec.VERSION)
         .write.option("compression", "zstd")
         .mode("errorifexists")

@@ -19,22 +19,29 @@ DEL wins over PUT within a version. Files that left the table are filtered by li
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
+from lakehouse_index.io import join_uri
+from lakehouse_index.kinds.base import PUT, Access, BuildContext, IndexKind, IndexWork
 from lakehouse_index.kinds.columns import require_columns
 from lakehouse_index.kinds.keys import check_key_type
+from lakehouse_index.kinds.layout import Layout
+from lakehouse_index.log.entry import Content, IndexFile, Level, LogEntry, SourceState
 from lakehouse_index.source import Snapshot
-from lakehouse_index.spec import IndexSpec
+from lakehouse_index.spec import IndexSpec, SecondaryIndex
+
+if TYPE_CHECKING:
+    from lakehouse_index.expressions import Predicate
 
 FILE_ID = "_file_id"
 ROW = "_row"
 VERSION = "_version"
 OP = "_op"
-PUT = 0
-DEL = 1
 META_COLUMNS = (FILE_ID, ROW, VERSION, OP)
 META_TYPES = {FILE_ID: pa.int64(), ROW: pa.int64(), VERSION: pa.int64(), OP: pa.int8()}
 
@@ -53,21 +60,26 @@ def index_schema(spec: IndexSpec, snapshot: Snapshot) -> pa.Schema:
     return pa.schema(fields)
 
 
-def row_entries(
-    rows: pa.Table, spec: IndexSpec, snapshot: Snapshot, file_id: int, ordinal: int, op: int
-) -> pa.Table:
-    """Index entries of individual rows of one file: ``rows`` holds the spec's columns and ``_row``."""
+def entry_table(rows: pa.Table, columns: Sequence[str], file_id: int, ordinal: int, op: int) -> pa.Table:
+    """Entries of rows of one file: ``rows`` holds ``columns`` and ``_row``."""
     n = rows.num_rows
     return pa.table(
         [
-            *(rows[c] for c in spec.columns),
+            *(rows[c] for c in columns),
             pa.array(np.full(n, file_id), pa.int64()),
             rows[ROW],
             pa.array(np.full(n, ordinal), pa.int64()),
             pa.array(np.full(n, op), pa.int8()),
         ],
-        schema=index_schema(spec, snapshot),
+        names=[*columns, *META_COLUMNS],
     )
+
+
+def row_entries(
+    rows: pa.Table, spec: IndexSpec, snapshot: Snapshot, file_id: int, ordinal: int, op: int
+) -> pa.Table:
+    """Index entries of individual rows of one file: ``rows`` holds the spec's columns and ``_row``."""
+    return entry_table(rows, spec.columns, file_id, ordinal, op).cast(index_schema(spec, snapshot))
 
 
 def merge(entries: pa.Table, cap: int | None) -> pa.Table:
@@ -103,3 +115,83 @@ def _unique_addresses(entries: pa.Table) -> bool:
 def sort_columns(spec: IndexSpec) -> Sequence[str]:
     """Order of index rows within a file: key, then address, then version."""
     return (*spec.key, FILE_ID, ROW, VERSION)
+
+
+class SecondaryKind(IndexKind):
+    """The secondary index plug-in: entries computed on an executor, an LSM of base and delta files."""
+
+    name = "secondary"
+    spec_type: ClassVar[type[IndexSpec]] = SecondaryIndex
+    answers_lookups = True
+    row_level = True
+
+    def validate(self, spec: IndexSpec, snapshot: Snapshot) -> None:
+        validate_spec(spec, snapshot)
+
+    def layout(self, spec: IndexSpec) -> Layout:
+        """Files hold disjoint key ranges, sorted by key then row address."""
+        return Layout(key=spec.key, sort=tuple(sort_columns(spec)))
+
+    def index_files(self, ctx: BuildContext, work: IndexWork) -> tuple[IndexFile, ...]:
+        spec, snapshot = work.spec, work.snapshot
+        layout, schema = self.layout(spec), index_schema(spec, snapshot)
+        n = ctx.config.estimate_rows(j.entry for j in work.jobs)
+        out: tuple[IndexFile, ...] = ()
+        parts = [] if work.rows is None or work.rows.num_rows == 0 else [work.rows.cast(schema)]
+        if work.jobs:
+            ex = ctx.executor_for(n)
+            entries = ex.entries(ctx.source, snapshot, spec.columns, work.jobs)
+            if ex.in_memory:  # written in one go with the row entries
+                parts.append(entries.cast(schema))
+            else:
+                out += ex.write(entries, ctx.target(layout, schema, work.level, "files"), n)
+        if parts:
+            out += ctx.local.write(pa.concat_tables(parts), ctx.target(layout, schema, work.level, "rows"))
+        return out
+
+    def row_entries(
+        self, rows: pa.Table, spec: IndexSpec, snapshot: Snapshot, file_id: int, ordinal: int, op: int
+    ) -> pa.Table:
+        return row_entries(rows, spec, snapshot, file_id, ordinal, op)
+
+    def needs_optimize(self, stable: LogEntry, mode: str) -> bool:
+        deltas = [f for f in stable.content.files if f.level is Level.DELTA]
+        if mode == "quick":
+            return len(deltas) > 1
+        return bool(deltas) or any(f.removed_ordinal is not None for f in stable.source.files)
+
+    def optimize(self, ctx: BuildContext, stable: LogEntry, mode: str) -> tuple[SourceState, Content]:
+        """``quick`` merges the delta files into one (versions and tombstones kept: the exact window
+        is unchanged); ``full`` writes a new base of the live entries (moved rows at their new
+        address, newest entry per row address, no tombstones, no removed files)."""
+        from lakehouse_index.kinds.moves import MoveMap
+
+        src = stable.source
+        layout, schema = self.layout(stable.spec), self._stored_schema(ctx, stable)
+        if mode == "quick":
+            deltas = [f for f in stable.content.files if f.level is Level.DELTA]
+            n = sum(f.rows for f in deltas)
+            ex = ctx.executor_for(n)
+            merged = ex.write(
+                ex.read_index(ctx.storage, ctx.index_dir, deltas), ctx.target(layout, schema, Level.DELTA), n
+            )
+            bases = tuple(f for f in stable.content.files if f.level is Level.BASE)
+            return src, Content(bases + merged, stable.content.base_ordinal)
+        state = src.without_removed()
+        live_ids = [f.id for f in state.files]
+        if not stable.content.files or not live_ids:
+            return state, Content((), src.ordinal)
+        ex = ctx.executor_for(stable.content.rows)
+        entries = ex.read_index(ctx.storage, ctx.index_dir, stable.content.files)
+        live = ex.compact(entries, MoveMap.of(src.files, src.ordinal), live_ids)
+        files = ex.write(live, ctx.target(layout, schema, Level.BASE), stable.content.rows)
+        return state, Content(files, src.ordinal)
+
+    @staticmethod
+    def _stored_schema(ctx: BuildContext, stable: LogEntry) -> pa.Schema:
+        """The index schema as the snapshot's newest index file has it (types as indexed)."""
+        fs, path = ctx.storage.arrow(join_uri(ctx.index_dir, stable.content.files[-1].path))
+        return pq.read_schema(path, filesystem=fs)
+
+    def access(self, spec: IndexSpec, predicate: Predicate) -> Access:
+        return Access(keys=predicate.key_values(spec.key), covers=predicate.columns <= set(spec.columns))

@@ -130,6 +130,10 @@ class SourceState:
         """The file-id map keyed by id."""
         return {f.id: f for f in self.files}
 
+    def without_removed(self) -> SourceState:
+        """The same state without the files that left the table (what a full optimize keeps)."""
+        return replace(self, files=tuple(f for f in self.files if f.removed_ordinal is None))
+
     def rebased(self, table_uri: str) -> SourceState:
         """This state for the same table at ``table_uri`` (moved or copied with its indexes).
 

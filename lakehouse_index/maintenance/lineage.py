@@ -27,17 +27,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.kinds import secondary as sec
+from lakehouse_index.kinds.base import PUT, IndexKind
 from lakehouse_index.log.entry import Move
 from lakehouse_index.read.datafiles import read_file
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
 from lakehouse_index.spec import IndexSpec
-
-#: A rewritten file is remapped only if at most this share of its rows are new.
-MAX_NEW_SHARE = 0.5
-#: ... and its moved rows form runs of this many rows on average (plus a few runs): a
-#: move costs about as much log space as an index entry.
-MIN_ROWS_PER_RUN = 4
 
 
 @dataclass(frozen=True)
@@ -64,10 +60,12 @@ class _Rows:
 def remap_commit(
     source: TableSource,
     target: Snapshot,
+    kind: IndexKind,
     spec: IndexSpec,
     removed: Sequence[tuple[int, FileEntry]],
     added: Sequence[tuple[int, FileEntry]],
     ordinal: int,
+    config: ExecutorConfig = ExecutorConfig(),
 ) -> Remap:
     """Align the files one commit added with the files it removed (same partition only).
 
@@ -100,18 +98,18 @@ def remap_commit(
         ]
         where = _Occurrences.of(sources)
         for (gid, ge), rows, g in zip(news, new_rows, codes[len(olds) :], strict=True):
-            found = _align(g, sources, where, int(len(g) * MAX_NEW_SHARE))
+            found = _align(g, sources, where, int(len(g) * config.remap_max_new_share))
             if found is None:
                 continue
             runs, unmatched = found
-            if len(runs) > 4 + len(g) // MIN_ROWS_PER_RUN:
+            if len(runs) > 4 + len(g) // config.remap_min_rows_per_run:
                 continue
             for m in runs:
                 moves.setdefault(m.file_id, []).append(Move(m.start, m.count, gid, m.to))
             placed.add(ge.path)
             if len(unmatched):
                 new = rows.take(pa.array(unmatched)).append_column(sec.ROW, pa.array(unmatched, pa.int64()))
-                entries.append(sec.row_entries(new, spec, target, gid, ordinal, sec.PUT))
+                entries.append(kind.row_entries(new, spec, target, gid, ordinal, PUT))
             # Runs taken from the sources are consumed; a file G that is skipped above
             # leaves its matched rows consumed too, which only means fewer moves (its
             # rows are indexed anew and the skipped source rows count as deleted).

@@ -3,8 +3,9 @@
 **Incremental** applies the commits after the indexed version one by one, each change
 stamped with its own ordinal, so every version in between is answered exactly:
 
-* added files → PUT entries for their live rows (pyarrow in this process when they hold
-  at most ``local_max_rows`` rows, else one Spark job over those files only);
+* added files → PUT entries for their live rows, computed by the index's kind on the
+  executor the sizing policy picks (in this process when small, else one Spark job over
+  those files only);
 * removed files → a file-level tombstone: ``SourceFile.removed_ordinal`` in the log
   (lineage), no rewrite of index data;
 * copy-on-write rewrites (a commit that removes files and adds files in the same
@@ -34,38 +35,22 @@ exact window is not extended, queries repair the difference by hybrid scan.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap64
 
+from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.errors import TableFormatError, VersionNotFoundError
-from lakehouse_index.io import Storage, join_uri
-from lakehouse_index.kinds import secondary as sec
-from lakehouse_index.kinds import skipping
-from lakehouse_index.log.entry import Content, IndexFile, Level, LogEntry, Pending, SourceFile, SourceState
+from lakehouse_index.kinds.base import DEL, PUT, BuildContext, IndexJob, IndexKind, IndexWork, kind_of
+from lakehouse_index.log.entry import Content, Level, LogEntry, Pending, SourceFile, SourceState
 from lakehouse_index.maintenance import lineage
-from lakehouse_index.maintenance.build import (
-    LOCAL_MAX_ROWS,
-    IndexJob,
-    entries_frame,
-    full_build,
-    local_entries,
-    read_root_index,
-    relative_to,
-    source_file,
-    write_sorted,
-)
-from lakehouse_index.maintenance.writer import write_entries
+from lakehouse_index.maintenance.build import full_build, source_file
 from lakehouse_index.read.datafiles import ROW_COLUMN, equality_delete_mask, read_file
 from lakehouse_index.source import Change, FileEntry, Snapshot, TableSource
-from lakehouse_index.spec import IndexSpec, SkippingIndex
-
-if TYPE_CHECKING:
-    from pyspark.sql import SparkSession
+from lakehouse_index.spec import IndexSpec
 
 _log = logging.getLogger(__name__)
 
@@ -84,17 +69,18 @@ class _Replay:
 def replay(
     source: TableSource,
     target: Snapshot,
+    kind: IndexKind,
     spec: IndexSpec,
     stable: LogEntry,
     changes: Sequence[Change],
     *,
-    row_level: bool = True,
     remap: bool = True,
+    config: ExecutorConfig = ExecutorConfig(),
 ) -> _Replay:
     """Apply ``changes`` to the stable entry's file map; collect index jobs and row-level entries.
 
-    ``row_level=False`` (skipping indexes: per-file statistics stay valid, merely
-    conservative, when rows are deleted) only records the new deletes in the map.
+    A kind without row-level entries (skipping indexes: per-file statistics stay valid,
+    merely conservative, when rows are deleted) only gets the new deletes recorded in the map.
     ``remap`` aligns files a commit added with files it removed (``lineage``): rows that
     moved unchanged keep their entries; only the rest of such files is indexed.
     """
@@ -126,9 +112,9 @@ def replay(
             state.live[fe.path] = fid
             added.append((fid, fe))
         placed: frozenset[str] = frozenset()
-        if remap and row_level and removed and added:
+        if remap and kind.row_level and removed and added:
             try:
-                rw = lineage.remap_commit(source, target, spec, removed, added, change.ordinal)
+                rw = lineage.remap_commit(source, target, kind, spec, removed, added, change.ordinal, config)
             except TableFormatError:
                 # A removed file (or its deletion vector) is gone: the table was vacuumed
                 # after this commit. The added files are indexed the ordinary way instead.
@@ -142,7 +128,7 @@ def replay(
             if gone(dc.after.path):  # vacuumed since: its entries stop answering from here on
                 _remove(state, dc.after.path, change.ordinal)
                 continue
-            _deletes_changed(state, source, target, spec, dc.before, dc.after, change.ordinal, row_level)
+            _deletes_changed(state, source, target, kind, spec, dc.before, dc.after, change.ordinal)
     return state
 
 
@@ -175,11 +161,11 @@ def _deletes_changed(
     state: _Replay,
     source: TableSource,
     target: Snapshot,
+    kind: IndexKind,
     spec: IndexSpec,
     before: FileEntry,
     after: FileEntry,
     ordinal: int,
-    row_level: bool,
 ) -> None:
     """Entries for the rows whose deletion changed in a covered file, and its new map record.
 
@@ -194,7 +180,7 @@ def _deletes_changed(
         return
     sf = state.files[fid]
     applied = _applied_equality_deletes(sf, after, spec)
-    if row_level:
+    if kind.row_level:
         old = source.deleted_positions(before)
         new = source.deleted_positions(after)
         applied_before, applied_after = sf.equality_applied or (), applied or ()
@@ -203,16 +189,16 @@ def _deletes_changed(
         if applied_before != applied_after or (applied_after and old - new):
             old |= _equality_deleted(source, target, before, applied_before)
             new |= _equality_deleted(source, target, after, applied_after)
-        for positions, op in ((new - old, sec.DEL), (old - new, sec.PUT)):
+        for positions, op in ((new - old, DEL), (old - new, PUT)):
             if positions:
                 state.row_entries.append(
-                    _row_entries(source, target, spec, after, positions, fid, ordinal, op)
+                    _row_entries(source, target, kind, spec, after, positions, fid, ordinal, op)
                 )
     state.files[fid] = replace(
         sf,
         deletes_id=after.deletes.id if after.deletes else None,
         deleted_count=after.deleted_count,
-        equality_applied=applied if row_level else sf.equality_applied,
+        equality_applied=applied if kind.row_level else sf.equality_applied,
     )
 
 
@@ -224,7 +210,7 @@ def _applied_equality_deletes(sf: SourceFile, after: FileEntry, spec: IndexSpec)
     """
     if sf.equality_applied is None:
         return None
-    record_key = set(getattr(spec, "record_key", ()))
+    record_key = set(spec.record_key)
     kept = [e.path for e in after.equality_deletes if e.path in sf.equality_applied]
     new = [
         e.path
@@ -252,6 +238,7 @@ def _equality_deleted(
 def _row_entries(
     source: TableSource,
     target: Snapshot,
+    kind: IndexKind,
     spec: IndexSpec,
     entry: FileEntry,
     positions: object,
@@ -270,76 +257,39 @@ def _row_entries(
         with_positions=True,
         apply_deletes=False,
     )
-    return sec.row_entries(rows, spec, target, fid, ordinal, op)
+    return kind.row_entries(rows, spec, target, fid, ordinal, op)
 
 
 def incremental(
-    spark_factory: Callable[[], SparkSession],
-    source: TableSource,
-    stable: LogEntry,
-    target: Snapshot,
-    storage: Storage,
-    index_dir: str,
-    data_dir: str,
-    *,
-    remap: bool = True,
-    local_max_rows: int = LOCAL_MAX_ROWS,
+    ctx: BuildContext, stable: LogEntry, target: Snapshot, *, remap: bool = True
 ) -> tuple[SourceState, Content]:
     """Apply every commit in (indexed version, target] to the index as new delta files.
 
-    ``spark_factory()`` is called only when added files hold more than ``local_max_rows``
-    rows to index; smaller changes, row-level deletes and files placed by the lineage remap
-    are applied with pyarrow, without a JVM.
+    The index's kind computes the entries of added files on the executor the sizing policy
+    picks (Spark only for large appends); row-level deletes and files placed by the lineage
+    remap are applied with pyarrow, without a JVM.
     ``remap=False`` indexes every added file from its key columns (no lineage remap).
     """
     spec = stable.spec
+    kind = kind_of(spec)
     try:
-        changes = list(source.changes(stable.source.version, target.version))
+        changes = list(ctx.source.changes(stable.source.version, target.version))
     except VersionNotFoundError as e:
         # The indexed version left the table's history (Delta log cleanup, Iceberg snapshot
         # expiry): its commits cannot be replayed. Rebuild from the target instead (file ids
         # of known paths kept); older index snapshots stay for time travel until vacuum.
         _log.warning("index %r: %s; rebuilding it from version %s", spec.name, e, target.version)
-        return full_build(
-            spark_factory,
-            source,
-            target,
-            spec,
-            storage,
-            index_dir,
-            data_dir,
-            stable.source,
-            local_max_rows,
-        )
-    new_files: list[IndexFile] = []
-    if isinstance(spec, SkippingIndex):
-        skipping.validate_spec(spec, target)
-        state = replay(source, target, spec, stable, changes, row_level=False)
-        rel = relative_to(index_dir, join_uri(data_dir, "skipping.parquet"))
-        jobs = [(j.entry, j.file_id) for j in state.jobs]
-        new_files += skipping.build_files(source, target, spec, jobs, storage, index_dir, rel, Level.DELTA)
-        return _source_state(stable, target, state), Content(
-            stable.content.files + tuple(new_files), stable.content.base_ordinal
-        )
-    sec.validate_spec(spec, target)
-    state = replay(source, target, spec, stable, changes, remap=remap)
-    est = sum((j.entry.num_records or j.entry.size // 64) for j in state.jobs)
-    if state.jobs and est <= local_max_rows:  # small: a Spark job's fixed cost would dominate
-        state.row_entries += [local_entries(source, target, spec, j) for j in state.jobs]
-    elif state.jobs:
-        spark = spark_factory()
-        df = entries_frame(spark, source, target, spec, state.jobs)
-        schema = sec.index_schema(spec, target)
-        added_dir = join_uri(data_dir, "added")
-        new_files += write_sorted(df, spec, schema, storage, index_dir, added_dir, Level.DELTA, est)
-    if state.row_entries:
-        rows_dir = join_uri(data_dir, "rows")
-        write_entries(
-            pa.concat_tables(state.row_entries), spec, storage, join_uri(rows_dir, "part-0.parquet")
-        )
-        new_files += read_root_index(spec, storage, index_dir, rows_dir, Level.DELTA)
+        return full_build(ctx, spec, target, stable.source)
+    kind.validate(spec, target)
+    state = replay(ctx.source, target, kind, spec, stable, changes, remap=remap, config=ctx.config)
+    rows = pa.concat_tables(state.row_entries) if state.row_entries else None
+    new_files = (
+        kind.index_files(ctx, IndexWork(spec, target, state.jobs, Level.DELTA, rows))
+        if state.jobs or rows is not None
+        else ()
+    )
     return _source_state(stable, target, state), Content(
-        stable.content.files + tuple(new_files), stable.content.base_ordinal
+        stable.content.files + new_files, stable.content.base_ordinal
     )
 
 

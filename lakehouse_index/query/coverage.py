@@ -164,6 +164,18 @@ def _hybrid(entry: LogEntry, target: Snapshot, legacy: dict[str, frozenset[str]]
     )
 
 
+def covered_files(entry: LogEntry, target: Snapshot) -> tuple[dict[int, FileEntry], tuple[FileEntry, ...]]:
+    """Files of ``target`` whose data ``entry`` covers (id → the target's entry), and the others.
+
+    File-level only (for indexes whose answer about a file does not depend on its row-level
+    deletes, such as per-file statistics): a covered file is one the snapshot indexed
+    and still counts as live.
+    """
+    ids = {f.path: f.id for f in entry.source.files if f.removed_ordinal is None}
+    covered = {ids[p]: fe for p, fe in target.files.items() if p in ids}
+    return covered, tuple(fe for p, fe in target.files.items() if p not in ids)
+
+
 def plain_scan(target: Snapshot) -> Coverage:
     """The coverage of "no index": every live file is scanned."""
     return Coverage(target.ordinal, {}, frozenset(), tuple(target.files.values()), False, MoveMap({}))

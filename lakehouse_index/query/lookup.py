@@ -21,9 +21,9 @@ import pyarrow.compute as pc
 
 from lakehouse_index.expressions.types import orders_alike
 from lakehouse_index.io import Storage
-from lakehouse_index.kinds import covering as cov
 from lakehouse_index.kinds import keys as K
 from lakehouse_index.kinds import secondary as sec
+from lakehouse_index.kinds.base import kind_of
 from lakehouse_index.log.entry import Level, LogEntry
 from lakehouse_index.query.coverage import Coverage, coverage
 from lakehouse_index.query.index_reader import (
@@ -36,7 +36,7 @@ from lakehouse_index.query.index_reader import (
 )
 from lakehouse_index.read.datafiles import file_layout, read_file, resolve_columns, row_ids
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
-from lakehouse_index.spec import CoveringIndex, IndexSpec
+from lakehouse_index.spec import IndexSpec
 
 FILE = "_file"
 #: The column ``locate`` adds for the stable row id when the index declares no record key.
@@ -68,7 +68,7 @@ def plan_lookup(
 ) -> LookupPlan:
     """Type the keys against the target schema; ``cov`` defaults to the coverage of ``entry``."""
     spec = entry.spec
-    sec.validate_spec(spec, target)
+    kind_of(spec).validate(spec, target)
     norm = K.normalize_keys(keys, spec.key)
     keyset = KeySet.build(norm, target.schema, spec.key)
     return LookupPlan(entry, target, cov or coverage(source, entry, target), keyset, ReadStats())
@@ -158,17 +158,16 @@ def files_matching(
     for (scanned as the hybrid scan would). Rows deleted since indexing may keep a file:
     the reader re-applies deletes and the predicate.
     """
-    sec.validate_spec(entry.spec, target)
+    kind_of(entry.spec).validate(entry.spec, target)
     live = _live_entries(storage, index_dir, entry, target, cov, RowFilter(where), ReadStats())
     ids = set(live[sec.FILE_ID].to_pylist())
     return frozenset(cov.answered[i].path for i in ids) | frozenset(fe.path for fe in cov.scan)
 
 
 def _buckets(spec: IndexSpec, plan: LookupPlan) -> frozenset[int] | None:
-    """The buckets a covering index's keys fall in (None: read every bucket)."""
-    if not isinstance(spec, CoveringIndex) or not cov.prunable(plan.target.schema.field(spec.key[0]).type):
-        return None
-    return frozenset(cov.bucket_of(k[0], spec.num_buckets) for k in plan.keys.tuples)
+    """The buckets the keys fall in (None: read every bucket)."""
+    key_type = plan.target.schema.field(spec.key[0]).type
+    return kind_of(spec).buckets(spec, plan.keys.tuples, key_type)
 
 
 def _live_positions(
@@ -237,7 +236,7 @@ def returns_row_ids(spec: IndexSpec, target: Snapshot) -> bool:
     """Whether ``locate`` adds ``_row_id``: no declared record key and ``target`` has stable row ids."""
     return (
         target.row_id_column is not None
-        and not getattr(spec, "record_key", ())
+        and not spec.record_key
         and ROW_ID not in spec.key  # a key column of that name would be shadowed
     )
 
@@ -268,7 +267,7 @@ def locate(
     located positions. ``with_row_ids=False`` leaves it out (callers that need files only).
     """
     spec = plan.entry.spec
-    cols = list(spec.key) + list(getattr(spec, "record_key", ()))
+    cols = list(spec.key) + list(spec.record_key)
     ids = with_row_ids and returns_row_ids(spec, plan.target)  # then cols is the key only
 
     def part(t: pa.Table, files: pa.Array, row_id: pa.Array | None) -> pa.Table:

@@ -2,11 +2,12 @@
 
 A lookup through a named index (:func:`plan`) has as candidates every retained ACTIVE
 snapshot (log entry) of that index, plus a plain scan of the version. A read with a
-predicate (:func:`plan_read`) considers every index of the table: the snapshots of each
-secondary or covering index whose key the predicate pins to finitely many values, each
-skipping index that prunes files for it (cost: the bytes of the files it keeps plus its
-own), and the plain scan; an index that cannot answer is listed with the reason
-``WRONG_COLUMNS``. The cost of answering version v from snapshot s, in bytes:
+predicate (:func:`plan_read`) considers every index of the table, each as its kind says
+the predicate can use it (``IndexKind.access``): the snapshots of an index whose key the
+predicate pins to finitely many values (or whose columns hold the whole predicate), each
+index that prunes files for it (cost: the bytes of the files it keeps plus its own), and
+the plain scan; an index that cannot answer is listed with the reason ``WRONG_COLUMNS``.
+The cost of answering version v from snapshot s, in bytes:
 
 * data files live in v that s does not cover (the hybrid scan reads them),
 * index data read (per key, up to one row group of each index file, charged at the
@@ -23,17 +24,19 @@ carries a typed reason, which ``explain`` prints.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from lakehouse_index.config import PlannerConfig
+from lakehouse_index.config import Config, PlannerConfig
 from lakehouse_index.errors import VersionNotFoundError
+from lakehouse_index.expressions import Predicate
+from lakehouse_index.io import Storage
+from lakehouse_index.kinds.base import Access, IndexKind, IndexLocation
 from lakehouse_index.log.entry import LogEntry
-from lakehouse_index.maintenance.writer import ROW_GROUP_ROWS
-from lakehouse_index.query.coverage import Coverage, coverage
-from lakehouse_index.source import Snapshot, TableSource
-from lakehouse_index.spec import IndexKind
+from lakehouse_index.query import lookup as lk
+from lakehouse_index.query.coverage import Coverage, coverage, covered_files
+from lakehouse_index.source import FileEntry, Snapshot, TableSource
 
 
 class Reason(str, Enum):
@@ -59,9 +62,9 @@ class Candidate:
     reason: Reason = Reason.MORE_EXPENSIVE
     #: The index the candidate reads (None: the plain scan).
     index: str | None = None
-    #: For a read: the live files (paths) the candidate has the read open: those a skipping
-    #: index keeps, or those a secondary or covering index locates the keys in.
-    files: frozenset[str] | None = None
+    #: For a read: the live files the candidate has the read open: those a pruning index
+    #: keeps, or those a lookup or a filter of the index's rows locates matches in.
+    files: tuple[FileEntry, ...] | None = None
     #: Bytes of ``files``.
     fetch_bytes: int = 0
 
@@ -124,12 +127,12 @@ def _snapshot_label(e: LogEntry) -> str:
     return f"snapshot {e.id} (table v{e.source.version})"
 
 
-def _row_group_bytes(snapshots: Sequence[LogEntry]) -> int:
-    """Average bytes of one index row group, over every snapshot's files (one figure for all)."""
+def _row_group_bytes(snapshots: Sequence[LogEntry], group_rows: int) -> int:
+    """Average bytes of one index row group of ``group_rows`` rows, over every snapshot's files."""
     files = {f.path: f for e in snapshots for f in e.content.files}.values()
     rows = sum(f.rows for f in files)
     size = sum(f.size for f in files)
-    return int(size * min(1.0, ROW_GROUP_ROWS / rows)) // max(1, len(files)) if rows else 0
+    return int(size * min(1.0, group_rows / rows)) // max(1, len(files)) if rows else 0
 
 
 def _index_bytes(entry: LogEntry, keys: int, row_group_bytes: int) -> int:
@@ -168,118 +171,121 @@ def plan(
     snapshots: Sequence[LogEntry],
     target: Snapshot,
     keys: int,
-    config: PlannerConfig = PlannerConfig(),
+    config: Config = Config(),
 ) -> Plan:
     """Cost every snapshot of ``index`` and the plain scan for a lookup of ``keys`` keys at ``target``."""
     cands = _snapshot_candidates(source, index, snapshots, target, keys, config)
     notes = () if snapshots else ("the index has no active snapshot",)
-    return _choose(f"lookup via index {index!r}", target, keys, cands, config, notes)
+    return _choose(f"lookup via index {index!r}", target, keys, cands, config.planner, notes)
 
 
 @dataclass(frozen=True)
-class IndexOption:
-    """One index of the table, as a read with a predicate could use it."""
+class IndexHandle:
+    """One index of the table, as a read with a predicate may use it."""
 
     name: str
+    kind: IndexKind
+    #: Where its log and data live.
+    index_dir: str
     #: Its retained ACTIVE snapshots (the newest last).
     snapshots: tuple[LogEntry, ...]
-    #: Secondary / covering: the key tuples the predicate pins the key to (None: it does not).
-    keys: Sequence[tuple[object, ...]] | None = None
-    #: Secondary / covering: the predicate uses only the index's columns (a range on the key,
-    #: a condition on included columns), so filtering the index rows finds the files.
-    covers: bool = False
-    #: Skipping: the live files it keeps for the predicate (None: it prunes nothing for it).
-    kept: frozenset[str] | None = None
 
 
 def plan_read(
     source: TableSource,
+    storage: Storage,
     query: str,
-    options: Sequence[IndexOption],
+    indexes: Sequence[IndexHandle],
     target: Snapshot,
-    locate: Callable[[IndexOption, LogEntry, Coverage, bool], frozenset[str]],
-    config: PlannerConfig = PlannerConfig(),
+    predicate: Predicate,
+    config: Config = Config(),
 ) -> Plan:
-    """Cost every way to read the rows of ``target`` matching a predicate: each index, or a plain scan.
+    """Cost every way to read the rows of ``target`` matching ``predicate``: each index, or a plain scan.
 
-    A skipping index costs its own bytes plus the files it keeps. A secondary or covering
-    index costs what a lookup of the pinned keys through each snapshot costs (or, for a
-    predicate over its columns only, reading the whole snapshot) plus the files that hold
-    matching rows, which ``locate(option, snapshot, coverage, by_keys)`` finds through the cheapest
-    snapshot (it is called only for indexes that can compete). An index whose key the
-    predicate pins and whose columns cover it competes both ways.
+    Each index's kind says how the predicate can use it (:meth:`IndexKind.access`). An
+    index that prunes files costs its own bytes plus the files it keeps. One whose key the
+    predicate pins costs what a lookup of those keys through each snapshot costs; one whose
+    columns hold the whole predicate, reading the whole snapshot; either plus the files that
+    hold matching rows, located through the cheapest snapshot (only for indexes that can
+    compete). An index may compete in several ways; one that cannot answer is listed with
+    ``WRONG_COLUMNS``.
     """
     cands: list[Candidate] = []
     keys = 0
-    for opt in options:
-        latest = opt.snapshots[-1] if opt.snapshots else None
-        if latest is not None and latest.spec.kind is IndexKind.SKIPPING:
-            if opt.kept is None:
-                cands.append(_unusable(opt.name))
-                continue
-            label = f"{opt.name}: skipping, {len(opt.kept)} files kept"
-            fetch = _bytes_of(target, opt.kept)
-            cands.append(
-                Candidate(
-                    label,
-                    latest,
-                    None,
-                    0,
-                    latest.content.size,
-                    0,
-                    index=opt.name,
-                    files=opt.kept,
-                    fetch_bytes=fetch,
-                )
-            )
-        elif latest is None or (opt.keys is None and not opt.covers):
-            cands.append(_unusable(opt.name))
-        else:
-            if opt.keys is not None:
-                keys = max(keys, len(opt.keys))
-                cands += _read_candidates(source, opt, target, config, locate, by_keys=True)
-            if opt.covers:
-                cands += _read_candidates(source, opt, target, config, locate, by_keys=False)
-    return _choose(query, target, keys, cands, config, ())
+    for index in indexes:
+        latest = index.snapshots[-1] if index.snapshots else None
+        access = index.kind.access(latest.spec, predicate) if latest is not None else Access()
+        if latest is None or not access.usable:
+            cands.append(Candidate(index.name, None, None, 0, 0, 0, Reason.WRONG_COLUMNS, index=index.name))
+            continue
+        if access.prunes:
+            cands.append(_pruning_candidate(storage, index, latest, target, predicate))
+        if access.keys is not None:
+            keys = max(keys, len(access.keys))
+            cands += _read_candidates(source, storage, index, target, predicate, access.keys, config)
+        if access.covers:
+            cands += _read_candidates(source, storage, index, target, predicate, None, config)
+    return _choose(query, target, keys, cands, config.planner, ())
+
+
+def _pruning_candidate(
+    storage: Storage, index: IndexHandle, entry: LogEntry, target: Snapshot, predicate: Predicate
+) -> Candidate:
+    """A file-pruning index (its newest snapshot): the files it keeps, plus every file it does not cover."""
+    covered, uncovered = covered_files(entry, target)
+    keep = index.kind.prune(IndexLocation(storage, index.index_dir, target), entry, predicate, covered)
+    files = tuple(fe for fid, fe in covered.items() if fid in keep) + uncovered
+    label = f"{index.name}: {index.kind.name}, {len(files)} files kept"
+    return Candidate(
+        label,
+        entry,
+        None,
+        0,
+        entry.content.size,
+        0,
+        index=index.name,
+        files=files,
+        fetch_bytes=sum(f.size for f in files),
+    )
 
 
 def _read_candidates(
     source: TableSource,
-    opt: IndexOption,
+    storage: Storage,
+    index: IndexHandle,
     target: Snapshot,
-    config: PlannerConfig,
-    locate: Callable[[IndexOption, LogEntry, Coverage, bool], frozenset[str]],
-    *,
-    by_keys: bool,
+    predicate: Predicate,
+    keys: Sequence[tuple[object, ...]] | None,
+    config: Config,
 ) -> list[Candidate]:
-    """The snapshots of a secondary or covering index as ways to read: by the pinned keys, or by
-    filtering every index row with the predicate; each with the files that hold matching rows."""
-    n = len(opt.keys) if by_keys and opt.keys is not None else 1
-    prefix = f"{opt.name}: " if by_keys else f"{opt.name} (filter): "
-    snaps = _snapshot_candidates(source, opt.name, opt.snapshots, target, n, config, prefix=prefix)
-    if not by_keys:  # the filter reads every index row of the snapshot
+    """The snapshots of an index as ways to read: by the pinned ``keys``, or (``None``) by filtering
+    every index row with the predicate; each with the files that hold matching rows."""
+    n = len(keys) if keys is not None else 1
+    prefix = f"{index.name}: " if keys is not None else f"{index.name} (filter): "
+    snaps = _snapshot_candidates(source, index.name, index.snapshots, target, n, config, prefix=prefix)
+    if keys is None:  # the filter reads every index row of the snapshot
         snaps = [replace(c, index_bytes=c.entry.content.size) if c.entry else c for c in snaps]
     usable = [c for c in snaps if c.usable]
     if not usable:
         return snaps
     best = min(usable, key=_preference)
     assert best.entry is not None and best.coverage is not None
-    found = locate(opt, best.entry, best.coverage, by_keys)
-    fetch = _bytes_of(target, found)
-    return [replace(c, files=found, fetch_bytes=fetch) if c.usable else c for c in snaps]
+    if keys is not None:
+        plan = lk.plan_lookup(source, best.entry, target, list(keys), best.coverage)
+        found = lk.locate(source, storage, index.index_dir, plan, with_row_ids=False)
+        paths = frozenset(found[lk.FILE].to_pylist())
+    else:
+        paths = lk.files_matching(
+            source, storage, index.index_dir, best.entry, target, predicate.to_pyarrow(), best.coverage
+        )
+    files = tuple(fe for p, fe in target.files.items() if p in paths)
+    fetch = sum(f.size for f in files)
+    return [replace(c, files=files, fetch_bytes=fetch) if c.usable else c for c in snaps]
 
 
 def _preference(c: Candidate) -> tuple[int, int]:
     """Cheapest first; ties to the newer snapshot (higher entry id), then to any index over the plain scan."""
     return (c.cost, -(c.entry.id if c.entry else -1))
-
-
-def _bytes_of(target: Snapshot, paths: frozenset[str]) -> int:
-    return sum(f.size for p, f in target.files.items() if p in paths)
-
-
-def _unusable(name: str) -> Candidate:
-    return Candidate(name, None, None, 0, 0, 0, Reason.WRONG_COLUMNS, index=name)
 
 
 def _snapshot_candidates(
@@ -288,13 +294,13 @@ def _snapshot_candidates(
     snapshots: Sequence[LogEntry],
     target: Snapshot,
     keys: int,
-    config: PlannerConfig,
+    config: Config,
     *,
     prefix: str = "",
 ) -> list[Candidate]:
     """A candidate per distinct snapshot of one secondary or covering index (labels after ``prefix``)."""
     total = target.total_bytes
-    rg_bytes = _row_group_bytes(snapshots)
+    rg_bytes = _row_group_bytes(snapshots, config.executor.index_row_group_rows)
     cands: list[Candidate] = []
     for e in _distinct(snapshots):
         if not _in_history(source, e.source.version):
@@ -308,9 +314,13 @@ def _snapshot_candidates(
         live = set(target.files)
         excluded = sum(1 for f in e.source.files if f.removed_ordinal is None and f.path not in live)
         deleted = sum(fe.deleted_count for fid, fe in cov.answered.items() if fid in cov.filter_deletes)
-        repair = excluded * config.excluded_file_cost + deleted * config.deleted_row_cost
+        repair = excluded * config.planner.excluded_file_cost + deleted * config.planner.deleted_row_cost
         reason = Reason.MORE_EXPENSIVE
-        if total and cov.scan_bytes > config.max_scan_share * total and not config.force_index:
+        if (
+            total
+            and cov.scan_bytes > config.planner.max_scan_share * total
+            and not config.planner.force_index
+        ):
             reason = Reason.OVER_THRESHOLD
         index_bytes = _index_bytes(e, keys, rg_bytes)
         cands.append(

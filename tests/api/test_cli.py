@@ -84,7 +84,7 @@ def test_covering_and_skipping_indexes_from_the_command_line(table: str) -> None
     assert cov.returncode == 0, cov.stderr
     skip = cli("create", table, "skip", "--skipping", "--key", "id", "--auto-refresh", "quick")
     assert skip.returncode == 0, skip.stderr
-    kinds = {i.name: (i.kind.value, i.spec.auto_refresh.value) for i in li.open_table(table).indexes()}
+    kinds = {i.name: (i.kind, i.spec.auto_refresh.value) for i in li.open_table(table).indexes()}
     assert kinds == {"cov": ("covering", "incremental"), "skip": ("skipping", "quick")}
     both = cli("lookup", table, "cov", "DE")
     assert f"{sum(1 for i in range(300) if i % 2 == 0)} row(s)" in both.stdout

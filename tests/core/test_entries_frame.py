@@ -1,4 +1,4 @@
-"""The Spark build's index entries (``entries_frame``) against the files' rows, on real local Spark."""
+"""The Spark executor's index entries against the files' rows, on real local Spark."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ import pyarrow.compute as pc
 import pytest
 from core_helpers import CaseSpec, FileSpec, build_case
 
-from lakehouse_index.maintenance.build import IndexJob, entries_frame
-from lakehouse_index.spec import SecondaryIndex
+from lakehouse_index.config import ExecutorConfig
+from lakehouse_index.executors import SparkExecutor
+from lakehouse_index.kinds.base import IndexJob
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -36,7 +37,7 @@ def test_entries_carry_each_jobs_file_id_and_version(spark: SparkSession, tmp_pa
         IndexJob(snap.files[second], 6, 10),
         IndexJob(snap.files[first], 7, 12),
     ]
-    df = entries_frame(spark, source, snap, SecondaryIndex("by_k", key="k", record_key="id"), jobs)
+    df = SparkExecutor(spark, ExecutorConfig()).entries(source, snap, ["k", "id"], jobs)
     assert df.columns == ["k", "id", "_file_id", "_row", "_version", "_op"]
 
     live = expected.filter(pc.invert(expected["_deleted"])).to_pylist()

@@ -1,4 +1,4 @@
-"""TaskWriter (the writer inside Spark tasks) on hand-made Arrow batches, without Spark."""
+"""FileWriter (the index file writer of both executors, inside Spark tasks too) on hand-made batches."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-import pytest
 
-import lakehouse_index.maintenance.writer as writer
+from lakehouse_index.config import ExecutorConfig
+from lakehouse_index.executors.writer import FileWriter
 from lakehouse_index.io import Storage
-from lakehouse_index.maintenance.writer import ROW_GROUP_ROWS, TaskWriter
 
+ROW_GROUP_ROWS = ExecutorConfig().index_row_group_rows
 SCHEMA = pa.schema([("k", pa.int64()), ("_row", pa.int64(), False)])
 
 
@@ -28,8 +28,13 @@ def batches(sizes: list[int], buckets: list[int] | None = None) -> list[pa.Recor
     return out
 
 
-def run(tmp_path: Path, data: list[pa.RecordBatch], bucket_column: str | None = None) -> list[str]:
-    task = TaskWriter(Storage("file"), "file://" + str(tmp_path), SCHEMA, bucket_column)
+def run(
+    tmp_path: Path,
+    data: list[pa.RecordBatch],
+    bucket_column: str | None = None,
+    config: ExecutorConfig = ExecutorConfig(),
+) -> list[str]:
+    task = FileWriter(Storage("file"), "file://" + str(tmp_path), SCHEMA, config, bucket_column)
     (result,) = list(task(iter(data)))
     return [p[len("file://") :] for p in result.column("path").to_pylist()]
 
@@ -51,10 +56,10 @@ def test_row_groups_are_whole_whatever_the_batches(tmp_path: Path) -> None:
     assert table.column("k").to_pylist() == list(range(total))
 
 
-def test_files_split_at_rows_per_file_and_buckets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(writer, "ROWS_PER_FILE", 9_000)
+def test_files_split_at_rows_per_file_and_buckets(tmp_path: Path) -> None:
+    config = ExecutorConfig(rows_per_index_file=9_000)
     sizes = [6_000, 6_000, 6_000, 2_000, 5_000]
-    paths = run(tmp_path / "plain", batches(sizes))
+    paths = run(tmp_path / "plain", batches(sizes), config=config)
     # a file is closed once it holds ROWS_PER_FILE rows, at the next batch
     assert [pq.ParquetFile(p).metadata.num_rows for p in paths] == [12_000, 13_000]
     for p in paths:
@@ -65,7 +70,7 @@ def test_files_split_at_rows_per_file_and_buckets(tmp_path: Path, monkeypatch: p
     keys = [k for p in paths for k in pq.read_table(p).column("k").to_pylist()]
     assert keys == list(range(sum(sizes)))
 
-    bucketed = run(tmp_path / "cov", batches([5_000, 5_000, 300], buckets=[0, 0, 3]), "bucket")
+    bucketed = run(tmp_path / "cov", batches([5_000, 5_000, 300], buckets=[0, 0, 3]), "bucket", config)
     assert [os.path.basename(os.path.dirname(p)) for p in bucketed] == ["bucket=0", "bucket=3"]
     assert [group_sizes(p) for p in bucketed] == [
         [ROW_GROUP_ROWS, ROW_GROUP_ROWS, 10_000 - 2 * ROW_GROUP_ROWS],

@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import lakehouse_index as li
+from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.errors import IndexBusyError
-from lakehouse_index.maintenance.build import LOCAL_MAX_ROWS
 from lakehouse_index.spark import MASTER_ENV
 
 #: Where a crash child is killed.
@@ -38,18 +38,22 @@ def _die(pid_file: Path) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+#: The default in-process limit (the racing roles that must not start a JVM stay under it).
+LOCAL_MAX_ROWS = ExecutorConfig().local_max_rows
+
+
 def refresh_and_die(path: str, mode: str, point: str, pid_file: str) -> None:
     """Run ``refresh_index(mode)`` and SIGKILL this process at ``point``.
 
     The hooks wrap the real functions (the operation itself runs unchanged up to the kill):
-    ``IndexLog.write`` for the transient entry, the index data writers for before/after the
-    data write: ``write_sorted`` (Spark) and ``write_entries`` (in process). The ``full``
+    ``IndexLog.write`` for the transient entry, the executors' ``write`` for before/after the
+    data write: ``SparkExecutor.write`` and ``LocalExecutor.write`` (in process). The ``full``
     refresh is forced onto Spark and the ``incremental`` one runs in process (small appends),
     so a kill inside either writer is covered.
     """
     os.environ[MASTER_ENV] = "local[1]"
+    from lakehouse_index.executors import LocalExecutor, SparkExecutor
     from lakehouse_index.log import store
-    from lakehouse_index.maintenance import build, refresh
 
     marker = Path(pid_file)
     if point == "after-transient":
@@ -72,9 +76,9 @@ def refresh_and_die(path: str, mode: str, point: str, pid_file: str) -> None:
 
             return write
 
-        build.write_sorted = refresh.write_sorted = killing(build.write_sorted)
-        build.write_entries = refresh.write_entries = killing(build.write_entries)
-    local = 0 if mode == "full" else build.LOCAL_MAX_ROWS
+        SparkExecutor.write = killing(SparkExecutor.write)  # type: ignore[method-assign]
+        LocalExecutor.write = killing(LocalExecutor.write)  # type: ignore[method-assign]
+    local = 0 if mode == "full" else LOCAL_MAX_ROWS
     li.open_table(path).refresh_index("by_k", mode, local_max_rows=local)
     raise AssertionError("the refresh finished: the kill hook never ran")
 

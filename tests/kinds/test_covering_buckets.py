@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakehouse_index.kinds import covering as cov
+from lakehouse_index.kinds import layout as cov
 
 pytestmark = pytest.mark.spark
 

@@ -1,10 +1,12 @@
-"""Writing index files with pyarrow: on the driver (small outputs) and inside Spark tasks.
+"""Writing index files with pyarrow, in this process and inside Spark tasks, in one layout.
 
 Index files are written by pyarrow everywhere, also when Spark computes them
 (``mapInArrow``): row groups are bounded by *row count* (small groups keep a point
 lookup to a few KB of decoding; Spark's writer bounds them by bytes only), columns get
 exactly the index schema's Arrow types, the page index is written, and any storage
-pyarrow reaches works (S3 without Hadoop's S3 jars).
+pyarrow reaches works (S3 without Hadoop's S3 jars). Both executors hand their sorted
+rows to :class:`FileWriter`, so a file's cut, row groups and bucket directories do not
+depend on which executor ran.
 """
 
 from __future__ import annotations
@@ -16,16 +18,13 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.kinds import secondary as sec
-from lakehouse_index.spec import IndexSpec
-
-#: Rows per row group of index files: a point lookup decodes one group of this size (about
-#: 0.3 MB of a secondary index, 1 ms to decode); smaller groups would grow the footer that
-#: a cold lookup parses.
-ROW_GROUP_ROWS = 4_096
-#: Rows per index file before a task starts a new one.
-ROWS_PER_FILE = 4_000_000
+from lakehouse_index.kinds.base import WriteTarget, relative_to
+from lakehouse_index.kinds.keys import file_bounds
+from lakehouse_index.kinds.layout import bucket_from_path
+from lakehouse_index.log.entry import IndexFile
 
 
 def _write_options() -> dict[str, object]:
@@ -38,37 +37,37 @@ def _write_options() -> dict[str, object]:
     }
 
 
-def write_entries(entries: pa.Table, spec: IndexSpec, storage: Storage, path: str) -> None:
-    """Sort ``entries`` like Spark-built index files and write them as one Parquet file at ``path``."""
-    ordered = entries.sort_by([(c, "ascending") for c in sec.sort_columns(spec)])
-    fs, inner = storage.arrow(path)
-    fs.create_dir(inner.rsplit("/", 1)[0], recursive=True)
-    pq.write_table(ordered, inner, filesystem=fs, row_group_size=ROW_GROUP_ROWS, **_write_options())
-
-
 @dataclass(frozen=True)
-class TaskWriter:
-    """A picklable function for ``DataFrame.mapInArrow``: writes one task's sorted rows.
+class FileWriter:
+    """Writes sorted index rows to files under ``data_dir``: picklable, so Spark tasks run it too.
 
-    Rows arrive sorted (by bucket, then key). A new file starts when ``bucket_column``
-    changes (covering indexes: one directory per bucket) or a file reaches
-    ``ROWS_PER_FILE``. Row groups hold exactly ``ROW_GROUP_ROWS`` rows (the last of a
-    file fewer), whatever the size of the Arrow batches Spark sends. Yields one row
-    per file written: its path.
+    Rows arrive sorted (by bucket, then by the layout's sort columns). A new file starts
+    when the bucket changes (one ``bucket=<n>/`` directory per bucket) or a file reaches
+    ``config.rows_per_index_file`` rows. Row groups hold exactly
+    ``config.index_row_group_rows`` rows (the last of a file fewer), whatever the size of
+    the batches. As a ``DataFrame.mapInArrow`` function it yields one row per file written:
+    its path.
     """
 
     storage: Storage
     data_dir: str
     schema: pa.Schema
+    config: ExecutorConfig
+    #: The column of the incoming batches holding each row's bucket (dropped on write).
     bucket_column: str | None = None
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        written = self.write(batches)
+        yield pa.RecordBatch.from_pydict({"path": written}, schema=pa.schema([("path", pa.string())]))
+
+    def write(self, batches: Iterable[pa.RecordBatch]) -> list[str]:
+        """Write every row of ``batches``; the paths of the files written."""
         written: list[str] = []
         out: _GroupWriter | None = None
         current: object = None
         for batch in batches:
             for bucket, part in self._split(batch):
-                if out is None or bucket != current or out.rows >= ROWS_PER_FILE:
+                if out is None or bucket != current or out.rows >= self.config.rows_per_index_file:
                     if out is not None:
                         out.close()
                     out, path = self._open(bucket)
@@ -77,7 +76,7 @@ class TaskWriter:
                 out.write(part)
         if out is not None:
             out.close()
-        yield pa.RecordBatch.from_pydict({"path": written}, schema=pa.schema([("path", pa.string())]))
+        return written
 
     def _split(self, batch: pa.RecordBatch) -> Iterator[tuple[object, pa.RecordBatch]]:
         """(bucket, rows cast to the index schema) runs of a sorted batch."""
@@ -101,14 +100,16 @@ class TaskWriter:
         )
         fs, inner = self.storage.arrow(path)
         fs.create_dir(inner.rsplit("/", 1)[0], recursive=True)
-        return _GroupWriter(pq.ParquetWriter(inner, self.schema, filesystem=fs, **_write_options())), path
+        writer = pq.ParquetWriter(inner, self.schema, filesystem=fs, **_write_options())
+        return _GroupWriter(writer, self.config.index_row_group_rows), path
 
 
 class _GroupWriter:
     """One index file being written: rows are held back until they fill a whole row group."""
 
-    def __init__(self, writer: pq.ParquetWriter) -> None:
+    def __init__(self, writer: pq.ParquetWriter, group_rows: int) -> None:
         self._writer = writer
+        self._group_rows = group_rows
         self._held: list[pa.RecordBatch] = []
         self._held_rows = 0
         self.rows = 0  # rows given to the file so far
@@ -117,18 +118,47 @@ class _GroupWriter:
         self._held.append(batch)
         self._held_rows += batch.num_rows
         self.rows += batch.num_rows
-        if self._held_rows >= ROW_GROUP_ROWS:
+        if self._held_rows >= self._group_rows:
             held = pa.Table.from_batches(self._held)
-            whole = self._held_rows - self._held_rows % ROW_GROUP_ROWS
-            self._writer.write_table(held.slice(0, whole), row_group_size=ROW_GROUP_ROWS)
+            whole = self._held_rows - self._held_rows % self._group_rows
+            self._writer.write_table(held.slice(0, whole), row_group_size=self._group_rows)
             self._held = held.slice(whole).to_batches()
             self._held_rows -= whole
 
     def close(self) -> None:
         if self._held_rows:
-            self._writer.write_table(pa.Table.from_batches(self._held), row_group_size=ROW_GROUP_ROWS)
+            self._writer.write_table(pa.Table.from_batches(self._held), row_group_size=self._group_rows)
         self._writer.close()
 
 
 def _cast(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([batch.column(f.name).cast(f.type) for f in schema], schema=schema)
+
+
+def read_root_index(target: WriteTarget) -> tuple[IndexFile, ...]:
+    """Per Parquet file written to the target: rows, size, key bounds and version bounds (from footers)."""
+    storage = target.storage
+    out = []
+    for status in sorted(storage.list_tree(target.data_dir), key=lambda s: s.path):
+        if not status.path.endswith(".parquet"):
+            continue
+        fs, path = storage.arrow(status.path)
+        meta = pq.read_metadata(path, filesystem=fs)
+        if meta.num_rows == 0:
+            continue
+        lo, hi = file_bounds(meta, target.layout.key)
+        vlo, vhi = file_bounds(meta, [sec.VERSION])
+        out.append(
+            IndexFile(
+                path=relative_to(target.index_dir, status.path),
+                rows=meta.num_rows,
+                size=status.size,
+                level=target.level,
+                min_key=lo,
+                max_key=hi,
+                min_ordinal=int(vlo[0]) if vlo[0] is not None else None,
+                max_ordinal=int(vhi[0]) if vhi[0] is not None else None,
+                bucket=bucket_from_path(status.path),
+            )
+        )
+    return tuple(out)

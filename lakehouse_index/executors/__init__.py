@@ -1,0 +1,31 @@
+"""Executors: where index entries are computed and written (in process with pyarrow, or Spark).
+
+One sizing policy (:func:`executor_for`, with ``ExecutorConfig.estimate_rows`` and
+``runs_locally``) picks the executor for every build, refresh and optimize: work of at
+most ``ExecutorConfig.local_max_rows`` rows, counted net of deleted rows, runs in this
+process (no JVM: a Spark job's fixed cost would dominate, and it needs no Hadoop
+object-store jars); larger work runs on Spark. Both write one layout
+(:class:`~lakehouse_index.kinds.base.Layout`), so readers cannot tell which ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from lakehouse_index.config import ExecutorConfig
+from lakehouse_index.executors.local import LocalExecutor
+from lakehouse_index.executors.spark import SparkExecutor
+from lakehouse_index.kinds.base import Executor
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+__all__ = ["LocalExecutor", "SparkExecutor", "executor_for"]
+
+
+def executor_for(rows: int, config: ExecutorConfig, spark_factory: Callable[[], SparkSession]) -> Executor:
+    """The executor for work of ``rows`` rows: in process up to ``config.local_max_rows``, else Spark."""
+    if config.runs_locally(rows):
+        return LocalExecutor(config)
+    return SparkExecutor(spark_factory(), config)

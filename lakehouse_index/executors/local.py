@@ -1,0 +1,66 @@
+"""The in-process executor: index entries computed and written with pyarrow, no JVM."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakehouse_index.config import ExecutorConfig
+from lakehouse_index.executors.writer import FileWriter, read_root_index
+from lakehouse_index.io import Storage, join_uri
+from lakehouse_index.kinds import secondary as sec
+from lakehouse_index.kinds.base import Executor, IndexJob, WriteTarget
+from lakehouse_index.kinds.layout import BUCKET_COLUMN, bucket_of
+from lakehouse_index.kinds.moves import MoveMap
+from lakehouse_index.log.entry import IndexFile
+from lakehouse_index.read.datafiles import read_file
+from lakehouse_index.source import Snapshot, TableSource
+
+
+class LocalExecutor(Executor):
+    """Computes entries in this process with pyarrow: for work of up to ``local_max_rows`` rows."""
+
+    name = "local"
+    in_memory = True
+
+    def __init__(self, config: ExecutorConfig) -> None:
+        self.config = config
+
+    def entries(
+        self, source: TableSource, snapshot: Snapshot, columns: Sequence[str], jobs: Sequence[IndexJob]
+    ) -> pa.Table:
+        parts = []
+        for job in jobs:
+            rows = read_file(source, snapshot, job.entry, columns=list(columns), with_positions=True)
+            parts.append(sec.entry_table(rows, columns, job.file_id, job.ordinal, sec.PUT))
+        return pa.concat_tables(parts)
+
+    def read_index(self, storage: Storage, index_dir: str, files: Sequence[IndexFile]) -> pa.Table:
+        tables = []
+        for f in files:
+            fs, path = storage.arrow(join_uri(index_dir, f.path))
+            tables.append(pq.read_table(path, filesystem=fs))
+        return pa.concat_tables(tables)
+
+    def compact(self, entries: pa.Table, moves: MoveMap, live_ids: Sequence[int]) -> pa.Table:
+        live = sec.merge(moves.translate(entries), None)
+        return live.filter(pc.is_in(live[sec.FILE_ID], value_set=pa.array(live_ids, pa.int64())))
+
+    def write(self, entries: pa.Table, target: WriteTarget, rows: int = 0) -> tuple[IndexFile, ...]:
+        layout = target.layout
+        order = [(c, "ascending") for c in layout.sort]
+        bucket_col = None
+        if layout.buckets is not None:
+            bucket_col = BUCKET_COLUMN
+            n = layout.buckets.count
+            values = entries[layout.buckets.column].to_pylist()
+            buckets = np.fromiter((bucket_of(v, n) for v in values), dtype=np.int32, count=len(values))
+            entries = entries.append_column(bucket_col, pa.array(buckets, pa.int32()))
+            order = [(bucket_col, "ascending"), *order]
+        writer = FileWriter(target.storage, target.data_dir, target.schema, self.config, bucket_col)
+        writer.write(entries.sort_by(order).to_batches())
+        return read_root_index(target)

@@ -1,0 +1,156 @@
+"""The Spark executor: index entries computed by Spark (local or a cluster), written by pyarrow in tasks.
+
+Reads the key (and payload) columns of every file with their row positions (``_row``
+from Spark's ``_metadata``) and file ids (constant columns per file), lays them out
+(range-partitioned by key, or hash-bucketed), sorts within partitions and writes them
+with :class:`~lakehouse_index.executors.writer.FileWriter` inside the tasks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from functools import reduce
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from lakehouse_index.config import ExecutorConfig
+from lakehouse_index.executors.writer import FileWriter, read_root_index
+from lakehouse_index.io import Storage, join_uri
+from lakehouse_index.kinds import secondary as sec
+from lakehouse_index.kinds.base import Executor, IndexJob, WriteTarget
+from lakehouse_index.kinds.layout import BUCKET_COLUMN, bucket_column
+from lakehouse_index.kinds.moves import MoveMap
+from lakehouse_index.log.entry import IndexFile
+from lakehouse_index.read.datafiles import ROW_COLUMN
+from lakehouse_index.read.spark_read import spark_frame
+from lakehouse_index.source import Snapshot, TableSource
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+
+def qcol(name: str) -> Column:
+    """A Spark column reference that survives dots and backticks in names."""
+    from pyspark.sql import functions as F
+
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+class SparkExecutor(Executor):
+    """Computes entries on Spark: for work above ``local_max_rows`` rows."""
+
+    name = "spark"
+
+    def __init__(self, spark: SparkSession, config: ExecutorConfig) -> None:
+        self.spark = spark
+        self.config = config
+
+    def entries(
+        self, source: TableSource, snapshot: Snapshot, columns: Sequence[str], jobs: Sequence[IndexJob]
+    ) -> DataFrame:
+        """File ids and versions ride along the read as constant columns per file; a path with
+        several jobs (a file removed and re-added within one refresh) is read once per job."""
+        from pyspark.sql import functions as F
+
+        reads: dict[int, list[IndexJob]] = {}  # the n-th job of each path goes to read n
+        seen: Counter[str] = Counter()
+        for job in jobs:
+            reads.setdefault(seen[job.entry.path], []).append(job)
+            seen[job.entry.path] += 1
+        frames = []
+        for group in reads.values():
+            per_file = {
+                sec.FILE_ID: (pa.int64(), {j.entry.path: j.file_id for j in group}),
+                sec.VERSION: (pa.int64(), {j.entry.path: j.ordinal for j in group}),
+            }
+            rows = spark_frame(
+                self.spark,
+                source,
+                snapshot,
+                files=[j.entry for j in group],
+                columns=list(columns),
+                with_lineage=True,
+                file_columns=per_file,
+            )
+            frames.append(
+                rows.select(
+                    *[qcol(c) for c in columns],
+                    F.col(sec.FILE_ID),
+                    F.col(ROW_COLUMN).alias(sec.ROW),
+                    F.col(sec.VERSION),
+                    F.lit(sec.PUT).cast("byte").alias(sec.OP),
+                )
+            )
+        return reduce(lambda a, b: a.unionByName(b), frames)
+
+    def read_index(self, storage: Storage, index_dir: str, files: Sequence[IndexFile]) -> DataFrame:
+        return self.spark.read.parquet(*[join_uri(index_dir, f.path) for f in files])
+
+    def compact(self, entries: DataFrame, moves: MoveMap, live_ids: Sequence[int]) -> DataFrame:
+        from pyspark.sql import Window
+        from pyspark.sql import functions as F
+        from pyspark.sql.types import LongType, StructField, StructType
+
+        ids = self.spark.createDataFrame(
+            [(i,) for i in live_ids], StructType([StructField(sec.FILE_ID, LongType(), False)])
+        )
+        newest = Window.partitionBy(sec.FILE_ID, sec.ROW).orderBy(F.desc(sec.VERSION), F.desc(sec.OP))
+        return (
+            self._relocate(entries, moves)
+            .join(F.broadcast(ids), sec.FILE_ID)
+            .withColumn("__rank", F.row_number().over(newest))
+            .filter((F.col("__rank") == 1) & (F.col(sec.OP) == sec.PUT))
+            .drop("__rank")
+        )
+
+    def _relocate(self, entries: DataFrame, moves: MoveMap) -> DataFrame:
+        """``entries`` with moved rows at their new address (one range join per link of the longest chain).
+
+        Entries of rows in no move keep the removed file's id and are dropped with it.
+        """
+        if not moves:
+            return entries
+        from pyspark.sql import functions as F
+
+        runs = F.broadcast(
+            self.spark.createDataFrame(
+                moves.spark_rows(), "__from long, __start long, __end long, __to_file long, __to_row long"
+            )
+        )
+        fid, row = F.col(sec.FILE_ID), F.col(sec.ROW)
+        moved = F.col("__to_file").isNotNull()
+        for _ in range(moves.depth):
+            joined = entries.join(
+                runs, (fid == F.col("__from")) & (row >= F.col("__start")) & (row < F.col("__end")), "left"
+            )
+            entries = joined.select(
+                *(
+                    F.when(moved, F.col("__to_file")).otherwise(fid).alias(c)
+                    if c == sec.FILE_ID
+                    else F.when(moved, F.col("__to_row") + row - F.col("__start")).otherwise(row).alias(c)
+                    if c == sec.ROW
+                    else F.col(c)
+                    for c in entries.columns
+                )
+            )
+        return entries
+
+    def write(self, entries: DataFrame, target: WriteTarget, rows: int = 0) -> tuple[IndexFile, ...]:
+        layout = target.layout
+        df = entries.select(*[qcol(f.name) for f in target.schema])
+        order = [qcol(c) for c in layout.sort]
+        bucket_col = None
+        if layout.buckets is not None:
+            bucket_col = BUCKET_COLUMN
+            bucket = bucket_column(qcol(layout.buckets.column), layout.buckets.count)
+            laid_out = df.withColumn(bucket_col, bucket).repartition(layout.buckets.count, bucket_col)
+            order = [qcol(bucket_col), *order]
+        else:
+            n_files = max(1, math.ceil(rows / self.config.rows_per_index_file))
+            laid_out = df.repartitionByRange(n_files, *[qcol(c) for c in layout.key])
+        task = FileWriter(target.storage, target.data_dir, target.schema, self.config, bucket_col)
+        laid_out.sortWithinPartitions(*order).mapInArrow(task, "path string").collect()
+        return read_root_index(target)
