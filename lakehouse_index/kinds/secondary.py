@@ -27,7 +27,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakehouse_index.io import join_uri
-from lakehouse_index.kinds.base import PUT, Access, BuildContext, IndexKind, IndexWork
+from lakehouse_index.kinds.base import DEL as DEL
+from lakehouse_index.kinds.base import PUT as PUT
+from lakehouse_index.kinds.base import Access, BuildContext, IndexKind, IndexWork
 from lakehouse_index.kinds.columns import require_columns
 from lakehouse_index.kinds.keys import check_key_type
 from lakehouse_index.kinds.layout import Layout

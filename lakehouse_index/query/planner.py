@@ -136,12 +136,17 @@ def _row_group_bytes(snapshots: Sequence[LogEntry], group_rows: int) -> int:
 
 
 def _index_bytes(entry: LogEntry, keys: int, row_group_bytes: int) -> int:
-    """Index bytes a lookup of ``keys`` keys reads: up to one row group per index file and key.
+    """Index bytes a lookup of ``keys`` keys reads: up to one row group per index file it may be in.
 
-    Charging a common row-group size makes snapshots differ by what really differs: how
-    many files (LSM levels) a key must be looked for in.
+    A key may be in every unbucketed file (one per LSM level and key range) but only in the
+    files of its own bucket. Charging a common row-group size makes snapshots differ by what
+    really differs: how many files a key must be looked for in.
     """
-    return len(entry.content.files) * row_group_bytes * max(1, keys)
+    files = entry.content.files
+    bucketed = [f for f in files if f.bucket is not None]
+    buckets = len({f.bucket for f in bucketed}) or 1
+    per_key = len(files) - len(bucketed) + len(bucketed) / buckets
+    return int(per_key * row_group_bytes * max(1, keys))
 
 
 def _in_history(source: TableSource, version: int) -> bool:
