@@ -179,13 +179,12 @@ def _reveal(src: Path, dst: Path, upto: int) -> None:
             shutil.copy2(f, log / f.name)
 
 
-def _replayable() -> list[Any]:
+def _replayable() -> list[str]:
     """Peer tables with data, a scalar key and more than one version deltalake can read.
 
-    A replay that reaches an optimize step is a Spark test (optimize runs on Spark).
+    Their indexes are small: every step, optimizes included, runs in process (no JVM).
     """
-    first_optimize = next(i for i, step in enumerate(MAINTENANCE) if step.startswith("optimize-"))
-    out: list[Any] = []
+    out: list[str] = []
     for name in peer_tables():
         path = PEER_TABLES / name
         versions = deltalake.DeltaTable(str(path)).history()
@@ -194,8 +193,7 @@ def _replayable() -> list[Any]:
             continue
         first = li.open_table(str(path)).snapshot(min(readable))
         if key_columns(first, compared_schema(name, first)):
-            spark = len(readable) - 1 > first_optimize
-            out.append(pytest.param(name, marks=pytest.mark.spark) if spark else name)
+            out.append(name)
     return out
 
 
