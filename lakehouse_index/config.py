@@ -55,8 +55,6 @@ class ExecutorConfig:
     rows_per_index_file: int = 4_000_000
     #: Rows per row group of skipping-index files (one row per data file).
     skipping_row_group_rows: int = 65_536
-    #: Largest bloom filter a skipping index keeps for one column of one data file (bytes).
-    max_bloom_bytes: int = 128 << 20
     #: Lineage remap: a rewritten file is remapped only if at most this share of its rows are new.
     remap_max_new_share: float = 0.5
     #: Lineage remap: the moved rows must form runs of at least this many rows on average.

@@ -10,12 +10,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.errors import TableFormatError
 from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.kinds.skipping.schema import (
     FILE_ID,
     RESERVED,
-    ROW_GROUP_ROWS,
     ROWS,
     identity_metadata,
     recorded_identity,
@@ -32,7 +32,12 @@ if TYPE_CHECKING:
 
 
 def write_skipping_file(
-    rows: pa.Table, storage: Storage, index_dir: str, rel_path: str, level: Level = Level.BASE
+    rows: pa.Table,
+    storage: Storage,
+    index_dir: str,
+    rel_path: str,
+    level: Level = Level.BASE,
+    row_group_rows: int = ExecutorConfig.skipping_row_group_rows,
 ) -> IndexFile:
     """Write ``rows`` as one Parquet file at ``index_dir/rel_path``; its root-index record.
 
@@ -42,7 +47,7 @@ def write_skipping_file(
     uri = join_uri(index_dir, rel_path)
     fs, inner = storage.arrow(uri)
     fs.create_dir(inner.rsplit("/", 1)[0], recursive=True)
-    pq.write_table(rows, inner, filesystem=fs, row_group_size=ROW_GROUP_ROWS, compression="zstd")
+    pq.write_table(rows, inner, filesystem=fs, row_group_size=row_group_rows, compression="zstd")
     size = storage.stat(uri).size
     return IndexFile(path=rel_path, rows=rows.num_rows, size=size, level=level)
 
@@ -56,13 +61,14 @@ def build_files(
     index_dir: str,
     rel_path: str,
     level: Level,
+    row_group_rows: int = ExecutorConfig.skipping_row_group_rows,
 ) -> tuple[IndexFile, ...]:
     """:func:`build_rows` then :func:`write_skipping_file`; ``()`` when there is nothing to index."""
     validate_spec(spec, snapshot)
     if not jobs:
         return ()
     rows = build_rows(source, snapshot, spec, jobs)
-    return (write_skipping_file(rows, storage, index_dir, rel_path, level),)
+    return (write_skipping_file(rows, storage, index_dir, rel_path, level, row_group_rows),)
 
 
 @dataclass(frozen=True)

@@ -36,9 +36,8 @@ class SkippingKind(IndexKind):
         assert isinstance(work.spec, SkippingIndex) and work.rows is None
         rel = relative_to(ctx.index_dir, ctx.data_path(FILE_NAME))
         pairs = [(j.entry, j.file_id) for j in work.jobs]
-        return build_files(
-            ctx.source, work.snapshot, work.spec, pairs, ctx.storage, ctx.index_dir, rel, work.level
-        )
+        snap, level, group = work.snapshot, work.level, ctx.config.skipping_row_group_rows
+        return build_files(ctx.source, snap, work.spec, pairs, ctx.storage, ctx.index_dir, rel, level, group)
 
     def needs_optimize(self, stable: LogEntry, mode: str) -> bool:
         removed = any(f.removed_ordinal is not None for f in stable.source.files)
@@ -50,7 +49,12 @@ class SkippingKind(IndexKind):
         live = [f.id for f in state.files]
         data = load(ctx.storage, ctx.index_dir, stable.content.files, live)
         rel = relative_to(ctx.index_dir, ctx.data_path(FILE_NAME))
-        files = (write_skipping_file(data.rows, ctx.storage, ctx.index_dir, rel, Level.BASE),) if live else ()
+        group = ctx.config.skipping_row_group_rows
+        files = (
+            (write_skipping_file(data.rows, ctx.storage, ctx.index_dir, rel, Level.BASE, group),)
+            if live
+            else ()
+        )
         return state, Content(files, stable.source.ordinal)
 
     def access(self, spec: IndexSpec, predicate: Predicate) -> Access:

@@ -50,9 +50,6 @@ RESERVED = (FILE_ID, ROWS)
 #: Parquet key-value metadata of a skipping file: JSON of :func:`column_identity`.
 IDENTITY_KEY = b"lakehouse_index.skipping.columns"
 
-#: Rows per row group of skipping files (one row per data file: a few groups at most).
-ROW_GROUP_ROWS = 65_536
-
 
 def validate_spec(spec: SkippingIndex, snapshot: Snapshot) -> None:
     """Every column exists, is a type the index can summarise, and no name clashes with ours."""
