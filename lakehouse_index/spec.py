@@ -11,6 +11,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from enum import Enum
@@ -80,13 +81,24 @@ class IndexSpec:
             """Every table column the index stores."""
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON form (see docs/FORMAT.md), ``kind`` first."""
-        raise NotImplementedError
+        """The JSON form (see docs/FORMAT.md) without ``kind``: every field, named in camelCase."""
+        return {_camel(f.name): _json_value(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> IndexSpec:
-        """Inverse of :meth:`to_json`."""
-        raise NotImplementedError
+        """Inverse of :meth:`to_json` (the constructor takes every field by name)."""
+        return cls(**{f.name: d[_camel(f.name)] for f in dataclasses.fields(cls)})  # type: ignore[arg-type]
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.capitalize() for p in rest)
+
+
+def _json_value(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    return list(value) if isinstance(value, tuple) else value
 
 
 @dataclass(frozen=True, init=False)
@@ -125,20 +137,6 @@ class SecondaryIndex(IndexSpec):
     def columns(self) -> tuple[str, ...]:
         """Every table column the index stores."""
         return self.key + self.record_key
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form (see docs/FORMAT.md), without ``kind``."""
-        return {
-            "name": self.name,
-            "key": list(self.key),
-            "recordKey": list(self.record_key),
-            "autoRefresh": self.auto_refresh.value,
-        }
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> SecondaryIndex:
-        """Inverse of :meth:`to_json`."""
-        return cls(d["name"], d["key"], d["recordKey"] or None, d["autoRefresh"])
 
 
 @dataclass(frozen=True, init=False)
@@ -183,21 +181,6 @@ class CoveringIndex(IndexSpec):
         """Every table column the index stores."""
         return self.indexed + self.included
 
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form (see docs/FORMAT.md), without ``kind``."""
-        return {
-            "name": self.name,
-            "indexed": list(self.indexed),
-            "included": list(self.included),
-            "numBuckets": self.num_buckets,
-            "autoRefresh": self.auto_refresh.value,
-        }
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> CoveringIndex:
-        """Inverse of :meth:`to_json`."""
-        return cls(d["name"], d["indexed"], d["included"], d["numBuckets"], d["autoRefresh"])
-
 
 @dataclass(frozen=True, init=False)
 class SkippingIndex(IndexSpec):
@@ -239,21 +222,6 @@ class SkippingIndex(IndexSpec):
     def key(self) -> tuple[str, ...]:
         """The columns predicates are pruned on."""
         return self.columns
-
-    def to_json(self) -> dict[str, Any]:
-        """The JSON form (see docs/FORMAT.md), without ``kind``."""
-        return {
-            "name": self.name,
-            "columns": list(self.columns),
-            "bloomFpp": self.bloom_fpp,
-            "maxValues": self.max_values,
-            "autoRefresh": self.auto_refresh.value,
-        }
-
-    @classmethod
-    def from_json(cls, d: dict[str, Any]) -> SkippingIndex:
-        """Inverse of :meth:`to_json`."""
-        return cls(d["name"], d["columns"], d["bloomFpp"], d["maxValues"], d["autoRefresh"])
 
 
 def spec_to_json(spec: IndexSpec) -> dict[str, Any]:
