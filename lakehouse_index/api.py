@@ -126,7 +126,7 @@ class Table:
         self.index_root = index_root
         #: Every tuning knob (``docs/CONFIG.md``); replace it to tune this table object.
         self.config = config
-        self._catalog = IndexCatalog(storage, index_root, source.uri)
+        self._catalog = IndexCatalog(storage, index_root, source.uri, config.log)
         self._logs: dict[str, IndexLog] = {}
 
     @property
@@ -215,7 +215,15 @@ class Table:
 
         snap = self.snapshot(version_as_of, timestamp_as_of)
         files = self._files_for(snap, where) if use_indexes and where is not None else None
-        return spark_frame(get_spark(spark), self.source, snap, files=files, columns=columns, where=where)
+        return spark_frame(
+            get_spark(spark),
+            self.source,
+            snap,
+            files=files,
+            columns=columns,
+            where=where,
+            config=self.config.read,
+        )
 
     def _read_plan(self, snap: Snapshot, where: Where) -> planner.Plan:
         """The planner's choice among every active index (and a plain scan) for ``where`` at ``snap``."""
@@ -472,7 +480,7 @@ class Table:
         entry = best.entry or self._log(name).latest_stable()
         assert entry is not None
         cov = best.coverage or plain_scan(chosen.target)
-        return lk.plan_lookup(self.source, entry, chosen.target, keys, cov)
+        return lk.plan_lookup(self.source, entry, chosen.target, keys, cov, self.config.read)
 
     def lookup(
         self,

@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakehouse_index.config import ReadConfig
 from lakehouse_index.expressions.types import orders_alike
 from lakehouse_index.io import Storage
 from lakehouse_index.kinds import keys as K
@@ -52,6 +53,8 @@ class LookupPlan:
     coverage: Coverage
     keys: KeySet
     stats: ReadStats
+    #: How the data files' rows are read (point-read tuning).
+    read: ReadConfig = ReadConfig()
 
     @property
     def key_columns(self) -> tuple[str, ...]:
@@ -65,13 +68,14 @@ def plan_lookup(
     target: Snapshot,
     keys: Sequence[object],
     cov: Coverage | None = None,
+    read: ReadConfig = ReadConfig(),
 ) -> LookupPlan:
     """Type the keys against the target schema; ``cov`` defaults to the coverage of ``entry``."""
     spec = entry.spec
     kind_of(spec).validate(spec, target)
     norm = K.normalize_keys(keys, spec.key)
     keyset = KeySet.build(norm, target.schema, spec.key)
-    return LookupPlan(entry, target, cov or coverage(source, entry, target), keyset, ReadStats())
+    return LookupPlan(entry, target, cov or coverage(source, entry, target), keyset, ReadStats(), read)
 
 
 def _index_hits(
@@ -103,7 +107,7 @@ def _index_hits(
         if not len(sel):
             continue
         fe = plan.coverage.answered[fid]
-        alive = _live_positions(source, plan.target, fe, rows[sel])
+        alive = _live_positions(source, plan.target, fe, rows[sel], plan.read)
         keep[sel] = np.isin(rows[sel], alive)
     return live.filter(pa.array(keep))
 
@@ -171,11 +175,11 @@ def _buckets(spec: IndexSpec, plan: LookupPlan) -> frozenset[int] | None:
 
 
 def _live_positions(
-    source: TableSource, target: Snapshot, fe: FileEntry, positions: np.ndarray
+    source: TableSource, target: Snapshot, fe: FileEntry, positions: np.ndarray, config: ReadConfig
 ) -> np.ndarray:
     """The subset of ``positions`` not deleted in ``target`` (DVs, position and equality deletes)."""
     if fe.equality_deletes:
-        t = read_file(source, target, fe, columns=[], positions=positions, with_positions=True)
+        t = read_file(source, target, fe, columns=[], positions=positions, with_positions=True, config=config)
         return t[sec.ROW].to_numpy()
     deleted = source.deleted_positions(fe)
     return np.array([p for p in positions.tolist() if p not in deleted], dtype=np.int64)
@@ -197,12 +201,15 @@ def _scan_hits(
         candidates = _candidate_rows(source, plan, fe)
         if candidates is not None and not len(candidates):
             continue
-        t = read_file(source, plan.target, fe, columns=keys, positions=candidates, with_positions=True)
+        t = read_file(
+            source, plan.target, fe, columns=keys, positions=candidates, with_positions=True, config=plan.read
+        )
         t = t.filter(K.match_mask(t, plan.keys.table))
         if not t.num_rows:
             continue
         if rest:
-            more = read_file(source, plan.target, fe, columns=rest, positions=t[sec.ROW].to_numpy())
+            positions = t[sec.ROW].to_numpy()
+            more = read_file(source, plan.target, fe, columns=rest, positions=positions, config=plan.read)
             for c in rest:
                 t = t.append_column(plan.target.schema.field(c), more[c])
         out.append((fe, t))
@@ -313,7 +320,7 @@ def lookup(
     for fid in np.unique(fids).tolist():
         fe = plan.coverage.answered[fid]
         positions = np.sort(rows[fids == fid])
-        t = read_file(source, plan.target, fe, columns=need, positions=positions)
+        t = read_file(source, plan.target, fe, columns=need, positions=positions, config=plan.read)
         parts.append(t.filter(K.match_mask(t, plan.keys.table)).select(out_cols))
     for _, t in _scan_hits(source, plan, need):
         parts.append(t.select(out_cols))

@@ -276,7 +276,7 @@ def _read_candidates(
     best = min(usable, key=_preference)
     assert best.entry is not None and best.coverage is not None
     if keys is not None:
-        plan = lk.plan_lookup(source, best.entry, target, list(keys), best.coverage)
+        plan = lk.plan_lookup(source, best.entry, target, list(keys), best.coverage, config.read)
         found = lk.locate(source, storage, index.index_dir, plan, with_row_ids=False)
         paths = frozenset(found[lk.FILE].to_pylist())
     else:
