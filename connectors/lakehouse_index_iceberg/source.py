@@ -121,7 +121,7 @@ class IcebergSource(TableSource):
         self._history: History | None = None
         # Bounded caches, sized by CacheConfig.iceberg_*.
         self._manifest_lists: contract.SizedCache[str, tuple[ManifestFile, ...]]
-        self._manifests: contract.SizedCache[str, tuple[ManifestEntry, ...]]
+        self._manifests: contract.SizedCache[tuple[str, int | None], tuple[ManifestEntry, ...]]
         self._manifest_lists = contract.SizedCache("iceberg_manifest_entries")
         self._manifests = contract.SizedCache("iceberg_manifest_entries")
         self._states: contract.SizedCache[int, _State] = contract.SizedCache("iceberg_state_entries")
@@ -276,11 +276,14 @@ class IcebergSource(TableSource):
         return hit
 
     def _manifest(self, m: ManifestFile) -> tuple[ManifestEntry, ...]:
-        hit = self._manifests.get(m.path)
+        # Keyed by the list row's first_row_id too: the entries inherit it, and a manifest
+        # written before an upgrade to v3 gets one only in the lists written after it.
+        key = (m.path, m.first_row_id)
+        hit = self._manifests.get(key)
         if hit is None:
             self.reads["manifest"] += 1
             hit = read_manifest(self._io, m)
-            self._manifests[m.path] = hit
+            self._manifests[key] = hit
         return hit
 
     # ------------------------------------------------------------------ snapshots
@@ -299,8 +302,13 @@ class IcebergSource(TableSource):
             columns=_columns(schema),
             files=dict(state.files),
             partition_columns=self._partition_columns(schema),
-            row_id_column=ROW_ID_COLUMN if h.format_version >= 3 else None,
+            row_id_column=ROW_ID_COLUMN if self._row_lineage(snap) else None,
         )
+
+    def _row_lineage(self, snap: IcebergSnapshot | None) -> bool:
+        """Whether ``snap`` has row ids: a v3 snapshot. One committed before the table was
+        upgraded to v3 has no ``first-row-id`` and its rows no ids (Spark reads them null)."""
+        return snap is not None and self._hist().format_version >= 3 and snap.first_row_id is not None
 
     def _partition_columns(self, schema: Schema) -> tuple[str, ...]:
         spec = self._hist().metadata.spec()
@@ -316,6 +324,12 @@ class IcebergSource(TableSource):
         hit = self._states.get(snap.snapshot_id)
         if hit is not None:
             return hit
+        state = self._full_state(snap)
+        self._remember(state)
+        return state
+
+    def _full_state(self, snap: IcebergSnapshot) -> _State:
+        """A state from every manifest of ``snap`` (nothing reused)."""
         data: dict[str, ManifestEntry] = {}
         deletes: list[ManifestEntry] = []
         for m in self._manifest_list(snap):
@@ -324,9 +338,7 @@ class IcebergSource(TableSource):
                     data[e.file.path] = e
                 else:
                     deletes.append(e)
-        state = self._build_state(snap, data, deletes, None)
-        self._remember(state)
-        return state
+        return self._build_state(snap, data, deletes, None)
 
     def _remember(self, state: _State) -> None:
         self._states[state.snapshot_id] = state
@@ -473,7 +485,12 @@ class IcebergSource(TableSource):
         data.update(added_data)
         deletes = [e for e in prev.deletes.entries if (e.file.path, e.file.content_offset) not in removed_del]
         deletes += added_del
-        state = self._build_state(snap, data, deletes, prev, tuple(added_data), removed_data)
+        if self._row_lineage(snap) and not self._row_lineage(self._hist().snapshots().get(prev.snapshot_id)):
+            # The upgrade to v3 gave the files it carried over their first row ids (in the
+            # new manifest list): take them from there, not from the parent's entries.
+            state = self._full_state(snap)
+        else:
+            state = self._build_state(snap, data, deletes, prev, tuple(added_data), removed_data)
         removed = tuple(
             prev.files[normalize_path(p)]
             for p in removed_data
