@@ -279,8 +279,9 @@ def conversion_of(
         sources: list[str | None] = []
         children = []
         for logical, sub in zip(target, fields, strict=True):
-            found = by_id.get(sub.field_id) if sub.field_id is not None and by_id else None
-            if found is None and not (sub.field_id is not None and by_id):
+            if sub.field_id is not None and by_id:
+                found = by_id.get(sub.field_id)
+            else:
                 found = by_name.get(sub.stored_name)
             inner = f"{where}, field {logical.name!r}"
             sources.append(found.name if found is not None else None)
