@@ -42,6 +42,8 @@ from lakehouse_index.read.scan import scan_files, scan_snapshot
 from lakehouse_index.registry import open_source
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
 from lakehouse_index.spec import IndexSpec, validate_index_name
+from lakehouse_index.workflows import sync, writes
+from lakehouse_index.workflows.reports import SyncResult, WriteResult
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -545,6 +547,49 @@ class Table:
         return self.plan(
             name, list(keys or [None]), version_as_of=version_as_of, timestamp_as_of=timestamp_as_of
         )
+
+
+    # ---- writes and sync
+    # Thin wrappers over lakehouse_index.workflows (see docs/guide/writes-and-watcher.md).
+
+    def append(self, data: Any) -> WriteResult:
+        """Append ``data`` and maintain every index by its ``auto_refresh`` policy.
+
+        ``data``: a pyarrow Table or RecordBatchReader, a pandas DataFrame or a Spark
+        DataFrame (collected to this process) holding exactly the table's columns. Delta
+        commits go through deltalake, Iceberg commits through pyiceberg (the table must be
+        opened through its catalog). Bad input raises before anything is written; if an
+        index fails after the commit, ``IndexMaintenanceError`` names it and the recovery.
+        """
+        return writes.append(self, data)
+
+    def overwrite(self, data: Any, where: str | None = None) -> WriteResult:
+        """Replace every row (``where`` None) or the rows matching ``where`` with ``data``, in one commit."""
+        return writes.overwrite(self, data, where)
+
+    def delete(self, where: str) -> WriteResult:
+        """Delete the rows matching ``where`` (SQL text, as :meth:`scan` accepts)."""
+        return writes.delete(self, where)
+
+    def update(self, where: str | None, set: Mapping[str, Any]) -> WriteResult:  # noqa: A002
+        """Set columns to Python literals (``set={"status": "closed"}``) on the rows matching ``where``."""
+        return writes.update(self, where, set)
+
+    def upsert(self, data: Any, on: str | Sequence[str]) -> WriteResult:
+        """Update the rows whose ``on`` columns match a row of ``data``, insert the others.
+
+        Keys must be unique and not null in ``data``.
+        """
+        return writes.upsert(self, data, [on] if isinstance(on, str) else list(on))
+
+    def sync_indexes(self, *, raise_on_error: bool = True) -> SyncResult:
+        """Apply every index's ``auto_refresh`` policy to the table commits it has not seen.
+
+        ``incremental`` and ``quick`` refresh to the latest version; ``off`` indexes are
+        only reported with their lag. One report per index; with ``raise_on_error`` a
+        failed index raises ``IndexMaintenanceError`` (after every index was tried).
+        """
+        return sync.sync_indexes(self, raise_on_error=raise_on_error)
 
 
 def _epoch_ms(ts: dt.datetime | int) -> int:

@@ -66,3 +66,50 @@ class SparkUnavailableError(LakehouseIndexError):
 
 class QueryError(LakehouseIndexError):
     """A lookup, scan or predicate is malformed for this table or index."""
+
+
+class WriteRefusedError(LakehouseIndexError):
+    """A write was refused before anything was committed: the table and its indexes are unchanged.
+
+    Raised for data whose schema does not fit the table, ``upsert`` keys that are not
+    unique (or null) in the data, and tables this process must not write (read-only).
+    """
+
+
+class ReadOnlyTableError(WriteRefusedError):
+    """The table was opened read-only (indexes under a separate ``index_root``, or an
+    Iceberg table opened by path, which has no atomic commit): writes are refused."""
+
+
+class UnsupportedWriterFeatureError(UnsupportedFeatureError, WriteRefusedError):
+    """The table declares a writer feature the format library used for writes cannot honour
+    (names the feature); nothing was written."""
+
+
+class WriteConflictError(LakehouseIndexError):
+    """Another writer won the table commit and the format library's retries gave up.
+
+    Nothing of this write was committed; re-run it against the new table state.
+    """
+
+
+class IndexMaintenanceError(LakehouseIndexError):
+    """The table commit succeeded but maintaining one or more indexes failed.
+
+    The commit stands. Each failed index stays at its last stable state (still answering
+    correctly through the hybrid scan); the message names it and how to recover
+    (``refresh_index`` or, for an operation left in progress, ``cancel_index``).
+    ``result`` holds the write's (or sync's) full result with every index report.
+    """
+
+    def __init__(self, message: str, result: object) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+class SchemaMismatchError(WriteRefusedError):
+    """The data's columns or types do not fit the table's schema (names each difference)."""
+
+
+class DuplicateKeyError(WriteRefusedError):
+    """``upsert`` data holds a key twice (or a null key): which row wins would be undefined."""

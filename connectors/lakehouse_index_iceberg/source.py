@@ -126,6 +126,7 @@ class IcebergSource(TableSource):
         self._manifests = contract.SizedCache("iceberg_manifest_entries")
         self._states: contract.SizedCache[int, _State] = contract.SizedCache("iceberg_state_entries")
         self._reader = DeleteReader(io)
+        self._catalog_ref: tuple[Any, str] | None = None
         self._eq_files: dict[str, ContentFile] = {}
         #: Counts of metadata files read (manifest lists, manifests): the benchmark reports them.
         self.reads = {"metadata": 0, "manifest_list": 0, "manifest": 0}
@@ -154,8 +155,23 @@ class IcebergSource(TableSource):
                 return find_metadata_file(io, root)
 
         src = cls(io, locator, uri)
+        src._catalog_ref = (catalog, uri) if catalog is not None else None
         src._refresh()
         return src
+
+    def catalog_table(self) -> Any | None:
+        """The pyiceberg Table, freshly loaded through the catalog the source was opened with.
+
+        For writers (pyiceberg commits through the catalog); None when opened by path,
+        which has no atomic commit.
+        """
+        if self._catalog_ref is None:
+            return None
+        from pyiceberg.catalog import load_catalog
+
+        catalog, identifier = self._catalog_ref
+        cat = load_catalog(catalog) if isinstance(catalog, str) else catalog
+        return cat.load_table(identifier)
 
     def _refresh(self) -> History:
         location = self._locator()

@@ -1,0 +1,213 @@
+"""Delta commits through deltalake (delta-rs), after checking the table's writer protocol.
+
+deltalake makes each commit atomically (put-if-absent of the next log file, retried
+by its conflict checker); this module only chooses the deltalake call, refuses tables
+whose writer features a deltalake commit could break, and reads the row counts
+deltalake reports.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from lakehouse_index.errors import UnsupportedWriterFeatureError, WriteConflictError, WriteRefusedError
+from lakehouse_index.io.uri import local_path
+
+#: Writer features a deltalake commit honours whatever the table holds (appendOnly is
+#: enforced here: only appends are allowed when ``delta.appendOnly`` is true).
+HONOURED_FEATURES = frozenset(
+    {"appendOnly", "changeDataFeed", "timestampNtz", "variantType", "variantType-preview", "vacuumProtocolCheck"}
+)
+#: Writer features that only constrain writers while the table uses them (schema or
+#: configuration); refused when in use, tolerated when merely listed.
+METADATA_FEATURES = ("invariants", "checkConstraints", "generatedColumns", "identityColumns", "columnMapping")
+#: Legacy writer versions (before table features) and the features each one implies.
+LEGACY_FEATURES = {
+    2: ("appendOnly", "invariants"),
+    3: ("checkConstraints",),
+    4: ("changeDataFeed", "generatedColumns"),
+    5: ("columnMapping",),
+    6: ("identityColumns",),
+}
+MAX_WRITER_VERSION = 7
+
+
+@dataclass(frozen=True)
+class Commit:
+    """What one deltalake call committed."""
+
+    version: int
+    rows_written: int | None = None
+    rows_deleted: int | None = None
+    rows_updated: int | None = None
+
+
+def _fields(schema: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """Every field of a Delta schema JSON, nested ones included."""
+    for f in schema.get("fields", ()):
+        yield f
+        yield from _nested(f.get("type"))
+
+
+def _nested(t: Any) -> Iterator[Mapping[str, Any]]:
+    if not isinstance(t, Mapping):
+        return
+    if t.get("type") == "struct":
+        yield from _fields(t)
+    elif t.get("type") == "array":
+        yield from _nested(t.get("elementType"))
+    elif t.get("type") == "map":
+        yield from _nested(t.get("keyType"))
+        yield from _nested(t.get("valueType"))
+
+
+def _in_use(feature: str, schema: Mapping[str, Any], config: Mapping[str, str]) -> bool:
+    """Whether a metadata-driven writer feature is in use by this table version."""
+    metas = [f.get("metadata") or {} for f in _fields(schema)]
+    if feature == "invariants":
+        return any("delta.invariants" in m for m in metas)
+    if feature == "checkConstraints":
+        return any(k.startswith("delta.constraints.") for k in config)
+    if feature == "generatedColumns":
+        return any("delta.generationExpression" in m for m in metas)
+    if feature == "identityColumns":
+        return any(any(k.startswith("delta.identity.") for k in m) for m in metas)
+    if feature == "columnMapping":
+        return config.get("delta.columnMapping.mode", "none").lower() != "none"
+    raise AssertionError(feature)
+
+
+def refused_features(
+    min_writer_version: int,
+    writer_features: Sequence[str] | None,
+    schema: Mapping[str, Any],
+    config: Mapping[str, str],
+) -> list[str]:
+    """The writer features (or version) of a table a deltalake commit cannot honour."""
+    if min_writer_version > MAX_WRITER_VERSION:
+        return [f"minWriterVersion {min_writer_version}"]
+    if min_writer_version >= 7:
+        declared = list(writer_features or ())
+    else:
+        declared = [f for v, fs in LEGACY_FEATURES.items() if v <= min_writer_version for f in fs]
+    out = []
+    for f in declared:
+        if f in HONOURED_FEATURES:
+            continue
+        if f in METADATA_FEATURES and not _in_use(f, schema, config):
+            continue
+        out.append(f)
+    return out
+
+
+def open_for_write(uri: str, operation: str) -> Any:
+    """The deltalake DeltaTable at ``uri``, after checking that ``operation`` may commit to it."""
+    from deltalake import DeltaTable
+
+    dt = DeltaTable(_deltalake_uri(uri))
+    protocol = dt.protocol()
+    config = dict(dt.metadata().configuration)
+    schema = json.loads(dt.schema().to_json())
+    refused = refused_features(protocol.min_writer_version, protocol.writer_features, schema, config)
+    if refused:
+        raise UnsupportedWriterFeatureError(
+            f"{uri}: the table declares writer feature(s) {refused} that a deltalake commit cannot "
+            "honour; nothing was written. Write with an engine that supports them (e.g. Spark with "
+            "delta-spark) and let `lakehouse-index watch` or `sync_indexes` maintain the indexes"
+        )
+    if operation != "append" and config.get("delta.appendOnly", "false").lower() == "true":
+        raise WriteRefusedError(f"{uri}: the table is append-only (delta.appendOnly); {operation} refused")
+    return dt
+
+
+def _deltalake_uri(uri: str) -> str:
+    return local_path(uri) if uri.startswith("file:") else uri
+
+
+def _conflict(e: Exception) -> Exception:
+    from deltalake.exceptions import CommitFailedError
+
+    if isinstance(e, CommitFailedError):
+        return WriteConflictError(f"the Delta commit lost to a concurrent writer: {e}")
+    return e
+
+
+def _run(dt: Any, fn: Any) -> Any:
+    try:
+        return fn()
+    except Exception as e:
+        mapped = _conflict(e)
+        if mapped is e:
+            raise
+        raise mapped from e
+
+
+def append(dt: Any, data: pa.Table) -> Commit:
+    """Append ``data`` (already in the table schema)."""
+    from deltalake import write_deltalake
+
+    _run(dt, lambda: write_deltalake(dt, data, mode="append"))
+    return Commit(dt.version(), rows_written=data.num_rows)
+
+
+def overwrite(dt: Any, data: pa.Table, where_sql: str | None, where_target_sql: str | None) -> Commit:
+    """Replace every row (``where_sql`` None) or the rows matching it with ``data``, in one commit.
+
+    With a predicate, a MERGE ``ON FALSE`` deletes the target rows matching it (files
+    without a matching row are kept as they are) and inserts every data row, so the
+    data need not match the predicate (deltalake's replaceWhere would insist).
+    """
+    from deltalake import write_deltalake
+
+    if where_sql is None:
+        _run(dt, lambda: write_deltalake(dt, data, mode="overwrite"))
+        return Commit(dt.version(), rows_written=data.num_rows)
+    assert where_target_sql is not None
+    metrics = _run(
+        dt,
+        lambda: dt.merge(data, predicate="FALSE", source_alias="s", target_alias="t")
+        .when_not_matched_by_source_delete(predicate=where_target_sql)
+        .when_not_matched_insert_all()
+        .execute(),
+    )
+    return Commit(
+        dt.version(),
+        rows_written=int(metrics.get("num_target_rows_inserted", data.num_rows)),
+        rows_deleted=metrics.get("num_target_rows_deleted"),
+    )
+
+
+def delete(dt: Any, where_sql: str) -> Commit:
+    """Delete the rows matching ``where_sql``."""
+    metrics = _run(dt, lambda: dt.delete(where_sql))
+    return Commit(dt.version(), rows_deleted=metrics.get("num_deleted_rows"))
+
+
+def update(dt: Any, where_sql: str, updates: Mapping[str, str]) -> Commit:
+    """Set columns (DataFusion SQL literals) on the rows matching ``where_sql``."""
+    metrics = _run(dt, lambda: dt.update(updates=dict(updates), predicate=where_sql))
+    return Commit(dt.version(), rows_updated=metrics.get("num_updated_rows"))
+
+
+def upsert(dt: Any, data: pa.Table, on: Sequence[str]) -> Commit:
+    """MERGE ``data`` on the ``on`` columns: matched rows updated, the rest inserted."""
+    from lakehouse_index.workflows.predicates import column_sql
+
+    predicate = " AND ".join(f"{column_sql(c, 't')} = {column_sql(c, 's')}" for c in on)
+    metrics = _run(
+        dt,
+        lambda: dt.merge(data, predicate=predicate, source_alias="s", target_alias="t")
+        .when_matched_update_all()
+        .when_not_matched_insert_all()
+        .execute(),
+    )
+    return Commit(
+        dt.version(),
+        rows_written=metrics.get("num_target_rows_inserted"),
+        rows_updated=metrics.get("num_target_rows_updated"),
+    )

@@ -1,0 +1,129 @@
+"""Typed, frozen results of writes, syncs and watcher actions."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+from lakehouse_index.spec import AutoRefresh
+
+
+class Action(str, Enum):
+    """What maintaining one index did."""
+
+    INCREMENTAL = "incremental"  # index data brought to the latest version
+    QUICK = "quick"  # changes recorded (Pending), repaired by hybrid scan at query time
+    NOTHING = "nothing"  # already up to date
+    REPORTED = "reported"  # policy off: only the lag is reported
+    RACED = "raced"  # another writer (a watcher) updated or is updating the index
+    FAILED = "failed"  # the refresh failed; the index stays at its last stable state
+
+
+@dataclass(frozen=True)
+class IndexReport:
+    """What happened to one index after a table commit (or on a sync).
+
+    ``indexed_version``: the table version the index data covers after the action;
+    ``seen_version``: the newest version its log knows of (a quick refresh records
+    changes without indexing them); ``lag`` = commits the index log has not seen
+    (table ordinal − seen ordinal; Delta: versions), ``lag_seconds`` the time between
+    the seen commit and the latest one. ``entries_written``: index rows written by this
+    action (PUT and DEL entries); ``files_tombstoned``: data files newly marked removed.
+    ``error`` and ``recovery`` are set when the action failed.
+    """
+
+    name: str
+    policy: AutoRefresh
+    action: Action
+    table_version: int
+    version_before: int | None
+    indexed_version: int | None
+    seen_version: int | None
+    lag: int
+    lag_seconds: float
+    entries_written: int | None = None
+    files_tombstoned: int | None = None
+    seconds: float = 0.0
+    error: str | None = None
+    recovery: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """False when maintenance of this index failed."""
+        return self.action is not Action.FAILED
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as a JSON object (the watcher prints one per line with ``--json``)."""
+        return {
+            "index": self.name,
+            "policy": self.policy.value,
+            "action": self.action.value,
+            "version": self.table_version,
+            "version_before": self.version_before,
+            "indexed_version": self.indexed_version,
+            "seen_version": self.seen_version,
+            "lag": self.lag,
+            "lag_seconds": round(self.lag_seconds, 3),
+            "entries_written": self.entries_written,
+            "files_tombstoned": self.files_tombstoned,
+            "seconds": round(self.seconds, 3),
+            "error": self.error,
+            "recovery": self.recovery,
+        }
+
+
+@dataclass(frozen=True)
+class SyncResult:
+    """``Table.sync_indexes``: the table version synced to and one report per index."""
+
+    table_uri: str
+    table_version: int
+    indexes: tuple[IndexReport, ...]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        """True when no index failed."""
+        return all(r.ok for r in self.indexes)
+
+    @property
+    def failed(self) -> tuple[IndexReport, ...]:
+        """The reports of the indexes whose maintenance failed."""
+        return tuple(r for r in self.indexes if not r.ok)
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    """A write through the API: the commit and what each index did after it.
+
+    ``table_version`` is the version this write committed (for Iceberg writes that make
+    several snapshots in one transaction, the last); ``previous_version`` the latest
+    version before it. Row counts are None where the format library does not report them.
+    """
+
+    operation: str
+    table_uri: str
+    table_version: int
+    previous_version: int
+    rows_written: int | None
+    rows_deleted: int | None
+    rows_updated: int | None
+    indexes: tuple[IndexReport, ...]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        """True when every index was maintained."""
+        return all(r.ok for r in self.indexes)
+
+    @property
+    def failed(self) -> tuple[IndexReport, ...]:
+        """The reports of the indexes whose maintenance failed."""
+        return tuple(r for r in self.indexes if not r.ok)
+
+
+def failure_message(what: str, failed: tuple[IndexReport, ...]) -> str:
+    """One message naming every failed index, its error and how to recover."""
+    parts = [f"{r.name}: {r.error} — {r.recovery}" for r in failed]
+    return f"{what}; index maintenance failed for " + "; ".join(parts)

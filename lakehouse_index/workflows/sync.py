@@ -1,0 +1,201 @@
+"""Apply each index's ``auto_refresh`` policy to the table commits it has not seen.
+
+``incremental`` runs ``refresh_index(name, "incremental")`` and ``quick`` runs
+``refresh_index(name, "quick")``; both go to the table's latest version, so commits by
+other engines that landed in between are included. ``off`` only reports the lag. The
+index log's put-if-absent decides races: a refresh that loses to another writer (a
+watcher, a second API writer) changes nothing and is re-checked.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from lakehouse_index.errors import ConcurrentIndexUpdate, IndexBusyError, IndexMaintenanceError
+from lakehouse_index.log.entry import IndexState, LogEntry
+from lakehouse_index.spec import AutoRefresh
+from lakehouse_index.workflows.reports import Action, IndexReport, SyncResult, failure_message
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lakehouse_index.api import Table
+
+#: How long a write waits for another process's operation on an index before reporting it.
+BUSY_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class _Latest:
+    version: int
+    ordinal: int
+    timestamp_ms: int
+
+
+def _latest(table: Table) -> _Latest:
+    version = table.source.latest_version()
+    info = table.source.version_info(version)
+    return _Latest(version, info.ordinal, info.timestamp_ms)
+
+
+def _seen(entry: LogEntry) -> tuple[int, int]:
+    """(version, ordinal) of the newest table commit the index log knows of."""
+    if entry.pending is not None:
+        return entry.pending.version, entry.pending.ordinal
+    return entry.source.version, entry.source.ordinal
+
+
+def _lag(table: Table, entry: LogEntry, latest: _Latest) -> tuple[int, float]:
+    version, ordinal = _seen(entry)
+    lag = max(0, latest.ordinal - ordinal)
+    if lag == 0:
+        return 0, 0.0
+    seen_ms = entry.source.timestamp_ms
+    if entry.pending is not None:
+        seen_ms = table.source.version_info(version).timestamp_ms
+    return lag, max(0.0, (latest.timestamp_ms - seen_ms) / 1000)
+
+
+def _recovery(name: str, mode: str, stuck: bool) -> str:
+    refresh = f"t.refresh_index({name!r}, {mode!r}) (CLI: lakehouse-index refresh TABLE {name} --mode {mode})"
+    if stuck:
+        return (
+            f"the index is left in a transient state: t.cancel_index({name!r}) "
+            f"(CLI: lakehouse-index cancel TABLE {name}), then {refresh}"
+        )
+    return f"the index still answers correctly by hybrid scan; catch up with {refresh}"
+
+
+def _delta(before: LogEntry, after: LogEntry) -> tuple[int, int]:
+    """Index rows written and data files newly tombstoned between two stable entries."""
+    old_files = {f.path for f in before.content.files}
+    written = sum(f.rows for f in after.content.files if f.path not in old_files)
+    was_removed = {f.id for f in before.source.files if f.removed_ordinal is not None}
+    tombstoned = sum(1 for f in after.source.files if f.removed_ordinal is not None and f.id not in was_removed)
+    return written, tombstoned
+
+
+def maintain_index(
+    table: Table,
+    name: str,
+    *,
+    wait_for_busy: bool = True,
+    spark: SparkSession | None = None,
+) -> IndexReport:
+    """Apply index ``name``'s policy to the commits it has not seen; never raises for a failed refresh.
+
+    ``wait_for_busy``: when another process holds the index (its transient entry is the
+    latest), wait up to :data:`BUSY_TIMEOUT_S` and retry (writes); otherwise report
+    ``RACED`` at once (the watcher re-checks on its next poll).
+    """
+    start = time.perf_counter()
+    log = table._log(name)
+    before = log.latest_stable()
+    if before is None:  # a first create still running elsewhere
+        raise IndexBusyError(f"index {name!r} is being created; nothing to maintain yet")
+    policy = before.spec.auto_refresh
+    mode = policy.value
+    version_before = before.source.version
+
+    def report(action: Action, entry: LogEntry, latest: _Latest, **extra: object) -> IndexReport:
+        lag, lag_s = _lag(table, entry, latest)
+        return IndexReport(
+            name=name,
+            policy=policy,
+            action=action,
+            table_version=latest.version,
+            version_before=version_before,
+            indexed_version=entry.source.version,
+            seen_version=_seen(entry)[0],
+            lag=lag,
+            lag_seconds=lag_s,
+            seconds=time.perf_counter() - start,
+            **extra,  # type: ignore[arg-type]
+        )
+
+    latest = _latest(table)
+    if policy is AutoRefresh.OFF:
+        return report(Action.REPORTED, before, latest)
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        current = log.latest_stable()
+        assert current is not None
+        if current.state is not IndexState.ACTIVE:
+            return report(Action.NOTHING, current, latest)
+        up_to_date = _seen(current)[1] >= latest.ordinal and (mode == "quick" or current.pending is None)
+        latest_entry = log.latest()
+        busy = latest_entry is not None and not latest_entry.state.is_stable
+        if up_to_date and not busy:
+            action = Action.NOTHING if current.id == before.id else Action.RACED
+            return report(action, current, latest)
+        try:
+            table.refresh_index(name, mode, spark=spark)
+        except ConcurrentIndexUpdate as e:
+            if not wait_for_busy:
+                return report(Action.RACED, current, latest)
+            if time.monotonic() > deadline:
+                stuck = isinstance(e, IndexBusyError)
+                return report(
+                    Action.FAILED,
+                    current,
+                    latest,
+                    error=f"{type(e).__name__}: {e}",
+                    recovery=_recovery(name, mode, stuck),
+                )
+            time.sleep(0.05)
+            latest = _latest(table)
+            continue
+        except Exception as e:  # the table commit stands; report and let the caller decide
+            newest = log.latest()
+            stuck = newest is not None and not newest.state.is_stable
+            stable = log.latest_stable() or current
+            return report(
+                Action.FAILED,
+                stable,
+                latest,
+                error=f"{type(e).__name__}: {e}",
+                recovery=_recovery(name, mode, stuck),
+            )
+        after = log.latest_stable()
+        assert after is not None
+        written, tombstoned = _delta(before, after)
+        action = Action.INCREMENTAL if mode == "incremental" else Action.QUICK
+        return report(
+            action, after, _latest(table), entries_written=written, files_tombstoned=tombstoned
+        )
+
+
+def sync_indexes(
+    table: Table,
+    names: Sequence[str] | None = None,
+    *,
+    raise_on_error: bool = True,
+    wait_for_busy: bool = True,
+    spark: SparkSession | None = None,
+) -> SyncResult:
+    """Apply every (or the named) existing index's policy; one report per index.
+
+    Deleted indexes are skipped. With ``raise_on_error``, a failed index raises
+    :class:`IndexMaintenanceError` (carrying the result) after every index was tried.
+    """
+    start = time.perf_counter()
+    wanted = None if names is None else set(names)
+    reports = []
+    for info in table.indexes():
+        if wanted is not None and info.name not in wanted:
+            continue
+        if info.state in (IndexState.DELETED, IndexState.DOES_NOT_EXIST) or info.indexed_version is None:
+            continue
+        reports.append(maintain_index(table, info.name, wait_for_busy=wait_for_busy, spark=spark))
+    result = SyncResult(
+        table_uri=table.uri,
+        table_version=reports[-1].table_version if reports else table.latest_version(),
+        indexes=tuple(reports),
+        seconds=time.perf_counter() - start,
+    )
+    if raise_on_error and not result.ok:
+        raise IndexMaintenanceError(failure_message(f"sync of {table.uri}", result.failed), result)
+    return result

@@ -1,0 +1,207 @@
+"""Writes through the API: check the input, commit through the format library, maintain indexes.
+
+Every check runs before the commit, so bad input leaves the table and its indexes
+unchanged: the table must be writable (not opened read-only, no writer feature the
+format library cannot honour), ``data`` must fit the table schema, ``where`` may name
+only table columns, ``upsert`` keys must be unique and not null in ``data``. After the
+commit, each index applies its ``auto_refresh`` policy (:mod:`.sync`) to every commit it
+has not seen, including foreign commits that landed in between. If that fails, the
+commit stands and :class:`~lakehouse_index.errors.IndexMaintenanceError` says which
+index failed and how to recover.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from lakehouse_index.errors import IndexMaintenanceError, ReadOnlyTableError, WriteRefusedError
+from lakehouse_index.expressions import Predicate
+from lakehouse_index.io import join_uri
+from lakehouse_index.source import Snapshot
+from lakehouse_index.workflows import data as inputs
+from lakehouse_index.workflows import predicates
+from lakehouse_index.workflows.reports import WriteResult, failure_message
+from lakehouse_index.workflows.sync import sync_indexes
+
+if TYPE_CHECKING:
+    from lakehouse_index.api import Table
+
+INDEX_DIR_NAME = "_lakehouse_index"
+
+
+def check_writable(table: Table) -> None:
+    """ReadOnlyTableError when ``table`` was opened with its indexes outside the table.
+
+    A separate ``index_root`` is how a table is opened read-only: its indexes live
+    elsewhere because this process may not write the table's location, so writes are
+    refused (``sync_indexes`` and ``watch`` still maintain the indexes).
+    """
+    if table.index_root.rstrip("/") != join_uri(table.uri, INDEX_DIR_NAME):
+        raise ReadOnlyTableError(
+            f"{table.uri} is opened read-only (its indexes live under a separate index_root "
+            f"{table.index_root}); writes are refused. Open it without index_root to write"
+        )
+
+
+def _where(where: Any, schema: pa.Schema, what: str) -> Predicate | None:
+    if where is not None and not isinstance(where, str):
+        raise WriteRefusedError(f"{what}: where must be SQL text, not {type(where).__name__}")
+    return Predicate.of(where, schema)
+
+
+def _columns_exist(names: Sequence[str], schema: pa.Schema, what: str) -> None:
+    missing = [c for c in names if c not in schema.names]
+    if missing:
+        raise WriteRefusedError(f"{what}: no column(s) {missing} in the table (columns: {schema.names})")
+
+
+def _set_values(values: Mapping[str, Any], schema: pa.Schema) -> dict[str, Any]:
+    if not values:
+        raise WriteRefusedError("update needs set={column: value, ...}")
+    _columns_exist(list(values), schema, "update")
+    out = {}
+    for name, value in values.items():
+        field = schema.field(name)
+        if value is None and not field.nullable:
+            raise WriteRefusedError(f"update: column {name!r} is NOT NULL; cannot set it to null")
+        try:
+            pa.array([value], field.type)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as e:
+            raise WriteRefusedError(f"update: {value!r} is not a value of column {name!r} ({field.type}): {e}") from e
+        out[name] = value
+    return out
+
+
+def _commit_and_sync(
+    table: Table, operation: str, snap: Snapshot, commit: Callable[[], Any], start: float
+) -> WriteResult:
+    done = commit()
+    sync = sync_indexes(table, raise_on_error=False)
+    result = WriteResult(
+        operation=operation,
+        table_uri=table.uri,
+        table_version=done.version,
+        previous_version=snap.version,
+        rows_written=done.rows_written,
+        rows_deleted=done.rows_deleted,
+        rows_updated=done.rows_updated,
+        indexes=sync.indexes,
+        seconds=time.perf_counter() - start,
+    )
+    if not result.ok:
+        raise IndexMaintenanceError(
+            failure_message(f"{operation} committed version {done.version} of {table.uri}", result.failed),
+            result,
+        )
+    return result
+
+
+def _open(table: Table, operation: str) -> tuple[Snapshot, Any]:
+    """The latest snapshot and the format library's handle, after the writability checks."""
+    check_writable(table)
+    if table.format == "delta":
+        from lakehouse_index.workflows import delta_commit
+
+        handle = delta_commit.open_for_write(table.uri, operation)
+    elif table.format == "iceberg":
+        from lakehouse_index.workflows import iceberg_commit
+
+        handle = iceberg_commit.open_for_write(table.source, table.uri)
+    else:
+        raise ReadOnlyTableError(f"writes to {table.format} tables are not supported")
+    return table.snapshot(), handle
+
+
+def append(table: Table, data: Any) -> WriteResult:
+    """Append ``data`` (pyarrow, pandas or Spark); see :meth:`lakehouse_index.Table.append`."""
+    start = time.perf_counter()
+    snap, handle = _open(table, "append")
+    rows = inputs.conform(inputs.to_arrow(data), snap.schema, table.uri)
+    if table.format == "delta":
+        from lakehouse_index.workflows import delta_commit as dc
+
+        return _commit_and_sync(table, "append", snap, lambda: dc.append(handle, rows), start)
+    from lakehouse_index.workflows import iceberg_commit as ic
+
+    return _commit_and_sync(table, "append", snap, lambda: ic.append(handle, rows), start)
+
+
+def overwrite(table: Table, data: Any, where: str | None = None) -> WriteResult:
+    """Replace all rows, or those matching ``where``, with ``data``."""
+    start = time.perf_counter()
+    snap, handle = _open(table, "overwrite")
+    predicate = _where(where, snap.schema, "overwrite")
+    rows = inputs.conform(inputs.to_arrow(data), snap.schema, table.uri)
+    if table.format == "delta":
+        from lakehouse_index.workflows import delta_commit as dc
+
+        sql = predicates.to_datafusion_sql(predicate) if predicate is not None else None
+        target = predicates.to_datafusion_sql(predicate, "t") if predicate is not None else None
+        return _commit_and_sync(table, "overwrite", snap, lambda: dc.overwrite(handle, rows, sql, target), start)
+    from lakehouse_index.workflows import iceberg_commit as ic
+
+    row_filter = predicates.to_iceberg(predicate) if predicate is not None else None
+    return _commit_and_sync(table, "overwrite", snap, lambda: ic.overwrite(handle, rows, row_filter), start)
+
+
+def delete(table: Table, where: str) -> WriteResult:
+    """Delete the rows matching ``where``."""
+    start = time.perf_counter()
+    snap, handle = _open(table, "delete")
+    if where is None:
+        raise WriteRefusedError("delete needs where= (use where='TRUE' to delete every row)")
+    predicate = _where(where, snap.schema, "delete")
+    assert predicate is not None
+    if table.format == "delta":
+        from lakehouse_index.workflows import delta_commit as dc
+
+        sql = predicates.to_datafusion_sql(predicate)
+        return _commit_and_sync(table, "delete", snap, lambda: dc.delete(handle, sql), start)
+    from lakehouse_index.workflows import iceberg_commit as ic
+
+    row_filter = predicates.to_iceberg(predicate)
+    return _commit_and_sync(table, "delete", snap, lambda: ic.delete(handle, row_filter), start)
+
+
+def update(table: Table, where: str | None, values: Mapping[str, Any]) -> WriteResult:
+    """Set columns to Python literals on the rows matching ``where`` (every row when None)."""
+    start = time.perf_counter()
+    snap, handle = _open(table, "update")
+    predicate = _where(where, snap.schema, "update")
+    checked = _set_values(values, snap.schema)
+    if table.format == "delta":
+        from lakehouse_index.workflows import delta_commit as dc
+
+        sql = predicates.to_datafusion_sql(predicate) if predicate is not None else "TRUE"
+        updates = {
+            c: predicates.sql_value(v, snap.schema.field(c).type) for c, v in checked.items()
+        }
+        return _commit_and_sync(table, "update", snap, lambda: dc.update(handle, sql, updates), start)
+    from lakehouse_index.workflows import iceberg_commit as ic
+    from pyiceberg.expressions import AlwaysTrue
+
+    row_filter = predicates.to_iceberg(predicate) if predicate is not None else AlwaysTrue()
+    return _commit_and_sync(table, "update", snap, lambda: ic.update(handle, row_filter, checked), start)
+
+
+def upsert(table: Table, data: Any, on: Sequence[str]) -> WriteResult:
+    """Update the rows matching ``data`` on the ``on`` columns, insert the rest."""
+    start = time.perf_counter()
+    keys = [on] if isinstance(on, str) else list(on)
+    snap, handle = _open(table, "upsert")
+    if not keys:
+        raise WriteRefusedError("upsert needs on=[key columns]")
+    _columns_exist(keys, snap.schema, "upsert")
+    rows = inputs.conform(inputs.to_arrow(data), snap.schema, table.uri)
+    inputs.check_unique_keys(rows, keys)
+    if table.format == "delta":
+        from lakehouse_index.workflows import delta_commit as dc
+
+        return _commit_and_sync(table, "upsert", snap, lambda: dc.upsert(handle, rows, keys), start)
+    from lakehouse_index.workflows import iceberg_commit as ic
+
+    return _commit_and_sync(table, "upsert", snap, lambda: ic.upsert(handle, rows, keys), start)
