@@ -571,7 +571,7 @@ class Table:
         """Delete the rows matching ``where`` (SQL text, as :meth:`scan` accepts)."""
         return writes.delete(self, where)
 
-    def update(self, where: str | None, set: Mapping[str, Any]) -> WriteResult:  # noqa: A002
+    def update(self, where: str | None, set: Mapping[str, Any]) -> WriteResult:
         """Set columns to Python literals (``set={"status": "closed"}``) on the rows matching ``where``."""
         return writes.update(self, where, set)
 

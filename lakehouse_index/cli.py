@@ -246,3 +246,35 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+
+
+@app.command("watch")
+def watch_command(
+    tables: Annotated[list[str], typer.Argument(help="table paths/URIs (or identifiers with --catalog)")],
+    interval: Annotated[float, typer.Option(help="seconds between polls")] = 5.0,
+    once: Annotated[bool, typer.Option(help="one pass, then exit")] = False,
+    catalog: CatalogOpt = None,
+    index_root: IndexRootOpt = None,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON line per action")] = False,
+) -> None:
+    """Sync indexes whenever a table gets new commits (by any engine); Ctrl-C stops cleanly."""
+    from lakehouse_index.workflows.watch import WatchEvent, watch
+
+    opened = [_open(t, catalog, index_root) for t in tables]
+
+    def show(event: WatchEvent) -> None:
+        if as_json:
+            typer.echo(json.dumps(event.to_json(), sort_keys=True))
+            return
+        r = event.report
+        if r is None:
+            console.print(f"[red]{event.table}[/]: {event.error}")
+            return
+        colour = "red" if not r.ok else "green" if r.lag == 0 else "yellow"
+        console.print(
+            f"{event.table} [bold]{r.name}[/] {r.action.value}: version {r.table_version}, indexed "
+            f"{r.indexed_version}, [{colour}]lag {r.lag} ({r.lag_seconds:.1f} s)[/] in {r.seconds:.2f} s"
+            + (f"\n  [red]{r.error}[/]\n  {r.recovery}" if r.error else "")
+        )
+
+    watch(opened, interval=interval, once=once, on_event=show)

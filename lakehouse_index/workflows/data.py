@@ -96,11 +96,15 @@ def conform(data: pa.Table, schema: pa.Schema, table: str) -> pa.Table:
                 problems.append(f"column {field.name!r} ({col.type}) does not convert to {field.type}: {e}")
                 continue
             if not field.nullable and cast.null_count:
-                problems.append(f"column {field.name!r} is NOT NULL but the data has {cast.null_count} null(s)")
+                problems.append(
+                    f"column {field.name!r} is NOT NULL but the data has {cast.null_count} null(s)"
+                )
             columns.append(cast)
     if problems:
         raise SchemaMismatchError(
-            f"data does not match the schema of {table}: " + "; ".join(problems) + f" (table schema: {schema})"
+            f"data does not match the schema of {table}: "
+            + "; ".join(problems)
+            + f" (table schema: {schema})"
         )
     return pa.Table.from_arrays(columns, schema=schema)
 

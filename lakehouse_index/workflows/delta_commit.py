@@ -21,7 +21,14 @@ from lakehouse_index.io.uri import local_path
 #: Writer features a deltalake commit honours whatever the table holds (appendOnly is
 #: enforced here: only appends are allowed when ``delta.appendOnly`` is true).
 HONOURED_FEATURES = frozenset(
-    {"appendOnly", "changeDataFeed", "timestampNtz", "variantType", "variantType-preview", "vacuumProtocolCheck"}
+    {
+        "appendOnly",
+        "changeDataFeed",
+        "timestampNtz",
+        "variantType",
+        "variantType-preview",
+        "vacuumProtocolCheck",
+    }
 )
 #: Writer features that only constrain writers while the table uses them (schema or
 #: configuration); refused when in use, tolerated when merely listed.
@@ -170,10 +177,12 @@ def overwrite(dt: Any, data: pa.Table, where_sql: str | None, where_target_sql: 
     assert where_target_sql is not None
     metrics = _run(
         dt,
-        lambda: dt.merge(data, predicate="FALSE", source_alias="s", target_alias="t")
-        .when_not_matched_by_source_delete(predicate=where_target_sql)
-        .when_not_matched_insert_all()
-        .execute(),
+        lambda: (
+            dt.merge(data, predicate="FALSE", source_alias="s", target_alias="t")
+            .when_not_matched_by_source_delete(predicate=where_target_sql)
+            .when_not_matched_insert_all()
+            .execute()
+        ),
     )
     return Commit(
         dt.version(),
@@ -201,10 +210,12 @@ def upsert(dt: Any, data: pa.Table, on: Sequence[str]) -> Commit:
     predicate = " AND ".join(f"{column_sql(c, 't')} = {column_sql(c, 's')}" for c in on)
     metrics = _run(
         dt,
-        lambda: dt.merge(data, predicate=predicate, source_alias="s", target_alias="t")
-        .when_matched_update_all()
-        .when_not_matched_insert_all()
-        .execute(),
+        lambda: (
+            dt.merge(data, predicate=predicate, source_alias="s", target_alias="t")
+            .when_matched_update_all()
+            .when_not_matched_insert_all()
+            .execute()
+        ),
     )
     return Commit(
         dt.version(),

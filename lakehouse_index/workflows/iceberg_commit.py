@@ -134,7 +134,7 @@ def delete(tbl: Any, row_filter: Any) -> Commit:
 
 
 def update(tbl: Any, row_filter: Any, values: Mapping[str, Any]) -> Commit:
-    """Set ``values`` (Python literals) on the rows matching ``row_filter``: delete + append, one transaction."""
+    """Set ``values`` (Python literals) on the rows matching ``row_filter`` (delete + append, one commit)."""
 
     def op(t: Any) -> Commit:
         before = _head(t)

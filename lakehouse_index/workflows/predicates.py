@@ -188,7 +188,7 @@ class _Iceberg:
         self.schema = schema
         from pyiceberg import expressions as ie
 
-        self.ie = ie
+        self.ie: Any = ie
 
     def guard(self, name: str, e: Any) -> Any:
         return self.ie.And(self.ie.NotNull(name), e)
@@ -218,10 +218,9 @@ class _Iceberg:
         if isinstance(node, ast.Compare):
             if not (isinstance(node.left, ast.Col) ^ isinstance(node.right, ast.Col)):
                 raise QueryError("Iceberg writes support comparisons of a column with a literal only")
-            if isinstance(node.left, ast.Col):
-                col, lit, op = node.left, node.right, node.op
-            else:
-                col, lit, op = node.right, node.left, ast.FLIP[node.op]
+            flipped = not isinstance(node.left, ast.Col)
+            col, lit = (node.right, node.left) if flipped else (node.left, node.right)
+            op = ast.FLIP[node.op] if flipped else node.op
             assert isinstance(col, ast.Col) and isinstance(lit, ast.Lit)
             negate = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
             value = _ice_value(lit, self.schema.field(col.name).type)
@@ -237,7 +236,9 @@ class _Iceberg:
         if isinstance(node, ast.Between):
             low, high = _ice_value(node.low, col_type), _ice_value(node.high, col_type)
             if positive:
-                return self.guard(name, ie.And(ie.GreaterThanOrEqual(name, low), ie.LessThanOrEqual(name, high)))
+                return self.guard(
+                    name, ie.And(ie.GreaterThanOrEqual(name, low), ie.LessThanOrEqual(name, high))
+                )
             return self.guard(name, ie.Or(ie.LessThan(name, low), ie.GreaterThan(name, high)))
         if isinstance(node, ast.Like):
             tokens = LikePattern(node.pattern).tokens
@@ -250,7 +251,9 @@ class _Iceberg:
                 raise QueryError(
                     f"LIKE {node.pattern!r}: Iceberg writes support prefix patterns ('abc%') only"
                 )
-            return self.guard(name, ie.StartsWith(name, prefix) if positive else ie.NotStartsWith(name, prefix))
+            return self.guard(
+                name, ie.StartsWith(name, prefix) if positive else ie.NotStartsWith(name, prefix)
+            )
         raise QueryError(f"cannot render {node!r} for pyiceberg")
 
 

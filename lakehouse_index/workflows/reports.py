@@ -27,7 +27,7 @@ class IndexReport:
     ``indexed_version``: the table version the index data covers after the action;
     ``seen_version``: the newest version its log knows of (a quick refresh records
     changes without indexing them); ``lag`` = commits the index log has not seen
-    (table ordinal − seen ordinal; Delta: versions), ``lag_seconds`` the time between
+    (table ordinal - seen ordinal; Delta: versions), ``lag_seconds`` the time between
     the seen commit and the latest one. ``entries_written``: index rows written by this
     action (PUT and DEL entries); ``files_tombstoned``: data files newly marked removed.
     ``error`` and ``recovery`` are set when the action failed.

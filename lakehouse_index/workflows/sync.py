@@ -74,7 +74,9 @@ def _delta(before: LogEntry, after: LogEntry) -> tuple[int, int]:
     old_files = {f.path for f in before.content.files}
     written = sum(f.rows for f in after.content.files if f.path not in old_files)
     was_removed = {f.id for f in before.source.files if f.removed_ordinal is not None}
-    tombstoned = sum(1 for f in after.source.files if f.removed_ordinal is not None and f.id not in was_removed)
+    tombstoned = sum(
+        1 for f in after.source.files if f.removed_ordinal is not None and f.id not in was_removed
+    )
     return written, tombstoned
 
 
@@ -163,9 +165,7 @@ def maintain_index(
         assert after is not None
         written, tombstoned = _delta(before, after)
         action = Action.INCREMENTAL if mode == "incremental" else Action.QUICK
-        return report(
-            action, after, _latest(table), entries_written=written, files_tombstoned=tombstoned
-        )
+        return report(action, after, _latest(table), entries_written=written, files_tombstoned=tombstoned)
 
 
 def sync_indexes(

@@ -71,7 +71,9 @@ def _set_values(values: Mapping[str, Any], schema: pa.Schema) -> dict[str, Any]:
         try:
             pa.array([value], field.type)
         except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as e:
-            raise WriteRefusedError(f"update: {value!r} is not a value of column {name!r} ({field.type}): {e}") from e
+            raise WriteRefusedError(
+                f"update: {value!r} is not a value of column {name!r} ({field.type}): {e}"
+            ) from e
         out[name] = value
     return out
 
@@ -141,7 +143,9 @@ def overwrite(table: Table, data: Any, where: str | None = None) -> WriteResult:
 
         sql = predicates.to_datafusion_sql(predicate) if predicate is not None else None
         target = predicates.to_datafusion_sql(predicate, "t") if predicate is not None else None
-        return _commit_and_sync(table, "overwrite", snap, lambda: dc.overwrite(handle, rows, sql, target), start)
+        return _commit_and_sync(
+            table, "overwrite", snap, lambda: dc.overwrite(handle, rows, sql, target), start
+        )
     from lakehouse_index.workflows import iceberg_commit as ic
 
     row_filter = predicates.to_iceberg(predicate) if predicate is not None else None
@@ -177,12 +181,11 @@ def update(table: Table, where: str | None, values: Mapping[str, Any]) -> WriteR
         from lakehouse_index.workflows import delta_commit as dc
 
         sql = predicates.to_datafusion_sql(predicate) if predicate is not None else "TRUE"
-        updates = {
-            c: predicates.sql_value(v, snap.schema.field(c).type) for c, v in checked.items()
-        }
+        updates = {c: predicates.sql_value(v, snap.schema.field(c).type) for c, v in checked.items()}
         return _commit_and_sync(table, "update", snap, lambda: dc.update(handle, sql, updates), start)
-    from lakehouse_index.workflows import iceberg_commit as ic
     from pyiceberg.expressions import AlwaysTrue
+
+    from lakehouse_index.workflows import iceberg_commit as ic
 
     row_filter = predicates.to_iceberg(predicate) if predicate is not None else AlwaysTrue()
     return _commit_and_sync(table, "update", snap, lambda: ic.update(handle, row_filter, checked), start)
