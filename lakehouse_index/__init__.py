@@ -39,6 +39,8 @@ from lakehouse_index.errors import (
 from lakehouse_index.kinds.base import IndexKind
 from lakehouse_index.log.entry import IndexState
 from lakehouse_index.spec import AutoRefresh, CoveringIndex, IndexSpec, SecondaryIndex, SkippingIndex
+from lakehouse_index.workflows.reports import IndexReport, SyncResult, WriteResult
+from lakehouse_index.workflows.watch import watch
 
 __version__ = "0.1.0"
 
@@ -77,4 +79,9 @@ __all__ = [
     "UnsupportedFeatureError",
     "VersionNotFoundError",
     "open_table",
+    # writes, sync and the watcher
+    "IndexReport",
+    "SyncResult",
+    "WriteResult",
+    "watch",
 ]
