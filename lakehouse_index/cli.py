@@ -235,19 +235,6 @@ def demo(
     run_demo(path, rows=rows, files=files)
 
 
-def main() -> None:
-    """Entry point: clear one-line errors for the library's own errors."""
-    try:
-        app()
-    except LakehouseIndexError as e:
-        console.print(f"[red]error:[/] {e}")
-        raise SystemExit(2) from e
-
-
-if __name__ == "__main__":
-    main()
-
-
 @app.command("watch")
 def watch_command(
     tables: Annotated[list[str], typer.Argument(help="table paths/URIs (or identifiers with --catalog)")],
@@ -278,3 +265,17 @@ def watch_command(
         )
 
     watch(opened, interval=interval, once=once, on_event=show)
+
+
+def main() -> None:
+    """Entry point: clear one-line errors for the library's own errors."""
+    try:
+        app()
+    except LakehouseIndexError as e:
+        console.print(f"[red]error:[/] {e}")
+        raise SystemExit(2) from e
+
+
+if __name__ == "__main__":
+    main()
+

@@ -41,7 +41,9 @@ def create_indexes(t: li.Table) -> None:
 
 def multiset(table: pa.Table, columns: list[str]) -> Counter[tuple[Any, ...]]:
     """The rows of ``columns`` as a multiset of tuples."""
-    return Counter(zip(*(table[c].to_pylist() for c in columns), strict=True)) if table.num_rows else Counter()
+    return (
+        Counter(zip(*(table[c].to_pylist() for c in columns), strict=True)) if table.num_rows else Counter()
+    )
 
 
 def check_version(t: li.Table, version: Any, oracle: pa.Table) -> None:

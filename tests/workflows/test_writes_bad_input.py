@@ -150,7 +150,9 @@ def test_writer_feature_in_use_is_refused(
 def test_listed_but_unused_features_are_fine(table: li.Table) -> None:
     # delta-rs lists appendOnly and invariants on the tables it upgrades; unused, they allow writes
     path = table.uri.removeprefix("file://")
-    _declare(path, {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["appendOnly", "invariants"]})
+    _declare(
+        path, {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["appendOnly", "invariants"]}
+    )
     result = table.append(rows([(3, "c", 2, 3, "x")]))
     assert result.table_version == 2 and result.ok
 

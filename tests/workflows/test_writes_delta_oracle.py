@@ -20,7 +20,11 @@ from lakehouse_index.workflows.reports import Action, WriteResult
 from tests.workflows.helpers import KEYS, KEYS2, PARTS, check_all, create_indexes, rows
 
 record = st.tuples(
-    st.integers(0, 6), st.sampled_from(KEYS), st.sampled_from(KEYS2), st.integers(0, 99), st.sampled_from(PARTS)
+    st.integers(0, 6),
+    st.sampled_from(KEYS),
+    st.sampled_from(KEYS2),
+    st.integers(0, 99),
+    st.sampled_from(PARTS),
 )
 records = st.lists(record, min_size=1, max_size=3)
 unique_records = st.lists(record, min_size=1, max_size=3, unique_by=lambda r: r[0])
