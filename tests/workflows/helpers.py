@@ -57,7 +57,9 @@ def check_version(t: li.Table, version: Any, oracle: pa.Table) -> None:
     probe = [(k, k2) for k in KEYS[:2] for k2 in KEYS2[:2]]
     wanted = oracle.filter(
         pc.is_in(
-            pc.binary_join_element_wise(oracle["k"], pc.cast(oracle["k2"], pa.string()), "|"),
+            pc.binary_join_element_wise(
+                pc.cast(oracle["k"], pa.string()), pc.cast(oracle["k2"], pa.string()), "|"
+            ),
             pa.array([f"{k}|{k2}" for k, k2 in probe]),
         )
     )
