@@ -1,0 +1,85 @@
+"""Accepted inputs (pandas, RecordBatchReader, Spark DataFrame), Iceberg refusals, skipping indexes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from deltalake import write_deltalake
+
+import lakehouse_index as li
+from lakehouse_index.errors import DuplicateKeyError, ReadOnlyTableError, SchemaMismatchError
+from tests.workflows.helpers import SCHEMA, create_indexes, index_state, rows
+from tests.workflows.test_writes_iceberg_oracle import iceberg_table
+
+FIRST = [(1, "a", 0, 1, "x"), (2, "b", 1, 2, "y")]
+
+
+def _delta(tmp_path: Path) -> li.Table:
+    path = str(tmp_path / "t")
+    write_deltalake(path, rows(FIRST), partition_by=["p"])
+    t = li.open_table(path)
+    create_indexes(t)
+    return t
+
+
+def test_pandas_and_record_batch_reader(tmp_path: Path) -> None:
+    t = _delta(tmp_path)
+    frame = rows([(3, "c", 2, 3, "x")]).to_pandas()
+    assert t.append(frame).rows_written == 1
+    reader = pa.RecordBatchReader.from_batches(SCHEMA, rows([(4, "a", 1, 4, "y")]).to_batches())
+    assert t.append(reader).rows_written == 1
+    # int32 and large_string columns convert losslessly to the table's int64 and string
+    narrow = rows([(5, "b", 0, 5, "x")]).cast(
+        pa.schema(
+            [pa.field(f.name, pa.int32() if f.type == pa.int64() else pa.large_string()) for f in SCHEMA]
+        )
+    )
+    assert t.upsert(narrow, on="id").ok
+    assert sorted(t.lookup("by_k", ["a", "b", "c"])["id"].to_pylist()) == [1, 2, 3, 4, 5]
+    with pytest.raises(li.errors.WriteRefusedError, match="data must be"):
+        t.append([{"id": 1}])
+
+
+@pytest.mark.spark
+def test_spark_dataframe_is_collected(tmp_path: Path, spark) -> None:  # type: ignore[no-untyped-def]
+    t = _delta(tmp_path)
+    frame = spark.createDataFrame(rows([(7, "c", 2, 7, "y"), (8, "c", 1, 8, "x")]).to_pandas())
+    result = t.append(frame)
+    assert result.rows_written == 2 and result.ok
+    assert sorted(t.lookup("by_k", ["c"])["id"].to_pylist()) == [7, 8]
+
+
+def test_iceberg_opened_by_path_is_read_only(tmp_path: Path) -> None:
+    catalog, tbl = iceberg_table(str(tmp_path), FIRST)
+    t = li.open_table(tbl.location())
+    version = t.latest_version()
+    with pytest.raises(ReadOnlyTableError, match="through its catalog"):
+        t.append(rows(FIRST))
+    assert catalog.load_table("db.t").current_snapshot().snapshot_id == version
+
+
+def test_iceberg_bad_input_changes_nothing(tmp_path: Path) -> None:
+    catalog, _ = iceberg_table(str(tmp_path), FIRST)
+    t = li.open_table("db.t", catalog=catalog)
+    create_indexes(t)
+    version, state = t.latest_version(), index_state(t)
+    with pytest.raises(SchemaMismatchError):
+        t.append(rows(FIRST).drop_columns(["k2"]))
+    with pytest.raises(DuplicateKeyError):
+        t.upsert(rows([(9, "a", 0, 1, "x"), (9, "b", 0, 1, "x")]), on=["id"])
+    with pytest.raises(li.QueryError):
+        t.delete("missing = 3")
+    with pytest.raises(li.QueryError, match="prefix"):
+        t.delete("k LIKE '%a'")
+    assert t.latest_version() == version and index_state(t) == state
+
+
+def test_skipping_index_follows_writes(tmp_path: Path) -> None:
+    t = _delta(tmp_path)
+    t.create_index(li.SkippingIndex("skip_v", columns=["v"]))
+    result = t.append(rows([(3, "c", 2, 300, "x")]))
+    skip = {r.name: r for r in result.indexes}["skip_v"]
+    assert skip.ok and skip.indexed_version == result.table_version
+    assert t.scan(where="v = 300")["id"].to_pylist() == [3]
