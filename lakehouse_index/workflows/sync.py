@@ -10,7 +10,7 @@ watcher, a second API writer) changes nothing and is re-checked.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -128,9 +128,7 @@ def maintain_index(
         if current.state is not IndexState.ACTIVE:
             return report(Action.NOTHING, current, latest)
         up_to_date = _seen(current)[1] >= latest.ordinal and (mode == "quick" or current.pending is None)
-        latest_entry = log.latest()
-        busy = latest_entry is not None and not latest_entry.state.is_stable
-        if up_to_date and not busy:
+        if up_to_date:  # (even while another operation, e.g. an optimize, holds the index)
             action = Action.NOTHING if current.id == before.id else Action.RACED
             return report(action, current, latest)
         try:
@@ -175,11 +173,13 @@ def sync_indexes(
     raise_on_error: bool = True,
     wait_for_busy: bool = True,
     spark: SparkSession | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> SyncResult:
     """Apply every (or the named) existing index's policy; one report per index.
 
     Deleted indexes are skipped. With ``raise_on_error``, a failed index raises
     :class:`IndexMaintenanceError` (carrying the result) after every index was tried.
+    ``should_stop`` is asked before each index (the watcher stops between actions).
     """
     start = time.perf_counter()
     wanted = None if names is None else set(names)
@@ -189,6 +189,8 @@ def sync_indexes(
             continue
         if info.state in (IndexState.DELETED, IndexState.DOES_NOT_EXIST) or info.indexed_version is None:
             continue
+        if should_stop is not None and should_stop():
+            break
         reports.append(maintain_index(table, info.name, wait_for_busy=wait_for_busy, spark=spark))
     result = SyncResult(
         table_uri=table.uri,

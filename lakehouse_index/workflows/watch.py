@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from lakehouse_index.workflows.reports import IndexReport
+from lakehouse_index.workflows.reports import Action, IndexReport
 from lakehouse_index.workflows.sync import sync_indexes
 
 if TYPE_CHECKING:
@@ -127,11 +127,11 @@ def watch(
             return
         if seen.get(table.uri) == latest:
             return
-        result = sync_indexes(table, raise_on_error=False, wait_for_busy=False)
+        result = sync_indexes(table, raise_on_error=False, wait_for_busy=False, should_stop=stop.is_set)
         for report in result.indexes:
             emit(WatchEvent(table.uri, report.table_version, report))
-        if all(r.ok and r.action.value != "raced" for r in result.indexes):
-            seen[table.uri] = latest  # a raced or failed index is re-checked on the next poll
+        if not stop.is_set() and all(r.ok and r.action is not Action.RACED for r in result.indexes):
+            seen[table.uri] = latest  # a raced, failed or skipped index: re-checked next poll
         else:
             seen.pop(table.uri, None)
 
