@@ -38,6 +38,7 @@ class DeltaWrites(RuleBasedStateMachine):
         write_deltalake(self.path, rows(first), partition_by=["p"])
         self.t = li.open_table(self.path)
         create_indexes(self.t)
+        self.t.create_index(li.SkippingIndex("skip_v", columns=["v"]))
         self.versions = [0]
 
     def teardown(self) -> None:
@@ -95,12 +96,24 @@ class DeltaWrites(RuleBasedStateMachine):
         self._native()
 
     @rule()
+    def watch_once(self) -> None:
+        li.watch([self.t], once=True, handle_signals=False)
+        self._after_sync()
+
+    def _after_sync(self) -> None:
+        latest = self.t.latest_version()
+        self.versions.extend(range(self.versions[-1] + 1, latest + 1))
+        info = {i.name: i for i in self.t.indexes()}
+        assert info["by_k"].indexed_version == latest and info["skip_v"].indexed_version == latest
+
+    @rule()
     def sync(self) -> None:
         result = self.t.sync_indexes()
         latest = self.t.latest_version()
         assert {r.name: r.indexed_version for r in result.indexes}["by_k"] == latest
         off = {r.name: r for r in result.indexes}["cov"]
         assert off.lag == latest - off.indexed_version
+        self._after_sync()
 
     @invariant()
     def answers_equal_deltalake(self) -> None:

@@ -47,6 +47,7 @@ class IcebergWrites(RuleBasedStateMachine):
         self.catalog, _ = iceberg_table(self.dir, first)
         self.t = li.open_table("db.t", catalog=self.catalog)
         create_indexes(self.t)
+        self.t.create_index(li.SkippingIndex("skip_v", columns=["v"]))
 
     def teardown(self) -> None:
         shutil.rmtree(getattr(self, "dir", ""), ignore_errors=True)
@@ -92,10 +93,21 @@ class IcebergWrites(RuleBasedStateMachine):
         self._native().delete(f"k = '{k}'")
 
     @rule()
+    def watch_once(self) -> None:
+        li.watch([self.t], once=True, handle_signals=False)
+        self._after_sync()
+
+    def _after_sync(self) -> None:
+        head = self.t.latest_version()
+        info = {i.name: i for i in self.t.indexes()}
+        assert info["by_k"].indexed_version == head and info["skip_v"].indexed_version == head
+
+    @rule()
     def sync(self) -> None:
         result = self.t.sync_indexes()
         head = self.t.latest_version()
         assert {r.name: r.indexed_version for r in result.indexes}["by_k"] == head
+        self._after_sync()
 
     @invariant()
     def answers_equal_pyiceberg(self) -> None:
