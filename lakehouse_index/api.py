@@ -548,7 +548,6 @@ class Table:
             name, list(keys or [None]), version_as_of=version_as_of, timestamp_as_of=timestamp_as_of
         )
 
-
     # ---- writes and sync
     # Thin wrappers over lakehouse_index.workflows (see docs/guide/writes-and-watcher.md).
 

@@ -278,4 +278,3 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
-
