@@ -9,6 +9,10 @@ watcher, a second API writer) changes nothing and is re-checked.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import os
+import socket
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -16,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from lakehouse_index.errors import ConcurrentIndexUpdate, IndexBusyError, IndexMaintenanceError
 from lakehouse_index.log.entry import IndexState, LogEntry
+from lakehouse_index.log.store import IndexLog
 from lakehouse_index.spec import AutoRefresh
 from lakehouse_index.workflows.reports import Action, IndexReport, SyncResult, failure_message
 
@@ -23,6 +28,8 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from lakehouse_index.api import Table
+
+_log = logging.getLogger(__name__)
 
 #: How long a write waits for another process's operation on an index before reporting it.
 BUSY_TIMEOUT_S = 10.0
@@ -57,6 +64,45 @@ def _lag(table: Table, entry: LogEntry, latest: _Latest) -> tuple[int, float]:
     if entry.pending is not None:
         seen_ms = table.source.version_info(version).timestamp_ms
     return lag, max(0.0, (latest.timestamp_ms - seen_ms) / 1000)
+
+
+def dead_local_writer(entry: LogEntry) -> bool:
+    """Whether a transient entry was written by a process of this host that no longer exists.
+
+    Writers are recorded as ``host:pid``. Only a local, provably dead writer counts (a
+    process killed with SIGKILL mid-operation); a writer on another host, or a pid that
+    is alive (possibly reused), is left alone.
+    """
+    host, _, pid_text = entry.writer.rpartition(":")
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _cancel_if_dead(table: Table, log: IndexLog, name: str) -> bool:
+    """Cancel the operation in progress on ``name`` if its writer died here; True if cancelled."""
+    latest = log.latest()
+    if latest is None or latest.state.is_stable or not dead_local_writer(latest):
+        return False
+    _log.warning(
+        "index %r: %s operation by %s (entry %d) died; cancelling it",
+        name,
+        latest.operation.value,
+        latest.writer,
+        latest.id,
+    )
+    with contextlib.suppress(ConcurrentIndexUpdate):  # another watcher cancelled it first
+        table.cancel_index(name)
+    return True
 
 
 def _recovery(name: str, mode: str, stuck: bool) -> str:
@@ -134,6 +180,12 @@ def maintain_index(
         try:
             table.refresh_index(name, mode, spark=spark)
         except ConcurrentIndexUpdate as e:
+            if (
+                isinstance(e, IndexBusyError)
+                and time.monotonic() < deadline
+                and _cancel_if_dead(table, log, name)
+            ):
+                continue
             if not wait_for_busy:
                 return report(Action.RACED, current, latest)
             if time.monotonic() > deadline:
