@@ -10,6 +10,8 @@ sets the columns and commits delete + append in one transaction.
 
 from __future__ import annotations
 
+import datetime as dt
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -157,12 +159,58 @@ def update(tbl: Any, row_filter: Any, values: Mapping[str, Any]) -> Commit:
     return _with_retries(tbl, op)
 
 
+def _literal(value: Any) -> Any:
+    """A Python value as pyiceberg binds it (dates and timestamps through ISO text)."""
+    if isinstance(value, (dt.date, dt.datetime)):
+        return value.isoformat()
+    return value
+
+
 def upsert(tbl: Any, data: pa.Table, on: Sequence[str]) -> Commit:
-    """pyiceberg's upsert: rows matching on ``on`` updated (when they differ), the rest inserted."""
+    """Rows matching a data row on ``on`` become that data row, other data rows are inserted.
+
+    One transaction: the target rows whose key columns take the data's values are read
+    (an ``IN`` filter per key column, a superset for composite keys), deleted, and
+    appended back, each matched one replaced by its data row, together with the
+    unmatched data rows. Like a SQL MERGE (and deltalake), every matching target row is
+    updated, duplicates included; pyiceberg 0.12's own ``upsert`` refuses a target with
+    duplicate keys, so it is not used. Keys are unique and not null in ``data``.
+    """
+    from pyiceberg import expressions
+
+    ie: Any = expressions  # pyiceberg's expression classes are pydantic models mypy reads badly
 
     def op(t: Any) -> Commit:
         before = _head(t)
-        res = t.upsert(_in_table_schema(t, data), join_cols=list(on))
-        return Commit(_version(t, before), rows_written=res.rows_inserted, rows_updated=res.rows_updated)
+        incoming = _in_table_schema(t, data)
+        if before is None:
+            t.append(incoming)
+            return Commit(_version(t, before), rows_written=incoming.num_rows, rows_updated=0)
+        filters = [ie.In(c, {_literal(v) for v in incoming[c].to_pylist()}) for c in on]
+        key_filter = functools.reduce(ie.And, filters)
+        current = _in_table_schema(
+            t, t.scan(row_filter=key_filter, snapshot_id=before.snapshot_id).to_arrow()
+        )
+        position = {key: i for i, key in enumerate(zip(*(incoming[c].to_pylist() for c in on), strict=True))}
+        current_keys = zip(*(current[c].to_pylist() for c in on), strict=True) if current.num_rows else []
+        matched_from: list[int] = []  # data row replacing each matched target row
+        kept: list[bool] = []
+        for key in current_keys:
+            i = position.get(key)
+            kept.append(i is None)
+            if i is not None:
+                matched_from.append(i)
+        used = set(matched_from)
+        inserted = [i for i in range(incoming.num_rows) if i not in used]
+        parts = [
+            current.filter(pa.array(kept, pa.bool_())) if current.num_rows else current,
+            incoming.take(pa.array(matched_from, pa.int64())),
+            incoming.take(pa.array(inserted, pa.int64())),
+        ]
+        with t.transaction() as tx:
+            if current.num_rows:
+                tx.delete(key_filter)
+            tx.append(pa.concat_tables(parts))
+        return Commit(_version(t, before), rows_written=len(inserted), rows_updated=len(matched_from))
 
     return _with_retries(tbl, op)

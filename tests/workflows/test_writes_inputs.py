@@ -83,3 +83,18 @@ def test_skipping_index_follows_writes(tmp_path: Path) -> None:
     skip = {r.name: r for r in result.indexes}["skip_v"]
     assert skip.ok and skip.indexed_version == result.table_version
     assert t.scan(where="v = 300")["id"].to_pylist() == [3]
+
+
+def test_upsert_updates_every_matching_row_on_both_formats(tmp_path: Path) -> None:
+    """Duplicate keys in the table: every matching row is updated (SQL MERGE), on both formats."""
+    dup = [(1, "a", 0, 1, "x"), (1, "a", 0, 2, "y"), (2, "b", 1, 3, "x")]
+    path = str(tmp_path / "d")
+    write_deltalake(path, rows(dup), partition_by=["p"])
+    catalog, _ = iceberg_table(str(tmp_path / "i"), dup)
+    for t in (li.open_table(path), li.open_table("db.t", catalog=catalog)):
+        t.create_index(li.SecondaryIndex("by_k", key="k"))
+        result = t.upsert(rows([(1, "z", 5, 50, "x"), (3, "c", 2, 30, "y")]), on=["id"])
+        assert (result.rows_updated, result.rows_written) == (2, 1)
+        got = sorted((r["id"], r["k"], r["v"]) for r in t.scan().to_pylist())
+        assert got == [(1, "z", 50), (1, "z", 50), (2, "b", 3), (3, "c", 30)]
+        assert sorted(t.lookup("by_k", ["z", "c"])["id"].to_pylist()) == [1, 1, 3]
