@@ -9,7 +9,7 @@ Example::
     rows = t.lookup("by_email", ["ada@example.com"])
 """
 
-from lakehouse_index.api import IndexInfo, OptimizeMode, RefreshMode, Table, open_table
+from lakehouse_index.api import IndexInfo, OptimizeMode, RefreshMode, Table, open_table, watch
 from lakehouse_index.config import (
     CacheConfig,
     Config,
@@ -40,7 +40,6 @@ from lakehouse_index.kinds.base import IndexKind
 from lakehouse_index.log.entry import IndexState
 from lakehouse_index.spec import AutoRefresh, CoveringIndex, IndexSpec, SecondaryIndex, SkippingIndex
 from lakehouse_index.workflows.reports import IndexReport, SyncResult, WriteResult
-from lakehouse_index.workflows.watch import watch
 
 __version__ = "0.1.0"
 

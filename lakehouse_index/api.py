@@ -17,7 +17,7 @@ refreshing indexes and :meth:`Table.read` run on Spark (local by default).
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -32,7 +32,7 @@ from lakehouse_index.io import Storage, join_uri, normalize_uri
 from lakehouse_index.kinds.base import BuildContext, kind_of
 from lakehouse_index.log.entry import Content, IndexState, LogEntry, Operation, SourceState
 from lakehouse_index.log.lifecycle import OpContext, OpResult, run_operation
-from lakehouse_index.log.store import IndexCatalog, IndexLog
+from lakehouse_index.log.store import INDEX_DIR_NAME, IndexCatalog, IndexLog
 from lakehouse_index.maintenance import refresh, vacuum
 from lakehouse_index.maintenance.build import full_build
 from lakehouse_index.query import lookup as lk
@@ -43,12 +43,11 @@ from lakehouse_index.registry import open_source
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
 from lakehouse_index.spec import IndexSpec, validate_index_name
 from lakehouse_index.workflows import sync, writes
+from lakehouse_index.workflows import watch as watcher
 from lakehouse_index.workflows.reports import SyncResult, WriteResult
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-INDEX_DIR_NAME = "_lakehouse_index"
 
 
 _M = TypeVar("_M", bound=Enum)
@@ -597,3 +596,24 @@ def _epoch_ms(ts: dt.datetime | int) -> int:
             ts = ts.replace(tzinfo=dt.timezone.utc)
         return int(ts.timestamp() * 1000)
     return int(ts)
+
+
+def watch(
+    tables: Iterable[Table | str],
+    *,
+    catalog: Any = None,
+    interval: float = 5.0,
+    once: bool = False,
+    on_event: Callable[[watcher.WatchEvent], None] | None = None,
+    stop: watcher.StopFlag | None = None,
+    handle_signals: bool = True,
+) -> list[watcher.WatchEvent]:
+    """Keep the indexes of ``tables`` in step with their commits, whoever makes them.
+
+    ``tables``: Table objects or URIs/identifiers (opened with ``catalog``). See
+    :func:`lakehouse_index.workflows.watch.watch` for the loop, events and stopping.
+    """
+    opened = [t if isinstance(t, Table) else open_table(t, catalog=catalog) for t in tables]
+    return watcher.watch(
+        opened, interval=interval, once=once, on_event=on_event, stop=stop, handle_signals=handle_signals
+    )

@@ -43,6 +43,8 @@ from lakehouse_index.errors import ConcurrentIndexUpdate, IndexLogError
 from lakehouse_index.io import ObjectExistsError, Storage, join_uri
 from lakehouse_index.log.entry import IndexState, LogEntry
 
+#: The folder of side-car indexes under a table root (the default index root).
+INDEX_DIR_NAME = "_lakehouse_index"
 LOG_DIR = "_log"
 DATA_DIR = "data"
 _ENTRY_NAME = re.compile(r"^(\d{20})\.json$")

@@ -22,12 +22,12 @@ from lakehouse_index.errors import ConcurrentIndexUpdate, IndexBusyError, IndexM
 from lakehouse_index.log.entry import IndexState, LogEntry
 from lakehouse_index.log.store import IndexLog
 from lakehouse_index.spec import AutoRefresh
+from lakehouse_index.workflows.facade import IndexedTable
 from lakehouse_index.workflows.reports import Action, IndexReport, SyncResult, failure_message
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from lakehouse_index.api import Table
 
 _log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class _Latest:
     timestamp_ms: int
 
 
-def _latest(table: Table) -> _Latest:
+def _latest(table: IndexedTable) -> _Latest:
     version = table.source.latest_version()
     info = table.source.version_info(version)
     return _Latest(version, info.ordinal, info.timestamp_ms)
@@ -55,7 +55,7 @@ def _seen(entry: LogEntry) -> tuple[int, int]:
     return entry.source.version, entry.source.ordinal
 
 
-def _lag(table: Table, entry: LogEntry, latest: _Latest) -> tuple[int, float]:
+def _lag(table: IndexedTable, entry: LogEntry, latest: _Latest) -> tuple[int, float]:
     version, ordinal = _seen(entry)
     lag = max(0, latest.ordinal - ordinal)
     if lag == 0:
@@ -88,7 +88,7 @@ def dead_local_writer(entry: LogEntry) -> bool:
     return False
 
 
-def _cancel_if_dead(table: Table, log: IndexLog, name: str) -> bool:
+def _cancel_if_dead(table: IndexedTable, log: IndexLog, name: str) -> bool:
     """Cancel the operation in progress on ``name`` if its writer died here; True if cancelled."""
     latest = log.latest()
     if latest is None or latest.state.is_stable or not dead_local_writer(latest):
@@ -127,7 +127,7 @@ def _delta(before: LogEntry, after: LogEntry) -> tuple[int, int]:
 
 
 def maintain_index(
-    table: Table,
+    table: IndexedTable,
     name: str,
     *,
     wait_for_busy: bool = True,
@@ -219,7 +219,7 @@ def maintain_index(
 
 
 def sync_indexes(
-    table: Table,
+    table: IndexedTable,
     names: Sequence[str] | None = None,
     *,
     raise_on_error: bool = True,

@@ -20,13 +20,11 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from lakehouse_index.workflows.facade import IndexedTable
 from lakehouse_index.workflows.reports import Action, IndexReport
 from lakehouse_index.workflows.sync import sync_indexes
-
-if TYPE_CHECKING:
-    from lakehouse_index.api import Table
 
 
 @dataclass(frozen=True)
@@ -88,27 +86,24 @@ def stop_on_signals(stop: StopFlag) -> Iterator[None]:
 
 
 def watch(
-    tables: Iterable[Table | str],
+    tables: Iterable[IndexedTable],
     *,
     interval: float = 5.0,
     once: bool = False,
-    catalog: Any = None,
     on_event: Callable[[WatchEvent], None] | None = None,
     stop: StopFlag | None = None,
     handle_signals: bool = True,
 ) -> list[WatchEvent]:
     """Keep the indexes of ``tables`` in step with their commits, whoever makes them.
 
-    ``tables``: Table objects or URIs/identifiers (opened with ``catalog``). Every
+    ``tables``: the tables to keep in step (``lakehouse_index.watch`` also takes URIs). Every
     ``interval`` seconds each table's latest version is polled; when it moved (and on the
     first poll) every index's policy is applied (:func:`sync_indexes`). ``on_event`` gets
     one :class:`WatchEvent` per index action; with ``once`` a single pass is made and
     its events are returned (otherwise the events are only passed to ``on_event``).
     SIGINT/SIGTERM (or ``stop.set()``) end the loop between actions.
     """
-    from lakehouse_index.api import open_table
-
-    opened = [t if not isinstance(t, str) else open_table(t, catalog=catalog) for t in tables]
+    opened = list(tables)
     stop = stop or StopFlag()
     seen: dict[str, int] = {}
     events: list[WatchEvent] = []
@@ -119,7 +114,7 @@ def watch(
         if on_event is not None:
             on_event(event)
 
-    def poll(table: Table) -> None:
+    def poll(table: IndexedTable) -> None:
         try:
             latest = table.latest_version()
         except Exception as e:  # a table briefly unreadable must not stop the others

@@ -14,26 +14,23 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
 from lakehouse_index.errors import IndexMaintenanceError, ReadOnlyTableError, WriteRefusedError
 from lakehouse_index.expressions import Predicate
 from lakehouse_index.io import join_uri
+from lakehouse_index.log.store import INDEX_DIR_NAME
 from lakehouse_index.source import Snapshot
 from lakehouse_index.workflows import data as inputs
 from lakehouse_index.workflows import predicates
+from lakehouse_index.workflows.facade import IndexedTable
 from lakehouse_index.workflows.reports import WriteResult, failure_message
 from lakehouse_index.workflows.sync import sync_indexes
 
-if TYPE_CHECKING:
-    from lakehouse_index.api import Table
 
-INDEX_DIR_NAME = "_lakehouse_index"
-
-
-def check_writable(table: Table) -> None:
+def check_writable(table: IndexedTable) -> None:
     """ReadOnlyTableError when ``table`` was opened with its indexes outside the table.
 
     A separate ``index_root`` is how a table is opened read-only: its indexes live
@@ -79,7 +76,7 @@ def _set_values(values: Mapping[str, Any], schema: pa.Schema) -> dict[str, Any]:
 
 
 def _commit_and_sync(
-    table: Table, operation: str, snap: Snapshot, commit: Callable[[], Any], start: float
+    table: IndexedTable, operation: str, snap: Snapshot, commit: Callable[[], Any], start: float
 ) -> WriteResult:
     done = commit()
     sync = sync_indexes(table, raise_on_error=False)
@@ -102,7 +99,7 @@ def _commit_and_sync(
     return result
 
 
-def _open(table: Table, operation: str) -> tuple[Snapshot, Any]:
+def _open(table: IndexedTable, operation: str) -> tuple[Snapshot, Any]:
     """The latest snapshot and the format library's handle, after the writability checks."""
     check_writable(table)
     if table.format == "delta":
@@ -118,7 +115,7 @@ def _open(table: Table, operation: str) -> tuple[Snapshot, Any]:
     return table.snapshot(), handle
 
 
-def append(table: Table, data: Any) -> WriteResult:
+def append(table: IndexedTable, data: Any) -> WriteResult:
     """Append ``data`` (pyarrow, pandas or Spark); see :meth:`lakehouse_index.Table.append`."""
     start = time.perf_counter()
     snap, handle = _open(table, "append")
@@ -132,7 +129,7 @@ def append(table: Table, data: Any) -> WriteResult:
     return _commit_and_sync(table, "append", snap, lambda: ic.append(handle, rows), start)
 
 
-def overwrite(table: Table, data: Any, where: str | None = None) -> WriteResult:
+def overwrite(table: IndexedTable, data: Any, where: str | None = None) -> WriteResult:
     """Replace all rows, or those matching ``where``, with ``data``."""
     start = time.perf_counter()
     snap, handle = _open(table, "overwrite")
@@ -152,7 +149,7 @@ def overwrite(table: Table, data: Any, where: str | None = None) -> WriteResult:
     return _commit_and_sync(table, "overwrite", snap, lambda: ic.overwrite(handle, rows, row_filter), start)
 
 
-def delete(table: Table, where: str) -> WriteResult:
+def delete(table: IndexedTable, where: str) -> WriteResult:
     """Delete the rows matching ``where``."""
     start = time.perf_counter()
     snap, handle = _open(table, "delete")
@@ -171,7 +168,7 @@ def delete(table: Table, where: str) -> WriteResult:
     return _commit_and_sync(table, "delete", snap, lambda: ic.delete(handle, row_filter), start)
 
 
-def update(table: Table, where: str | None, values: Mapping[str, Any]) -> WriteResult:
+def update(table: IndexedTable, where: str | None, values: Mapping[str, Any]) -> WriteResult:
     """Set columns to Python literals on the rows matching ``where`` (every row when None)."""
     start = time.perf_counter()
     snap, handle = _open(table, "update")
@@ -191,7 +188,7 @@ def update(table: Table, where: str | None, values: Mapping[str, Any]) -> WriteR
     return _commit_and_sync(table, "update", snap, lambda: ic.update(handle, row_filter, checked), start)
 
 
-def upsert(table: Table, data: Any, on: Sequence[str]) -> WriteResult:
+def upsert(table: IndexedTable, data: Any, on: Sequence[str]) -> WriteResult:
     """Update the rows matching ``data`` on the ``on`` columns, insert the rest."""
     start = time.perf_counter()
     keys = [on] if isinstance(on, str) else list(on)
