@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from lakehouse_index.errors import UnsupportedWriterFeatureError, WriteConflictError, WriteRefusedError
 from lakehouse_index.io.uri import local_path
+from lakehouse_index.workflows.reports import Commit
 
 #: Writer features a deltalake commit honours whatever the table holds (appendOnly is
 #: enforced here: only appends are allowed when ``delta.appendOnly`` is true).
@@ -42,16 +42,6 @@ LEGACY_FEATURES = {
     6: ("identityColumns",),
 }
 MAX_WRITER_VERSION = 7
-
-
-@dataclass(frozen=True)
-class Commit:
-    """What one deltalake call committed."""
-
-    version: int
-    rows_written: int | None = None
-    rows_deleted: int | None = None
-    rows_updated: int | None = None
 
 
 def _fields(schema: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:

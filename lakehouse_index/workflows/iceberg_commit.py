@@ -13,24 +13,14 @@ from __future__ import annotations
 import datetime as dt
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 
 from lakehouse_index.errors import ReadOnlyTableError, WriteConflictError
+from lakehouse_index.workflows.reports import Commit
 
 ATTEMPTS = 4
-
-
-@dataclass(frozen=True)
-class Commit:
-    """What one pyiceberg transaction committed (``version``: the new main head snapshot id)."""
-
-    version: int
-    rows_written: int | None = None
-    rows_deleted: int | None = None
-    rows_updated: int | None = None
 
 
 def open_for_write(source: Any, uri: str) -> Any:

@@ -74,17 +74,24 @@ class IndexReport:
 
 
 @dataclass(frozen=True)
-class SyncResult:
-    """``Table.sync_indexes``: the table version synced to and one report per index."""
+class Commit:
+    """What one format-library call committed: the new table version and the rows it reports
+    (None where the library does not say)."""
 
-    table_uri: str
-    table_version: int
+    version: int
+    rows_written: int | None = None
+    rows_deleted: int | None = None
+    rows_updated: int | None = None
+
+
+class _IndexReports:
+    """The ``ok`` / ``failed`` view of a result's per-index reports."""
+
     indexes: tuple[IndexReport, ...]
-    seconds: float
 
     @property
     def ok(self) -> bool:
-        """True when no index failed."""
+        """True when every index was maintained (none failed)."""
         return all(r.ok for r in self.indexes)
 
     @property
@@ -94,7 +101,17 @@ class SyncResult:
 
 
 @dataclass(frozen=True)
-class WriteResult:
+class SyncResult(_IndexReports):
+    """``Table.sync_indexes``: the table version synced to and one report per index."""
+
+    table_uri: str
+    table_version: int
+    indexes: tuple[IndexReport, ...]
+    seconds: float
+
+
+@dataclass(frozen=True)
+class WriteResult(_IndexReports):
     """A write through the API: the commit and what each index did after it.
 
     ``table_version`` is the version this write committed (for Iceberg writes that make
@@ -111,16 +128,6 @@ class WriteResult:
     rows_updated: int | None
     indexes: tuple[IndexReport, ...]
     seconds: float
-
-    @property
-    def ok(self) -> bool:
-        """True when every index was maintained."""
-        return all(r.ok for r in self.indexes)
-
-    @property
-    def failed(self) -> tuple[IndexReport, ...]:
-        """The reports of the indexes whose maintenance failed."""
-        return tuple(r for r in self.indexes if not r.ok)
 
 
 def failure_message(what: str, failed: tuple[IndexReport, ...]) -> str:

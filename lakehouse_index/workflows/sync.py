@@ -164,6 +164,10 @@ def maintain_index(
             **extra,  # type: ignore[arg-type]
         )
 
+    def failed(e: Exception, entry: LogEntry, latest: _Latest, *, stuck: bool) -> IndexReport:
+        error = f"{type(e).__name__}: {e}"
+        return report(Action.FAILED, entry, latest, error=error, recovery=_recovery(name, mode, stuck))
+
     latest = _latest(table)
     if policy is AutoRefresh.OFF:
         return report(Action.REPORTED, before, latest)
@@ -189,28 +193,14 @@ def maintain_index(
             if not wait_for_busy:
                 return report(Action.RACED, current, latest)
             if time.monotonic() > deadline:
-                stuck = isinstance(e, IndexBusyError)
-                return report(
-                    Action.FAILED,
-                    current,
-                    latest,
-                    error=f"{type(e).__name__}: {e}",
-                    recovery=_recovery(name, mode, stuck),
-                )
+                return failed(e, current, latest, stuck=isinstance(e, IndexBusyError))
             time.sleep(0.05)
             latest = _latest(table)
             continue
         except Exception as e:  # the table commit stands; report and let the caller decide
             newest = log.latest()
             stuck = newest is not None and not newest.state.is_stable
-            stable = log.latest_stable() or current
-            return report(
-                Action.FAILED,
-                stable,
-                latest,
-                error=f"{type(e).__name__}: {e}",
-                recovery=_recovery(name, mode, stuck),
-            )
+            return failed(e, log.latest_stable() or current, latest, stuck=stuck)
         after = log.latest_stable()
         assert after is not None
         written, tombstoned = _delta(before, after)
