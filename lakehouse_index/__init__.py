@@ -40,6 +40,7 @@ from lakehouse_index.kinds.base import IndexKind
 from lakehouse_index.log.entry import IndexState
 from lakehouse_index.spec import AutoRefresh, CoveringIndex, IndexSpec, SecondaryIndex, SkippingIndex
 from lakehouse_index.workflows.reports import IndexReport, SyncResult, WriteResult
+from lakehouse_index.workflows.verify import Mismatch, VerifyReport
 
 __version__ = "0.1.0"
 
@@ -83,4 +84,6 @@ __all__ = [
     "SyncResult",
     "WriteResult",
     "watch",
+    "Mismatch",
+    "VerifyReport",
 ]

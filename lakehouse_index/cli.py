@@ -267,6 +267,29 @@ def watch_command(
     watch(opened, interval=interval, once=once, on_event=show)
 
 
+@app.command("verify")
+def verify_command(
+    table: TableArg,
+    name: NameArg,
+    sample: Annotated[int, typer.Option(help="keys to sample")] = 100,
+    version: Annotated[
+        list[str] | None, typer.Option("--version-as-of", help="a version to check (repeatable)")
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="seed of the key sample")] = None,
+    catalog: CatalogOpt = None,
+    index_root: IndexRootOpt = None,
+) -> None:
+    """Compare sampled index answers with a plain scan; exit code 1 on any mismatch.
+
+    Example: lakehouse-index verify /data/customers by_email --sample 500
+    """
+    versions = [int(v) if v.lstrip("-").isdigit() else v for v in version] if version else None
+    report = _open(table, catalog, index_root).verify_index(name, sample=sample, versions=versions, seed=seed)
+    console.print(str(report), markup=False)
+    if not report.ok:
+        raise typer.Exit(1)
+
+
 def main() -> None:
     """Entry point: clear one-line errors for the library's own errors."""
     try:

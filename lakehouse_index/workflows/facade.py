@@ -1,8 +1,8 @@
 """What the workflows need of a table with indexes: the :class:`IndexedTable` protocol.
 
 ``lakehouse_index.api.Table`` is one. The workflows sit below the API facade (which
-offers them as ``Table.append`` … ``Table.sync_indexes``), so they name the table by this
-protocol instead of importing the facade.
+offers them as ``Table.append`` … ``Table.sync_indexes``, ``Table.verify_index``), so they
+name the table by this protocol instead of importing the facade.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from lakehouse_index.io import Storage
 from lakehouse_index.log.entry import IndexState
 from lakehouse_index.log.store import IndexLog
 from lakehouse_index.source import Snapshot, TableSource
@@ -30,9 +31,10 @@ class IndexSummary(Protocol):
 
 
 class IndexedTable(Protocol):
-    """A table and its side-car indexes, as writes, ``sync_indexes`` and the watcher use it."""
+    """A table and its side-car indexes, as the write, sync, watch and verify workflows use it."""
 
     source: TableSource
+    storage: Storage
     index_root: str
 
     @property
