@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import sys
 from collections.abc import Callable
+from enum import Enum
 from typing import Annotated, Any
 
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
 import typer
 from rich.console import Console
 from rich.table import Table as RichTable
@@ -60,6 +66,46 @@ def _small(t: li.Table) -> bool:
     """Whether the latest version is small enough to be indexed in this process (no JVM)."""
     policy = t.config.executor
     return policy.runs_locally(policy.estimate_rows(t.snapshot().files.values()))
+
+
+class Format(str, Enum):
+    """How rows are printed."""
+
+    TABLE = "table"
+    JSON = "json"
+    CSV = "csv"
+    PARQUET = "parquet"
+
+
+FormatOpt = Annotated[Format, typer.Option("--format", help="table, or json / csv / parquet")]
+OutputOpt = Annotated[str | None, typer.Option("--output", "-o", help="write to this file (default stdout)")]
+
+
+def _emit(rows: pa.Table, fmt: Format, output: str | None) -> None:
+    """Print ``rows`` as a table, or write them as JSON lines, CSV or Parquet (to ``output`` or stdout)."""
+    if fmt is Format.TABLE:
+        out = RichTable(title=f"{rows.num_rows} row(s)")
+        for col in rows.column_names:
+            out.add_column(col)
+        for rec in rows.to_pylist():
+            out.add_row(*(str(v) for v in rec.values()))
+        console.print(out)
+        return
+    sink = pa.BufferOutputStream()
+    if fmt is Format.JSON:
+        text = "".join(json.dumps(r, default=str, sort_keys=True) + "\n" for r in rows.to_pylist())
+        sink.write(text.encode())
+    elif fmt is Format.CSV:
+        pa_csv.write_csv(rows, sink)
+    else:
+        pq.write_table(rows, sink)
+    data = sink.getvalue().to_pybytes()
+    if output is None:
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+    else:
+        with open(output, "wb") as f:
+            f.write(data)
 
 
 def _parse_keys(keys: list[str]) -> list[Any]:
@@ -152,9 +198,22 @@ def optimize(
 
 
 @app.command("list")
-def list_(table: TableArg, catalog: CatalogOpt = None, index_root: IndexRootOpt = None) -> None:
-    """List the table's indexes."""
-    _print_infos(_open(table, catalog, index_root).indexes())
+def list_(
+    table: TableArg,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object per index")] = False,
+    catalog: CatalogOpt = None,
+    index_root: IndexRootOpt = None,
+) -> None:
+    """List the table's indexes (name, kind, state, indexed version, size).
+
+    Example: lakehouse-index list /data/customers --json
+    """
+    infos = _open(table, catalog, index_root).indexes()
+    if as_json:
+        for i in infos:
+            typer.echo(json.dumps({**dataclasses.asdict(i), "spec": i.spec.to_json()}, default=str))
+        return
+    _print_infos(infos)
 
 
 @app.command()
@@ -164,10 +223,15 @@ def lookup(
     keys: Annotated[list[str], typer.Argument(help="keys (JSON arrays for composite keys)")],
     version_as_of: VersionOpt = None,
     locate: Annotated[bool, typer.Option(help="print file and row position instead of rows")] = False,
+    fmt: FormatOpt = Format.TABLE,
+    output: OutputOpt = None,
     catalog: CatalogOpt = None,
     index_root: IndexRootOpt = None,
 ) -> None:
-    """Look up keys through an index."""
+    """Look up keys through an index.
+
+    Example: lakehouse-index lookup /data/customers by_email ada@example.com --format json
+    """
     t = _open(table, catalog, index_root)
     parsed = _parse_keys(keys)
     rows = (
@@ -175,12 +239,53 @@ def lookup(
         if locate
         else t.lookup(name, parsed, version_as_of=version_as_of)
     )
-    out = RichTable(title=f"{rows.num_rows} row(s)")
-    for col in rows.column_names:
-        out.add_column(col)
-    for rec in rows.to_pylist():
-        out.add_row(*(str(v) for v in rec.values()))
-    console.print(out)
+    _emit(rows, fmt, output)
+
+
+@app.command()
+def scan(
+    table: TableArg,
+    where: Annotated[str | None, typer.Option("--where", help="SQL predicate")] = None,
+    columns: Annotated[list[str] | None, typer.Option("--column", help="column to read (repeatable)")] = None,
+    version_as_of: VersionOpt = None,
+    use_indexes: Annotated[bool, typer.Option(help="let the planner narrow the files read")] = True,
+    fmt: FormatOpt = Format.TABLE,
+    output: OutputOpt = None,
+    catalog: CatalogOpt = None,
+    index_root: IndexRootOpt = None,
+) -> None:
+    """Read the rows of a table version matching --where (deletes applied; the cheapest index narrows it).
+
+    Example: lakehouse-index scan /data/customers --where "country = 'DE'" --format csv -o de.csv
+    """
+    t = _open(table, catalog, index_root)
+    rows = t.scan(version_as_of=version_as_of, where=where, columns=columns, use_indexes=use_indexes)
+    _emit(rows, fmt, output)
+
+
+@app.command()
+def sync(
+    table: TableArg,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object")] = False,
+    catalog: CatalogOpt = None,
+    index_root: IndexRootOpt = None,
+) -> None:
+    """Apply every index's auto-refresh policy to the commits it has not seen (exit 1 if one failed).
+
+    Example: lakehouse-index sync /data/customers --json
+    """
+    result = _open(table, catalog, index_root).sync_indexes()
+    if as_json:
+        typer.echo(json.dumps(dataclasses.asdict(result), default=str, sort_keys=True))
+    else:
+        for r in result.indexes:
+            console.print(
+                f"{r.name} ({r.policy.value}): {r.action.value}, indexed {r.indexed_version}, lag {r.lag}"
+                + (f"\n  {r.error}\n  {r.recovery}" if r.error else ""),
+                markup=False,
+            )
+    if not result.ok:
+        raise typer.Exit(1)
 
 
 @app.command()
@@ -294,9 +399,9 @@ def main() -> None:
     """Entry point: clear one-line errors for the library's own errors."""
     try:
         app()
-    except LakehouseIndexError as e:
+    except LakehouseIndexError as e:  # an operation error (usage errors exit 2, from typer)
         console.print(f"[red]error:[/] {e}")
-        raise SystemExit(2) from e
+        raise SystemExit(1) from e
 
 
 if __name__ == "__main__":

@@ -1,17 +1,19 @@
 """The ``lakehouse-index`` command line, run as a user runs it (a subprocess of the real entry point).
 
-Answers are checked against deltalake's reader of the same table; errors must be one clear
-line with exit status 2 and leave nothing behind.
+Answers are checked against deltalake's reader of the same table; operation errors must be one
+clear line with exit status 1 (usage errors: 2) and leave nothing behind.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
@@ -20,7 +22,13 @@ import lakehouse_index as li
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     """Run the command line; wide output so Rich does not fold table cells."""
-    env = {**os.environ, "COLUMNS": "250", "NO_COLOR": "1"}
+    root = Path(__file__).resolve().parents[2]  # the code under test, not an installed copy
+    env = {
+        **os.environ,
+        "COLUMNS": "250",
+        "NO_COLOR": "1",
+        "PYTHONPATH": f"{root}{os.pathsep}{root / 'connectors'}",
+    }
     return subprocess.run(
         [sys.executable, "-m", "lakehouse_index.cli", *args], capture_output=True, text=True, env=env
     )
@@ -103,7 +111,7 @@ def test_covering_and_skipping_indexes_from_the_command_line(table: str) -> None
 def test_errors_are_one_clear_line(table: str, tmp_path: Path, args: tuple[str, ...], message: str) -> None:
     before = sorted(p.relative_to(table) for p in Path(table).rglob("*"))
     out = cli(*(a.format(table=table, missing=str(tmp_path / "nothing")) for a in args))
-    assert out.returncode == 2
+    assert out.returncode == 1
     text = " ".join((out.stdout + out.stderr).split())
     assert message in text and "Traceback" not in text
     assert sorted(p.relative_to(table) for p in Path(table).rglob("*")) == before  # nothing written
@@ -112,3 +120,37 @@ def test_errors_are_one_clear_line(table: str, tmp_path: Path, args: tuple[str, 
 def test_bad_options_are_usage_errors(table: str) -> None:
     out = cli("refresh", table, "by_email", "--mode", "sometimes")
     assert out.returncode == 2 and "sometimes" in out.stderr
+
+
+def test_rows_as_json_csv_and_parquet_and_indexes_as_json(table: str, tmp_path: Path) -> None:
+    assert cli("create", table, "by_email", "--key", "email", "--record-key", "id").returncode == 0
+    want = sorted(
+        (r["id"], r["email"])
+        for r in DeltaTable(table).to_pyarrow_table().to_pylist()
+        if r["country"] == "DE"
+    )
+    as_json = cli("scan", table, "--where", "country = 'DE'", "--format", "json")
+    assert as_json.returncode == 0, as_json.stderr
+    rows = [json.loads(line) for line in as_json.stdout.splitlines()]
+    assert sorted((r["id"], r["email"]) for r in rows) == want
+    as_csv = cli("scan", table, "--where", "country = 'DE'", "--column", "id", "--format", "csv")
+    assert sorted(int(x) for x in as_csv.stdout.split()[1:]) == [i for i, _ in want]
+    out = tmp_path / "found.parquet"
+    found = cli("lookup", table, "by_email", "u150@x", "--format", "parquet", "-o", str(out))
+    assert found.returncode == 0, found.stderr
+    assert pq.read_table(out)["id"].to_pylist() == [150]
+    [info] = [json.loads(line) for line in cli("list", table, "--json").stdout.splitlines()]
+    assert info["name"] == "by_email" and info["kind"] == "secondary" and info["state"] == "ACTIVE"
+    assert info["spec"]["recordKey"] == ["id"]
+
+
+def test_sync_applies_each_policy(table: str) -> None:
+    assert cli("create", table, "by_email", "--key", "email").returncode == 0
+    assert cli("create", table, "lazy", "--key", "country", "--auto-refresh", "off").returncode == 0
+    write_deltalake(table, _batch(300, 10), mode="append")
+    out = cli("sync", table, "--json")
+    assert out.returncode == 0, out.stderr
+    reports = {r["name"]: r for r in json.loads(out.stdout)["indexes"]}
+    latest = DeltaTable(table).version()
+    assert reports["by_email"]["indexed_version"] == latest
+    assert reports["lazy"]["lag"] == 1 and reports["lazy"]["action"] == "reported"
