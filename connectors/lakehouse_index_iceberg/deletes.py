@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import zlib
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -220,6 +220,28 @@ class DeleteIndex:
         """No delete files at all."""
         return not self.entries
 
+    @property
+    def position_targets(self) -> frozenset[str]:
+        """Raw paths of the data files named by a position-delete file or deletion vector."""
+        return frozenset(self._dvs) | frozenset(self._pos)
+
+    @property
+    def has_equality_deletes(self) -> bool:
+        """Whether any equality-delete file is indexed (its targets are not named by path)."""
+        return bool(self._eq)
+
+    def touches(self, data: ManifestEntry) -> bool:
+        """Whether any indexed delete file applies to ``data`` (by path, sequence number, partition).
+
+        A file no indexed delete applies to has the same row-level deletes with or without
+        these delete files.
+        """
+        path = data.file.path
+        positional = (*self._dvs.get(path, ()), *self._pos.get(path, ()))
+        if any(s.sequence_number >= data.sequence_number for s in positional):
+            return True
+        return any(True for _ in self._applicable_equality(data, data.file.spec_id))
+
     def row_deletes(self, data: ManifestEntry) -> IcebergRowDeletes | None:
         """Position deletes / DV applying to a data file, or None."""
         path = data.file.path
@@ -239,19 +261,20 @@ class DeleteIndex:
 
     def equality_deletes(self, data: ManifestEntry, spec_id: int) -> tuple[EqualityDeletes, ...]:
         """Equality-delete files applying to a data file (strictly newer, same partition or global)."""
-        out = []
+        return tuple(
+            EqualityDeletes(normalize_path(e.file.path), self.equality_columns(e.file), e.file.record_count)
+            for e in self._applicable_equality(data, spec_id)
+        )
+
+    def _applicable_equality(self, data: ManifestEntry, spec_id: int) -> Iterator[ManifestEntry]:
+        """Equality-delete entries strictly newer than ``data``, in its partition or global."""
         for eq in self._eq:
             e = eq.entry
             if e.sequence_number <= data.sequence_number:
                 continue
             if not eq.is_global and (e.file.spec_id != spec_id or e.file.partition != data.file.partition):
                 continue
-            out.append(
-                EqualityDeletes(
-                    normalize_path(e.file.path), self.equality_columns(e.file), e.file.record_count
-                )
-            )
-        return tuple(out)
+            yield e
 
     def equality_columns(self, f: ContentFile) -> tuple[str, ...]:
         """Logical names of an equality-delete file's equality field ids."""

@@ -52,6 +52,7 @@ from lakehouse_index.source import (
     Change,
     Column,
     DeleteChange,
+    Diff,
     EqualityDeletes,
     FileEntry,
     FileIO,
@@ -76,6 +77,7 @@ from lakehouse_index_iceberg.manifests import (
     ContentFile,
     EntryStatus,
     FileContent,
+    ManifestContent,
     ManifestEntry,
     ManifestFile,
     live,
@@ -96,6 +98,16 @@ ROW_ID_COLUMN = "_row_id"
 #: Field id of the materialized ``_row_id`` column in v3 data files.
 ROW_ID_FIELD_ID = 2147483540
 _EPOCH = dt.datetime(1970, 1, 1)
+
+
+@dataclass(frozen=True)
+class _DiffScope:
+    """What a diff reads: manifests listed by one side only (``unshared``), the shared data
+    manifests that may hold files ``touching`` (the one-sided delete files) applies to."""
+
+    unshared: frozenset[str]
+    shared_read: frozenset[str]
+    touching: DeleteIndex
 
 
 @dataclass(frozen=True)
@@ -382,14 +394,20 @@ class IcebergSource(TableSource):
             for p in added:
                 files[normalize_path(p)] = self._file_entry(data[p], index, schema)
         else:
-            names = {f.field_id: f.name for f in schema.fields}
-            unpartitioned = frozenset(sid for sid, spec in h.metadata.specs().items() if not spec.fields)
-            index = DeleteIndex(deletes, self._reader, unpartitioned, names)
-            for e in index.entries:
-                if e.file.content == FileContent.EQUALITY_DELETES:
-                    self._eq_files[normalize_path(e.file.path)] = e.file
+            index = self._delete_index(schema, deletes)
             files = {normalize_path(p): self._file_entry(e, index, schema) for p, e in data.items()}
         return _State(snap.snapshot_id, schema.schema_id, data, index, files)
+
+    def _delete_index(self, schema: Schema, deletes: Sequence[ManifestEntry]) -> DeleteIndex:
+        """The delete index of live delete entries (equality-delete files remembered for reads)."""
+        names = {f.field_id: f.name for f in schema.fields}
+        specs = self._hist().metadata.specs()
+        unpartitioned = frozenset(sid for sid, spec in specs.items() if not spec.fields)
+        index = DeleteIndex(deletes, self._reader, unpartitioned, names)
+        for e in index.entries:
+            if e.file.content == FileContent.EQUALITY_DELETES:
+                self._eq_files[normalize_path(e.file.path)] = e.file
+        return index
 
     def _file_entry(self, e: ManifestEntry, index: DeleteIndex, schema: Schema) -> FileEntry:
         f = e.file
@@ -534,6 +552,108 @@ class IcebergSource(TableSource):
             operation=op,
         )
         return state, change
+
+    # ------------------------------------------------------------------ diff
+
+    def diff(self, a: int, b: int) -> Diff:
+        """Live-state difference from snapshot ``a`` to ``b``, reading only what is not shared.
+
+        Any two snapshots: ancestors, two branches, across a rollback. Manifests are
+        immutable and named by path, so a manifest listed by both snapshots holds the same
+        live files in both and is not read; the manifests listed by one side only are.
+        Row-level deletes of a file in a shared manifest differ only if a delete file live
+        on one side only applies to it: the shared data manifests that may hold such a
+        file are read too (all of them for an equality delete; for position deletes and
+        deletion vectors, in list order until every file they name is found), and only its
+        files those deletes apply to are compared. Shared delete manifests are read only
+        when new enough to apply to a compared file (a manifest's entries are no newer than
+        its sequence number). The result equals comparing both full snapshots.
+        """
+        snap_a, snap_b = self._snap(a), self._snap(b)
+        list_a, list_b = self._manifest_list(snap_a), self._manifest_list(snap_b)
+        paths_a, paths_b = {m.path for m in list_a}, {m.path for m in list_b}
+        unshared = frozenset((paths_a - paths_b) | (paths_b - paths_a))
+        one_sided = [
+            e
+            for m in (*list_a, *list_b)
+            if m.path in unshared and m.content == ManifestContent.DELETES
+            for e in live(self._manifest(m))
+        ]
+        touching = self._delete_index(self._hist().schema_for(snap_b), one_sided)
+        scope = _DiffScope(unshared, self._shared_to_read(list_a, list_b, unshared, touching), touching)
+        files_a = self._scoped_files(snap_a, list_a, scope)
+        files_b = self._scoped_files(snap_b, list_b, scope)
+        changed = tuple(
+            DeleteChange(before=files_a[p], after=f)
+            for p, f in files_b.items()
+            if p in files_a and _deletes_key(files_a[p]) != _deletes_key(f)
+        )
+        return Diff(
+            from_version=a,
+            to_version=b,
+            added=tuple(f for p, f in files_b.items() if p not in files_a),
+            removed=tuple(f for p, f in files_a.items() if p not in files_b),
+            delete_changes=changed,
+        )
+
+    def _shared_to_read(
+        self,
+        list_a: Sequence[ManifestFile],
+        list_b: Sequence[ManifestFile],
+        unshared: frozenset[str],
+        touching: DeleteIndex,
+    ) -> frozenset[str]:
+        """Shared data manifests that may hold a file a one-sided delete applies to."""
+        if touching.is_empty:
+            return frozenset()
+        shared = [m for m in list_b if m.path not in unshared and m.content == ManifestContent.DATA]
+        if touching.has_equality_deletes:
+            return frozenset(m.path for m in shared)
+        missing = set(touching.position_targets)
+        for m in (*list_a, *list_b):
+            if m.path in unshared:
+                missing -= {e.file.path for e in live(self._manifest(m))}
+        out = set()
+        for m in shared:
+            if not missing:
+                break
+            out.add(m.path)
+            missing -= {e.file.path for e in live(self._manifest(m))}
+        return frozenset(out)
+
+    def _scoped_files(
+        self, snap: IcebergSnapshot, manifests: Sequence[ManifestFile], scope: _DiffScope
+    ) -> dict[str, FileEntry]:
+        """File entries of ``snap``'s live data files in the diff's scope, as in its full state.
+
+        In scope: every data file of an unshared manifest, and the files of the shared
+        manifests read that a one-sided delete applies to. Their deletes come from every
+        delete file of ``snap`` that may apply to them (in list order, as the full state's).
+        """
+        data: dict[str, ManifestEntry] = {}
+        for m in manifests:
+            if m.path in scope.unshared:
+                entries = [e for e in live(self._manifest(m)) if e.file.content == FileContent.DATA]
+            elif m.path in scope.shared_read:
+                entries = [e for e in live(self._manifest(m)) if scope.touching.touches(e)]
+            else:
+                continue
+            for e in entries:
+                data[e.file.path] = e
+        if not data:
+            return {}
+        oldest = min(e.sequence_number for e in data.values())
+        deletes = [
+            e
+            for m in manifests
+            if m.path in scope.unshared
+            or (m.content == ManifestContent.DELETES and m.sequence_number >= oldest)
+            for e in live(self._manifest(m))
+            if e.file.content != FileContent.DATA
+        ]
+        schema = self._hist().schema_for(snap)
+        index = self._delete_index(schema, deletes)
+        return {normalize_path(p): self._file_entry(e, index, schema) for p, e in data.items()}
 
     # ------------------------------------------------------------------ row-level deletes
 
