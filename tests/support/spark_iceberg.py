@@ -17,6 +17,7 @@ import glob
 import hashlib
 import os
 import struct
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -166,6 +167,9 @@ def spark_session(warehouse: str | Path, catalog: str = "local") -> Any:
     """
     from pyspark.sql import SparkSession
 
+    # Python workers must run this interpreter (with pyarrow), also for later users of the
+    # session (the core's session factory sets it only when it starts the JVM itself).
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     jars = ",".join(str(p) for p in spark_jars())
     spark = (
         SparkSession.builder.master("local[2]")
