@@ -410,7 +410,13 @@ class IcebergSource(TableSource):
         return index
 
     def _file_entry(self, e: ManifestEntry, index: DeleteIndex, schema: Schema) -> FileEntry:
+        """The contract's entry of a live data file; ORC and Avro data files are refused."""
         f = e.file
+        if f.file_format.upper() != "PARQUET":
+            raise UnsupportedFeatureError(
+                f"Iceberg data file {f.path} is in {f.file_format.upper()} format: only Parquet data "
+                "files are supported (ORC and Avro data files are refused)"
+            )
         return FileEntry(
             path=normalize_path(f.path),
             size=f.size,
