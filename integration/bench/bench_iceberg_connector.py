@@ -1,4 +1,5 @@
-"""Benchmark: Iceberg connector tail cost per new snapshot, and cold snapshot load vs pyiceberg.
+"""Benchmark: Iceberg connector tail cost per new snapshot, cold snapshot load and non-ancestor
+diff vs pyiceberg.
 
 Builds a table with ``--snapshots`` small appends (one data file and one manifest each,
 so the newest manifest list names every manifest), then
@@ -7,9 +8,13 @@ so the newest manifest list names every manifest), then
   call ``changes(last_seen)``: wall time and the metadata files it read (goal: the new
   metadata JSON, one manifest list, only the new manifests);
 * loads the latest snapshot cold (fresh connector, empty caches) next to pyiceberg's
-  ``plan_files`` on the same metadata in the same run.
+  ``plan_files`` on the same metadata in the same run;
+* forks a branch off that history, appends ``--side`` snapshots on each side with pyiceberg
+  and diffs the two heads cold (``diff(main, dev)``: time and manifests read), next to the
+  connector's full comparison of both snapshots and to pyiceberg planning the files of both
+  snapshots and comparing the sets.
 
-Run: ``python -m integration.bench.bench_iceberg_connector [--snapshots 1000 --tail 20]``.
+Run: ``python -m integration.bench.bench_iceberg_connector [--snapshots 1000 --tail 20 --side 3]``.
 """
 
 from __future__ import annotations
@@ -19,7 +24,9 @@ import statistics
 import tempfile
 import time
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 from lakehouse_index_iceberg import IcebergSource
@@ -28,6 +35,7 @@ from lakehouse_index_iceberg.table_metadata import parse_metadata
 
 from integration.bench.report import markdown_table, write_section
 from lakehouse_index.io import Storage
+from lakehouse_index.source import diff_snapshots
 
 SCRIPT = "integration/bench/bench_iceberg_connector.py"
 
@@ -121,7 +129,112 @@ def build_history(table, snapshots: int) -> None:
     table.catalog.commit_table(table, (require,), tuple(updates))
 
 
-def run(snapshots: int, tail: int, repeats: int) -> str:
+@dataclass(frozen=True)
+class DiffRun:
+    """One cold diff of two snapshots: wall time, manifests read, files added and removed."""
+
+    ms: float
+    manifests: int
+    added: frozenset[str]
+    removed: frozenset[str]
+
+
+def _ours_diff(location: str, io: Storage, a: int, b: int, full: bool) -> DiffRun:
+    """``diff(a, b)`` on a fresh connector, or (``full``) the comparison of both full snapshots."""
+    t0 = time.perf_counter()
+    src = IcebergSource.open(location, io)
+    d = diff_snapshots(src.snapshot(a), src.snapshot(b)) if full else src.diff(a, b)
+    ms = _ms(t0)
+    return DiffRun(
+        ms, src.reads["manifest"], frozenset(f.path for f in d.added), frozenset(f.path for f in d.removed)
+    )
+
+
+def _pyiceberg_diff(metadata_location: str, a: int, b: int) -> DiffRun:
+    """pyiceberg's equivalent: plan the files of both snapshots, compare the path sets.
+
+    Manifests read are counted by wrapping ``ManifestFile.fetch_manifest_entry`` for the call.
+    """
+    from lakehouse_index_iceberg.deletes import normalize_path
+    from pyiceberg.manifest import ManifestFile, clear_manifest_cache
+    from pyiceberg.table import StaticTable
+
+    clear_manifest_cache()
+    fetch = ManifestFile.fetch_manifest_entry
+    count = [0]
+
+    def counting(self: ManifestFile, *args: Any, **kwargs: Any) -> Any:
+        count[0] += 1
+        return fetch(self, *args, **kwargs)
+
+    ManifestFile.fetch_manifest_entry = counting  # type: ignore[method-assign]
+    try:
+        t0 = time.perf_counter()
+        table = StaticTable.from_metadata(metadata_location)
+        files = [
+            {normalize_path(t.file.file_path) for t in table.scan(snapshot_id=sid).plan_files()}
+            for sid in (a, b)
+        ]
+        ms = _ms(t0)
+    finally:
+        ManifestFile.fetch_manifest_entry = fetch  # type: ignore[method-assign]
+    return DiffRun(ms, count[0], frozenset(files[1] - files[0]), frozenset(files[0] - files[1]))
+
+
+def _median_run(runs: list[DiffRun]) -> DiffRun:
+    """The run of median time (every run reads the same and finds the same)."""
+    assert len({(r.manifests, r.added, r.removed) for r in runs}) == 1
+    return sorted(runs, key=lambda r: r.ms)[len(runs) // 2]
+
+
+def bench_diff(cat: Any, io: Storage, side: int, repeats: int) -> tuple[list[list[str]], str]:
+    """Fork ``dev`` off main's head, append ``side`` snapshots on each side, diff the heads."""
+    table = cat.load_table("db.t")
+    fork = table.current_snapshot()
+    assert fork is not None
+    table.manage_snapshots().create_branch(fork.snapshot_id, "dev").commit()
+    n = len(table.snapshots())
+    for i in range(side):
+        table = cat.load_table("db.t")
+        table.append(_batch(10_000_000 + i), branch="dev")
+        table = cat.load_table("db.t")
+        table.append(_batch(20_000_000 + i))
+    table = cat.load_table("db.t")
+    main, dev = table.metadata.refs["main"].snapshot_id, table.metadata.refs["dev"].snapshot_id
+    location = table.metadata_location
+    listed = [{m.manifest_path for m in table.snapshot_by_id(sid).manifests(table.io)} for sid in (main, dev)]
+    unshared = len(listed[0] ^ listed[1])
+    ours = _median_run([_ours_diff(table.location(), io, main, dev, full=False) for _ in range(repeats)])
+    full = _median_run([_ours_diff(table.location(), io, main, dev, full=True) for _ in range(repeats)])
+    theirs = _median_run([_pyiceberg_diff(location, main, dev) for _ in range(repeats)])
+    assert (ours.added, ours.removed) == (full.added, full.removed) == (theirs.added, theirs.removed)
+    assert (len(ours.added), len(ours.removed)) == (side, side)
+    rows = [
+        [
+            "diff(main, dev), cold: connector (median ms / manifests read)",
+            f"{ours.ms:.0f}",
+            str(ours.manifests),
+        ],
+        [
+            "connector, full comparison of both snapshots (the previous diff)",
+            f"{full.ms:.0f}",
+            str(full.manifests),
+        ],
+        ["pyiceberg: plan_files() of both snapshots, compare", f"{theirs.ms:.0f}", str(theirs.manifests)],
+    ]
+    text = " ".join(
+        [
+            f"Non-ancestor diff: a branch `dev` forked off main's head ({n} snapshots,",
+            f"{len(listed[0] & listed[1])} manifests shared), then {side} pyiceberg appends on each side;",
+            f"the two heads list {unshared} manifests the other does not. Cold runs (fresh connector;",
+            "pyiceberg's manifest cache cleared),",
+            f"median of {repeats}; all three find the same {side} added and {side} removed files.",
+        ]
+    )
+    return rows, text
+
+
+def run(snapshots: int, tail: int, repeats: int, side: int) -> str:
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.manifest import clear_manifest_cache
     from pyiceberg.table import StaticTable
@@ -216,8 +329,15 @@ def run(snapshots: int, tail: int, repeats: int) -> str:
             "cache cleared between runs).",
         ]
     )
-    body = text + "\n\n" + markdown_table(["measure", "value"], rows)
-    return body
+    diff_rows, diff_text = bench_diff(cat, io, side, repeats)
+    return "\n\n".join(
+        [
+            text,
+            markdown_table(["measure", "value"], rows),
+            diff_text,
+            markdown_table(["diff of two branch heads", "ms (median)", "manifests read"], diff_rows),
+        ]
+    )
 
 
 def main() -> None:
@@ -225,12 +345,14 @@ def main() -> None:
     ap.add_argument("--snapshots", type=int, default=1000)
     ap.add_argument("--tail", type=int, default=20)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--side", type=int, default=3, help="appends on each side of the fork for the diff")
     ap.add_argument("--no-write", action="store_true", help="print only; do not touch docs/BENCHMARKS.md")
     args = ap.parse_args()
-    body = run(args.snapshots, args.tail, args.repeats)
+    body = run(args.snapshots, args.tail, args.repeats, args.side)
     print(body)
     if not args.no_write:
-        write_section("iceberg-connector", "Iceberg connector: tailing and cold snapshot load", SCRIPT, body)
+        title = "Iceberg connector: tailing, cold snapshot load, non-ancestor diff"
+        write_section("iceberg-connector", title, SCRIPT, body)
 
 
 if __name__ == "__main__":
