@@ -12,6 +12,8 @@ Reading model
   manifest, not on the entry's snapshot id, sidesteps two pyiceberg bugs: 0.12 carries
   a deleted-only manifest into later snapshots, and <=0.11 stamped DELETED entries
   with the adding snapshot's id.
+* ``diff(a, b)`` of any two snapshots reads only the manifests one of them lists and
+  the other does not (plus what one-sided delete files need, see :meth:`IcebergSource.diff`).
 * Versions are snapshot ids. A tailer whose position is no longer an ancestor of the
   target (rollback, a snapshot on another branch) or whose snapshots expired gets
   HistoryTruncatedError and must resync from :meth:`snapshot`.
@@ -570,10 +572,12 @@ class IcebergSource(TableSource):
         Row-level deletes of a file in a shared manifest differ only if a delete file live
         on one side only applies to it: the shared data manifests that may hold such a
         file are read too (all of them for an equality delete; for position deletes and
-        deletion vectors, in list order until every file they name is found), and only its
-        files those deletes apply to are compared. Shared delete manifests are read only
-        when new enough to apply to a compared file (a manifest's entries are no newer than
-        its sequence number). The result equals comparing both full snapshots.
+        deletion vectors, in list order until every file they name is found), and of their
+        files only those such a delete applies to are compared. Shared delete manifests
+        are read only when new enough to apply to a compared file (a manifest's entries are
+        no newer than its sequence number). The result equals comparing both full
+        snapshots (assuming, as the spec requires, a data file is live in one manifest of a
+        snapshot at most).
         """
         snap_a, snap_b = self._snap(a), self._snap(b)
         list_a, list_b = self._manifest_list(snap_a), self._manifest_list(snap_b)
