@@ -211,7 +211,7 @@ def bench_diff(cat: Any, io: Storage, side: int, repeats: int) -> tuple[list[lis
     assert (len(ours.added), len(ours.removed)) == (side, side)
     rows = [
         [
-            "diff(main, dev), cold: connector (median ms / manifests read)",
+            "connector: diff(main, dev)",
             f"{ours.ms:.0f}",
             str(ours.manifests),
         ],
