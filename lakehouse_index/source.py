@@ -53,6 +53,7 @@ __all__ = [
     "EqualityDeletes",
     "FileEntry",
     "FileIO",
+    "FileMap",
     "FileStatus",
     "HistoryTruncatedError",
     "NotATableError",
@@ -255,6 +256,19 @@ class FileEntry:
         return self.deletes.cardinality if self.deletes else 0
 
 
+class FileMap(Mapping[str, FileEntry]):
+    """A :attr:`Snapshot.files` mapping that may build its entries lazily.
+
+    Connectors with 10^5+ files per snapshot subclass it to keep their files in columns
+    and build a :class:`FileEntry` only when one is read; :meth:`total_bytes` must then
+    not build entries.
+    """
+
+    def total_bytes(self) -> int:
+        """Sum of the files' sizes."""
+        return sum(f.size for f in self.values())
+
+
 @dataclass(frozen=True)
 class Snapshot:
     """The state of a table at one version: schema and every live data file."""
@@ -284,6 +298,8 @@ class Snapshot:
     @property
     def total_bytes(self) -> int:
         """Sum of live data file sizes."""
+        if isinstance(self.files, FileMap):
+            return self.files.total_bytes()
         return sum(f.size for f in self.files.values())
 
 

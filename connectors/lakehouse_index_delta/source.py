@@ -22,9 +22,11 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from types import MappingProxyType
+from functools import partial
 from typing import Any, ClassVar
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 from pyroaring import BitMap64
 
@@ -47,6 +49,7 @@ from lakehouse_index_delta.actions import Actions, AddFile, Metadata, Protocol, 
 from lakehouse_index_delta.checkpoints import read_checkpoint
 from lakehouse_index_delta.deletion_vectors import DeletionVectorDescriptor, read_deletion_vector
 from lakehouse_index_delta.features import check_protocol
+from lakehouse_index_delta.live_files import LiveFiles, PartitionRaw, SnapshotFiles
 from lakehouse_index_delta.log_files import Checkpoint, LogListing, list_log
 from lakehouse_index_delta.paths import canonical_root
 from lakehouse_index_delta.schema import TableSchema, table_schema
@@ -65,10 +68,10 @@ class _State:
     version: int
     protocol: Protocol | None
     metadata: Metadata | None
-    files: dict[_Key, AddFile] = field(default_factory=dict)
+    files: LiveFiles = field(default_factory=LiveFiles)
 
     def copy(self) -> _State:
-        return _State(self.version, self.protocol, self.metadata, dict(self.files))
+        return _State(self.version, self.protocol, self.metadata, self.files.copy())
 
 
 def _check_file_actions(actions: Actions, source: str) -> None:
@@ -90,6 +93,11 @@ def _check_file_actions(actions: Actions, source: str) -> None:
             raise TableFormatError(
                 f"{source}: invalid commit, {path} is added and removed with the same deletion vector ({dv})"
             )
+
+
+def _positions_not_in(keys: pa.Array, others: pa.Array) -> list[int]:
+    """Positions of ``keys`` whose value is not among ``others``."""
+    return list(pc.indices_nonzero(pc.invert(pc.is_in(keys, value_set=others))).to_pylist())
 
 
 class DeltaSource(TableSource):
@@ -220,12 +228,10 @@ class DeltaSource(TableSource):
             self._schemas[metadata] = s
         return s
 
-    def _apply(
-        self, state: _State, version: int, actions: Actions, *, want_change: bool, source: str | None = None
-    ) -> Change | None:
-        """Advance ``state`` by one commit (or a compaction file, given as ``source``).
+    def _advance_metadata(self, state: _State, version: int, actions: Actions, source: str | None) -> None:
+        """Check one commit (or a compaction file, given as ``source``) and take its protocol and metadata.
 
-        Optionally describes what the commit changed.
+        The file actions are applied by the caller (:meth:`LiveFiles.apply`).
         """
         is_commit = source is None
         source = source or self._commit_uri(version)
@@ -233,21 +239,6 @@ class DeltaSource(TableSource):
             check_protocol(actions.protocol, source)
         if is_commit:  # compaction files legitimately hold several tombstones of one path
             _check_file_actions(actions, source)
-        before_meta = state.metadata
-        removed: list[AddFile] = []
-        for r in actions.removes:
-            gone = state.files.pop(r.key, None)
-            if gone is not None:
-                removed.append(gone)
-        added: list[AddFile] = []
-        for a in actions.adds:
-            if a.key in state.files and not want_change:
-                state.files[a.key] = a
-                continue
-            previous = state.files.get(a.key)
-            state.files[a.key] = a
-            if previous is None:
-                added.append(a)
         if actions.protocol is not None:
             state.protocol = actions.protocol
         if actions.metadata is not None:
@@ -255,8 +246,13 @@ class DeltaSource(TableSource):
         state.version = version
         if state.protocol is None or state.metadata is None:
             raise TableFormatError(f"{source}: no protocol or metaData action at or before this commit")
-        if not want_change:
-            return None
+
+    def _apply(self, state: _State, version: int, actions: Actions) -> Change:
+        """Advance ``state`` by one commit and describe what the commit changed."""
+        before_meta = state.metadata
+        self._advance_metadata(state, version, actions, None)
+        removed, added = state.files.apply([actions], report=True)
+        assert state.metadata is not None
         after_schema = self._schema(state.metadata)
         before_schema = self._schema(before_meta) if before_meta is not None else after_schema
         removed_by_path = {gone.path: gone for gone in removed}
@@ -284,9 +280,9 @@ class DeltaSource(TableSource):
         )
 
     def _load_checkpoint(self, cp: Checkpoint) -> _State:
-        protocol, metadata, adds = read_checkpoint(self._io, cp, self._log, self._uri)
+        protocol, metadata, files = read_checkpoint(self._io, cp, self._log, self._uri)
         check_protocol(protocol, cp.files[0].path)
-        return _State(cp.version, protocol, metadata, {a.key: a for a in adds})
+        return _State(cp.version, protocol, metadata, files)
 
     def _cache_state(self, state: _State) -> None:
         self._states[state.version] = state
@@ -328,7 +324,7 @@ class DeltaSource(TableSource):
             elif base is not None:
                 state = base.copy()
             else:
-                state = _State(-1, None, None, {})
+                state = _State(-1, None, None)
             break
         self._replay(state, version, listing)
         if state.protocol is None:
@@ -345,13 +341,20 @@ class DeltaSource(TableSource):
         return all(v in listing.commits for v in range(start + 1, version + 1))
 
     def _replay(self, state: _State, version: int, listing: LogListing) -> None:
+        """Advance ``state`` to ``version``: metadata commit by commit, file actions in one batch."""
+        batch: list[Actions] = []
+        self._replay_into(state, version, listing, batch)
+        state.files.apply(batch, report=False)
+
+    def _replay_into(self, state: _State, version: int, listing: LogListing, batch: list[Actions]) -> None:
         v = state.version + 1
         while v <= version:
             if v not in self._commits:
                 comp = self._compaction(listing, v, version)
                 if comp is not None:
                     actions = parse_json_lines(self._io.read_bytes(comp.file.path), self._uri, comp.file.path)
-                    self._apply(state, comp.end, actions, want_change=False, source=comp.file.path)
+                    self._advance_metadata(state, comp.end, actions, comp.file.path)
+                    batch.append(actions)
                     v = comp.end + 1
                     continue
             actions_or_none = self._read_commit(v)
@@ -366,7 +369,8 @@ class DeltaSource(TableSource):
                         f"and {self._commit_uri(0)} is missing{hint}"
                     )
                 raise self._missing_commit(v)
-            self._apply(state, v, actions_or_none, want_change=False)
+            self._advance_metadata(state, v, actions_or_none, None)
+            batch.append(actions_or_none)
             v += 1
 
     @staticmethod
@@ -380,36 +384,33 @@ class DeltaSource(TableSource):
 
     # ------------------------------------------------------------------ snapshots
 
-    def _entry(self, a: AddFile, schema: TableSchema) -> FileEntry:
+    @staticmethod
+    def _entry(
+        a: AddFile, schema: TableSchema, typed: dict[PartitionRaw, tuple[tuple[str, Any], ...]] | None = None
+    ) -> FileEntry:
+        """The contract's entry for an add; ``typed`` caches typed partition values by raw ones."""
+        pv: tuple[tuple[str, Any], ...] = ()
+        if schema.partition_fields:
+            known = typed.get(a.partition_values) if typed is not None else None
+            pv = known if known is not None else schema.partition_values(a.partition_values, a.path)
+            if typed is not None:
+                typed[a.partition_values] = pv
         return FileEntry(
-            path=a.path,
-            size=a.size,
-            mtime_ms=a.modification_time,
-            num_records=a.num_records,
-            partition_values=schema.partition_values(a.partition_values, a.path)
-            if schema.partition_fields
-            else (),
-            deletes=a.deletion_vector,
-            first_row_id=a.base_row_id,
+            a.path, a.size, a.modification_time, a.num_records, pv, a.deletion_vector, (), a.base_row_id
         )
 
     def _build_snapshot(self, state: _State) -> Snapshot:
         assert state.metadata is not None
         schema = self._schema(state.metadata)
-        files: dict[str, FileEntry] = {}
-        typed: dict[tuple[tuple[str, str | None], ...], tuple[tuple[str, Any], ...]] = {}
-        for a in state.files.values():
-            if a.path in files:
-                raise TableFormatError(
-                    f"{self._log} at version {state.version}: two live entries for {a.path}"
-                )
-            pv: tuple[tuple[str, Any], ...] = ()
-            if schema.partition_fields:
-                pv = typed.get(a.partition_values) or schema.partition_values(a.partition_values, a.path)
-                typed[a.partition_values] = pv
-            files[a.path] = FileEntry(
-                a.path, a.size, a.modification_time, a.num_records, pv, a.deletion_vector, (), a.base_row_id
-            )
+        typed: dict[PartitionRaw, tuple[tuple[str, Any], ...]] = {}
+        files = SnapshotFiles(state.files, partial(self._entry, schema=schema, typed=typed))
+        dup = files.duplicate_path()
+        if dup is not None:
+            raise TableFormatError(f"{self._log} at version {state.version}: two live entries for {dup}")
+        if schema.partition_fields:
+            # Typed eagerly (a bad value fails here, not on first access); distinct values are few.
+            for raw, path in state.files.distinct_partitions().items():
+                typed[raw] = schema.partition_values(raw, path)
         config = state.metadata.config
         row_id_column = None
         if config.get("delta.enableRowTracking", "false").lower() == "true":
@@ -421,7 +422,7 @@ class DeltaSource(TableSource):
             ordinal=state.version,
             timestamp_ms=self._timestamp(state.version, None, state.metadata),
             columns=schema.columns,
-            files=MappingProxyType(files),
+            files=files,
             partition_columns=schema.partition_columns,
             row_id_column=row_id_column,
         )
@@ -582,8 +583,7 @@ class DeltaSource(TableSource):
             if state.version != v - 1:
                 # Another iterator advanced the shared tail state: rebuild ours.
                 state = self._state_at(v - 1).copy()
-            change = self._apply(state, v, actions, want_change=True)
-            assert change is not None
+            change = self._apply(state, v, actions)
             self._tail = state
             yield change
             v += 1
@@ -610,7 +610,7 @@ class DeltaSource(TableSource):
         if self._tail is not None and self._tail.version == start:
             return self._tail
         if start == -1:
-            return _State(-1, None, None, {})
+            return _State(-1, None, None)
         if start in self._states:
             return self._states[start].copy()
         return self._state_at(start).copy()
@@ -618,18 +618,20 @@ class DeltaSource(TableSource):
     def diff(self, a: int, b: int) -> Diff:
         """Live-state difference from ``a`` to ``b`` (either direction).
 
-        Compares the two live states by logical file key and builds entries only for the
-        files that differ, so a diff of two large snapshots costs two dict scans.
+        Compares the two live states' logical file keys as Arrow columns and builds
+        entries only for the files that differ.
         """
         sa, sb = self._state_at(a), self._state_at(b)
         if sa.metadata is None or sb.metadata is None:
             raise TableFormatError(f"{self._log}: no metaData at version {a} or {b}")
         schema_a, schema_b = self._schema(sa.metadata), self._schema(sb.metadata)
-        only_b = {k: f for k, f in sb.files.items() if k not in sa.files}
-        only_a = {k: f for k, f in sa.files.items() if k not in sb.files}
-        a_by_path = {f.path: f for f in only_a.values()}
+        keys_a, rows_a = sa.files.key_strings()
+        keys_b, rows_b = sb.files.key_strings()
+        only_b = sb.files.files_at(_positions_not_in(keys_b, keys_a), rows_b)
+        only_a = sa.files.files_at(_positions_not_in(keys_a, keys_b), rows_a)
+        a_by_path = {f.path: f for f in only_a}
         added, changed = [], []
-        for f in only_b.values():
+        for f in only_b:
             before = a_by_path.pop(f.path, None)
             if before is None:
                 added.append(self._entry(f, schema_b))

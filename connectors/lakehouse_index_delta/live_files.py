@@ -1,0 +1,432 @@
+"""The live logical files of a Delta version, held as Arrow columns.
+
+A checkpoint holds 10^5..10^6 ``add`` rows. They are kept as the Arrow columns read from
+its Parquet file(s) (:class:`AddColumns`, immutable and shared by every state built on
+the checkpoint) and :class:`AddFile` objects are made only for the rows a caller asks
+for. The commits replayed on top of a checkpoint are few: their adds are kept as
+objects, and the checkpoint rows they replace or remove are marked dropped
+(:class:`LiveFiles`). Snapshots expose the result as a lazy mapping
+(:class:`SnapshotFiles`) that builds a :class:`FileEntry` only when one is read.
+
+Logical files are keyed by (path, deletion-vector unique id), as the protocol's action
+reconciliation requires: a newer ``add`` or ``remove`` of a key replaces the older one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, ItemsView, Iterator, Sequence, ValuesView
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakehouse_index.source import FileEntry, FileMap, TableFormatError
+from lakehouse_index_delta.actions import Actions, AddFile
+from lakehouse_index_delta.deletion_vectors import DeletionVectorDescriptor
+from lakehouse_index_delta.paths import resolve_path
+
+Key = tuple[str, str | None]
+PartitionRaw = tuple[tuple[str, str | None], ...]
+
+#: Rows converted to objects at a time when a whole snapshot is iterated.
+_CHUNK = 8192
+
+
+@dataclass(frozen=True)
+class AddColumns:
+    """``add`` rows of a checkpoint as columns: one row per logical file.
+
+    ``paths`` are canonical absolute URIs and ``dv_ids`` the deletion vectors' unique
+    ids (null without one); ``parts`` the raw partition values of each row (interned
+    tuples sorted by column); ``dvs`` the descriptors of the rows that have one.
+    """
+
+    paths: pa.StringArray
+    dv_ids: pa.StringArray
+    sizes: pa.Int64Array
+    mtimes: pa.Int64Array
+    data_change: pa.BooleanArray
+    num_records: pa.Int64Array
+    base_row_ids: pa.Int64Array
+    default_row_commit_versions: pa.Int64Array
+    parts: tuple[PartitionRaw, ...]
+    dvs: dict[int, DeletionVectorDescriptor]
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    @staticmethod
+    def concat(pieces: Sequence[AddColumns]) -> AddColumns:
+        """The rows of several checkpoint parts, in order."""
+        if len(pieces) == 1:
+            return pieces[0]
+        dvs: dict[int, DeletionVectorDescriptor] = {}
+        offset = 0
+        for p in pieces:
+            dvs.update({offset + i: d for i, d in p.dvs.items()})
+            offset += len(p)
+
+        def cat(name: str) -> Any:
+            return pa.concat_arrays([getattr(p, name) for p in pieces])
+
+        return AddColumns(
+            cat("paths"),
+            cat("dv_ids"),
+            cat("sizes"),
+            cat("mtimes"),
+            cat("data_change"),
+            cat("num_records"),
+            cat("base_row_ids"),
+            cat("default_row_commit_versions"),
+            tuple(pv for p in pieces for pv in p.parts),
+            dvs,
+        )
+
+    def files(self, rows: Sequence[int]) -> list[AddFile]:
+        """The rows ``rows`` as :class:`AddFile` objects."""
+        idx = pa.array(rows, pa.int64())
+        cols = [
+            c.take(idx).to_pylist()
+            for c in (
+                self.paths,
+                self.sizes,
+                self.mtimes,
+                self.data_change,
+                self.num_records,
+                self.base_row_ids,
+                self.default_row_commit_versions,
+            )
+        ]
+        paths, sizes, mtimes, changes, records, row_ids, versions = cols
+        return [
+            AddFile(
+                paths[j],
+                sizes[j],
+                mtimes[j],
+                changes[j],
+                self.parts[i],
+                records[j],
+                self.dvs.get(i),
+                row_ids[j],
+                versions[j],
+            )
+            for j, i in enumerate(rows)
+        ]
+
+    def find(self, paths: Collection[str], among: pa.Array | None = None) -> dict[Key, int]:
+        """Key → row of the rows whose path is in ``paths`` (only rows in ``among`` when given)."""
+        if not paths or len(self) == 0:
+            return {}
+        hit = pc.is_in(self.paths, value_set=pa.array(list(paths), pa.string()))
+        rows = pc.indices_nonzero(hit)
+        if among is not None:
+            rows = pc.filter(rows, pc.is_in(rows, value_set=among))
+        found = rows.to_pylist()
+        keys = zip(self.paths.take(rows).to_pylist(), self.dv_ids.take(rows).to_pylist(), strict=True)
+        return dict(zip(keys, found, strict=True))
+
+
+def add_columns(arr: pa.StructArray, table_root: str, source: str) -> AddColumns:
+    """Columns of the non-null ``add`` structs of a checkpoint file."""
+    arr = arr.filter(arr.is_valid())
+    n = len(arr)
+    names = {arr.type.field(i).name for i in range(arr.type.num_fields)}
+    if n and not {"path", "size"} <= names:
+        raise TableFormatError(f"{source}: add column lacks path or size")
+
+    def column(name: str, dtype: pa.DataType, default: Any = None) -> pa.Array:
+        if name not in names:
+            return pa.array([default] * n, dtype)
+        col = arr.field(name).cast(dtype)
+        if default is not None and col.null_count:
+            col = pc.coalesce(col, pa.scalar(default, dtype))
+        return col
+
+    raw_paths = column("path", pa.string())
+    if raw_paths.null_count:
+        raise TableFormatError(f"{source}: an add action has no path")
+    sizes = column("size", pa.int64())
+    if sizes.null_count:
+        raise TableFormatError(f"{source}: an add action has no size")
+    paths = _resolve_paths(raw_paths, table_root)
+    num_records = pa.nulls(n, pa.int64())
+    if "stats_parsed" in names and "numRecords" in {f.name for f in arr.type.field("stats_parsed").type}:
+        num_records = arr.field("stats_parsed").field("numRecords").cast(pa.int64())
+    if "stats" in names:
+        extracted = pc.extract_regex(arr.field("stats"), r'"numRecords"\s*:\s*(?P<n>\d+)')
+        num_records = pc.coalesce(num_records, pc.struct_field(extracted, "n").cast(pa.int64()))
+    parts: list[PartitionRaw] = [()] * n
+    if "partitionValues" in names:
+        interned: dict[PartitionRaw, PartitionRaw] = {}
+        for i, pv in enumerate(arr.field("partitionValues").to_pylist()):
+            if pv:
+                key = tuple(sorted(pv.items() if isinstance(pv, dict) else pv))
+                parts[i] = interned.setdefault(key, key)
+    dvs: dict[int, DeletionVectorDescriptor] = {}
+    if "deletionVector" in names:
+        dv_col = arr.field("deletionVector")
+        if dv_col.null_count < n:
+            present = pc.indices_nonzero(dv_col.is_valid()).to_pylist()
+            for i, dv in zip(present, dv_col.take(present).to_pylist(), strict=True):
+                if dv.get("storageType") is None:
+                    continue
+                try:
+                    dvs[i] = DeletionVectorDescriptor.from_json(dv, table_root)
+                except (KeyError, TypeError, ValueError) as e:
+                    raise TableFormatError(f"{source}: malformed deletionVector {dv!r}: {e!r}") from e
+    dv_ids: list[str | None] = [None] * n
+    for i, d in dvs.items():
+        dv_ids[i] = d.id
+    return AddColumns(
+        paths,
+        pa.array(dv_ids, pa.string()),
+        sizes,
+        column("modificationTime", pa.int64(), 0),
+        column("dataChange", pa.bool_(), True),
+        num_records,
+        column("baseRowId", pa.int64()),
+        column("defaultRowCommitVersion", pa.int64()),
+        tuple(parts),
+        dvs,
+    )
+
+
+def _resolve_paths(raw: pa.StringArray, table_root: str) -> pa.StringArray:
+    """Canonical absolute URIs: relative paths without escapes by one vectorised join."""
+    special = pc.match_substring_regex(raw, r"[%:]")
+    joined = pc.binary_join_element_wise(pa.scalar(table_root), raw, "/")
+    if not pc.any(special).as_py():
+        return joined
+    rows = pc.indices_nonzero(special).to_pylist()
+    fixed = [resolve_path(table_root, p) for p in raw.take(rows).to_pylist()]
+    out = joined.to_pylist()
+    for i, p in zip(rows, fixed, strict=True):
+        out[i] = p
+    return pa.array(out, pa.string())
+
+
+_EMPTY_ROWS = pa.array([], pa.int64())
+
+
+@dataclass
+class LiveFiles:
+    """The live logical files of a version: checkpoint rows not dropped, plus later adds.
+
+    ``base`` is shared between copies and never changed; ``dropped`` are its rows that a
+    later action removed or replaced; ``extra`` the adds of the commits since, by key.
+    """
+
+    base: AddColumns | None = None
+    dropped: set[int] = field(default_factory=set)
+    extra: dict[Key, AddFile] = field(default_factory=dict)
+
+    def copy(self) -> LiveFiles:
+        """A copy that can be advanced without changing this one."""
+        return LiveFiles(self.base, set(self.dropped), dict(self.extra))
+
+    def __len__(self) -> int:
+        return (len(self.base) if self.base is not None else 0) - len(self.dropped) + len(self.extra)
+
+    def base_rows(self) -> pa.Int64Array:
+        """Rows of ``base`` that are live, in order."""
+        if self.base is None:
+            return _EMPTY_ROWS
+        rows = pa.array(range(len(self.base)), pa.int64())
+        if not self.dropped:
+            return rows
+        return pc.filter(rows, pc.invert(pc.is_in(rows, value_set=pa.array(self.dropped, pa.int64()))))
+
+    def _find_live(self, paths: Collection[str]) -> dict[Key, int]:
+        if self.base is None:
+            return {}
+        found = self.base.find(paths)
+        return {k: row for k, row in found.items() if row not in self.dropped}
+
+    def apply(self, commits: Sequence[Actions], *, report: bool) -> tuple[list[AddFile], list[AddFile]]:
+        """Apply the file actions of ``commits`` in order (removes before adds within one).
+
+        With ``report``: the files that stopped being live (as they were) and the adds of
+        keys that were not live, for a single commit; two empty lists otherwise.
+        """
+        touched = {r.path for c in commits for r in c.removes} | {a.path for c in commits for a in c.adds}
+        in_base = self._find_live(touched)
+        gone: list[AddFile | int] = []
+        added: list[AddFile] = []
+        for c in commits:
+            for r in c.removes:
+                key = r.key
+                previous = self.extra.pop(key, None)
+                if previous is not None:
+                    gone.append(previous)
+                    continue
+                row = in_base.pop(key, None)
+                if row is not None:
+                    self.dropped.add(row)
+                    gone.append(row)
+            for a in c.adds:
+                key = a.key
+                row = in_base.pop(key, None)
+                if row is not None:
+                    self.dropped.add(row)
+                elif key not in self.extra:
+                    added.append(a)
+                self.extra[key] = a
+        if not report:
+            return [], []
+        return self._materialise(gone), added
+
+    def distinct_partitions(self) -> dict[PartitionRaw, str]:
+        """Each distinct raw partition value of the live files, with the path of one file having it."""
+        out: dict[PartitionRaw, str] = {}
+        if self.base is not None:
+            first: dict[PartitionRaw, int] = {}
+            for i, raw in enumerate(self.base.parts):
+                if raw not in first and i not in self.dropped:
+                    first[raw] = i
+            paths = self.base.paths.take(pa.array(list(first.values()), pa.int64())).to_pylist()
+            out.update(zip(first, paths, strict=True))
+        for a in self.extra.values():
+            out.setdefault(a.partition_values, a.path)
+        return out
+
+    def _materialise(self, items: list[AddFile | int]) -> list[AddFile]:
+        rows = [x for x in items if isinstance(x, int)]
+        if not rows:
+            return [x for x in items if not isinstance(x, int)]
+        assert self.base is not None
+        made = iter(self.base.files(rows))
+        return [next(made) if isinstance(x, int) else x for x in items]
+
+    def key_strings(self) -> tuple[pa.Array, pa.Int64Array]:
+        """One string per live key (path and DV id joined) and the base row of each (-1: extra).
+
+        Extra adds follow the base rows, in ``extra`` order.
+        """
+        rows = self.base_rows()
+        extra = list(self.extra.values())
+        if self.base is not None:
+            base_keys = pc.binary_join_element_wise(
+                self.base.paths.take(rows), pc.coalesce(self.base.dv_ids.take(rows), ""), "\n"
+            )
+        else:
+            base_keys = pa.array([], pa.string())
+        extra_keys = pa.array([_key_string(a) for a in extra], pa.string())
+        all_rows = pa.concat_arrays([rows, pa.array([-1] * len(extra), pa.int64())])
+        return pa.concat_arrays([base_keys.cast(pa.string()), extra_keys]), all_rows
+
+    def files_at(self, positions: Sequence[int], rows: pa.Int64Array) -> list[AddFile]:
+        """The files at ``positions`` of :meth:`key_strings` (``rows`` as it returned)."""
+        extra = list(self.extra.values())
+        base_count = len(rows) - len(extra)
+        items: list[AddFile | int] = [
+            extra[p - base_count] if p >= base_count else rows[p].as_py() for p in positions
+        ]
+        return self._materialise(items)
+
+
+def _key_string(a: AddFile) -> str:
+    return a.path + "\n" + (a.deletion_vector.id if a.deletion_vector else "")
+
+
+class SnapshotFiles(FileMap):
+    """``Snapshot.files`` of a Delta version: path → FileEntry, each entry built when read.
+
+    Length, iteration over paths and the total size need no entry at all.
+    """
+
+    def __init__(
+        self,
+        live: LiveFiles,
+        entry: Callable[[AddFile], FileEntry],
+    ) -> None:
+        self._base = live.base
+        self._rows = live.base_rows()
+        self._extra = list(live.extra.values())
+        self._entry = entry
+        self._index: dict[str, int] | None = None
+
+    def _paths(self) -> list[str]:
+        base = self._base.paths.take(self._rows).to_pylist() if self._base is not None else []
+        return base + [a.path for a in self._extra]
+
+    def _position(self, path: str) -> int | None:
+        if self._index is None:
+            self._index = {p: i for i, p in enumerate(self._paths())}
+        return self._index.get(path)
+
+    def _add_files(self, positions: Sequence[int]) -> list[AddFile]:
+        base_count = len(self._rows)
+        rows = [self._rows[p].as_py() for p in positions if p < base_count]
+        made = iter(self._base.files(rows)) if rows and self._base is not None else iter(())
+        return [next(made) if p < base_count else self._extra[p - base_count] for p in positions]
+
+    def __getitem__(self, path: str) -> FileEntry:
+        pos = self._position(path)
+        if pos is None:
+            raise KeyError(path)
+        return self._entry(self._add_files([pos])[0])
+
+    def __contains__(self, path: object) -> bool:
+        return isinstance(path, str) and self._position(path) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._paths())
+
+    def __len__(self) -> int:
+        return len(self._rows) + len(self._extra)
+
+    def entries(self) -> Iterator[FileEntry]:
+        base_count = len(self._rows)
+        if self._base is not None:
+            for start in range(0, base_count, _CHUNK):
+                rows = self._rows[start : start + _CHUNK].to_pylist()
+                for a in self._base.files(rows):
+                    yield self._entry(a)
+        for a in self._extra:
+            yield self._entry(a)
+
+    def values(self) -> ValuesView[FileEntry]:
+        """Every entry, built a chunk of rows at a time."""
+        return _Values(self)
+
+    def items(self) -> ItemsView[str, FileEntry]:
+        """(path, entry) pairs, built a chunk of rows at a time."""
+        return _Items(self)
+
+    def total_bytes(self) -> int:
+        """Sum of the live files' sizes, without building entries."""
+        base = 0
+        if self._base is not None and len(self._rows):
+            base = pc.sum(self._base.sizes.take(self._rows)).as_py() or 0
+        return int(base) + sum(a.size for a in self._extra)
+
+    def duplicate_path(self) -> str | None:
+        """A path live under two keys (two DVs), or None."""
+        if self._base is None:
+            paths: pa.Array = pa.array([a.path for a in self._extra], pa.string())
+        else:
+            paths = pa.concat_arrays(
+                [self._base.paths.take(self._rows), pa.array([a.path for a in self._extra], pa.string())]
+            )
+        counts = pc.value_counts(paths)
+        dup = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
+        return str(dup[0].as_py()) if len(dup) else None
+
+
+class _Values(ValuesView[FileEntry]):
+    """The entries of a :class:`SnapshotFiles`, built in chunks rather than one lookup per path."""
+
+    _mapping: SnapshotFiles
+
+    def __iter__(self) -> Iterator[FileEntry]:
+        return self._mapping.entries()
+
+
+class _Items(ItemsView[str, FileEntry]):
+    """The (path, entry) pairs of a :class:`SnapshotFiles`, built in chunks."""
+
+    _mapping: SnapshotFiles
+
+    def __iter__(self) -> Iterator[tuple[str, FileEntry]]:
+        return ((e.path, e) for e in self._mapping.entries())
