@@ -28,6 +28,7 @@ from lakehouse_index_delta.live_files import AddColumns, LiveFiles, add_columns
 from lakehouse_index_delta.log_files import Checkpoint
 from lakehouse_index_delta.paths import resolve_path
 
+#: The fields of ``add`` that are read (not ``tags``, ``clusteringProvider``, ...).
 _ADD_FIELDS = (
     "path",
     "partitionValues",
@@ -35,17 +36,33 @@ _ADD_FIELDS = (
     "modificationTime",
     "dataChange",
     "stats",
+    "stats_parsed.numRecords",
     "deletionVector",
     "baseRowId",
     "defaultRowCommitVersion",
 )
 
 
+def _has_field(t: pa.DataType, dotted: str) -> bool:
+    """Whether struct type ``t`` has the (nested) field ``a.b.c``."""
+    for name in dotted.split("."):
+        if not pa.types.is_struct(t) or t.get_field_index(name) < 0:
+            return False
+        t = t.field(name).type
+    return True
+
+
 def _read_parquet(io: FileIO, uri: str, wanted: tuple[str, ...]) -> pa.Table:
     fs, path = io.arrow(uri)
     try:
         pf = pq.ParquetFile(path, filesystem=fs)
-        present = [c for c in wanted if c in pf.schema_arrow.names]
+        schema = pf.schema_arrow
+        present = [c for c in wanted if c in schema.names]
+        if "add" in present and pa.types.is_struct(schema.field("add").type):
+            # Only the needed fields of ``add``: its stats and tags are most of the file.
+            fields = [f"add.{f}" for f in _ADD_FIELDS if _has_field(schema.field("add").type, f)]
+            if fields:
+                present = [c for c in present if c != "add"] + fields
         return pf.read(columns=present)
     except FileNotFoundError as e:
         raise TableFormatError(f"checkpoint file {uri} is missing") from e

@@ -18,6 +18,7 @@ from collections.abc import Callable, Collection, ItemsView, Iterator, Sequence,
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -31,6 +32,7 @@ PartitionRaw = tuple[tuple[str, str | None], ...]
 
 #: Rows converted to objects at a time when a whole snapshot is iterated.
 _CHUNK = 8192
+_NUM_RECORDS = r'"numRecords"\s*:\s*(?P<n>\d+)'
 
 
 @dataclass(frozen=True)
@@ -38,8 +40,11 @@ class AddColumns:
     """``add`` rows of a checkpoint as columns: one row per logical file.
 
     ``paths`` are canonical absolute URIs and ``dv_ids`` the deletion vectors' unique
-    ids (null without one); ``parts`` the raw partition values of each row (interned
-    tuples sorted by column); ``dvs`` the descriptors of the rows that have one.
+    ids (null without one). ``part_codes`` index ``part_values``, the distinct raw
+    partition values (tuples sorted by column; null code: none). ``stats`` (JSON) and
+    ``stats_records`` (``stats_parsed.numRecords``) give the record count, extracted
+    only for the rows made into objects. ``dvs`` are the descriptors of the rows that
+    have one.
     """
 
     paths: pa.StringArray
@@ -47,10 +52,12 @@ class AddColumns:
     sizes: pa.Int64Array
     mtimes: pa.Int64Array
     data_change: pa.BooleanArray
-    num_records: pa.Int64Array
+    stats: pa.StringArray
+    stats_records: pa.Int64Array
     base_row_ids: pa.Int64Array
     default_row_commit_versions: pa.Int64Array
-    parts: tuple[PartitionRaw, ...]
+    part_codes: pa.Int32Array
+    part_values: tuple[PartitionRaw, ...]
     dvs: dict[int, DeletionVectorDescriptor]
 
     def __len__(self) -> int:
@@ -62,10 +69,14 @@ class AddColumns:
         if len(pieces) == 1:
             return pieces[0]
         dvs: dict[int, DeletionVectorDescriptor] = {}
+        codes: list[pa.Array] = []
         offset = 0
+        values = 0
         for p in pieces:
             dvs.update({offset + i: d for i, d in p.dvs.items()})
+            codes.append(pc.add(p.part_codes, pa.scalar(values, pa.int32())))
             offset += len(p)
+            values += len(p.part_values)
 
         def cat(name: str) -> Any:
             return pa.concat_arrays([getattr(p, name) for p in pieces])
@@ -76,16 +87,20 @@ class AddColumns:
             cat("sizes"),
             cat("mtimes"),
             cat("data_change"),
-            cat("num_records"),
+            cat("stats"),
+            cat("stats_records"),
             cat("base_row_ids"),
             cat("default_row_commit_versions"),
-            tuple(pv for p in pieces for pv in p.parts),
+            pa.concat_arrays(codes),
+            tuple(pv for p in pieces for pv in p.part_values),
             dvs,
         )
 
     def files(self, rows: Sequence[int]) -> list[AddFile]:
         """The rows ``rows`` as :class:`AddFile` objects."""
         idx = pa.array(rows, pa.int64())
+        from_json = pc.struct_field(pc.extract_regex(self.stats.take(idx), _NUM_RECORDS), "n")
+        records = pc.coalesce(self.stats_records.take(idx), from_json.cast(pa.int64()))
         cols = [
             c.take(idx).to_pylist()
             for c in (
@@ -93,25 +108,25 @@ class AddColumns:
                 self.sizes,
                 self.mtimes,
                 self.data_change,
-                self.num_records,
                 self.base_row_ids,
                 self.default_row_commit_versions,
+                self.part_codes,
             )
         ]
-        paths, sizes, mtimes, changes, records, row_ids, versions = cols
+        paths, sizes, mtimes, changes, row_ids, versions, codes = cols
         return [
             AddFile(
                 paths[j],
                 sizes[j],
                 mtimes[j],
                 changes[j],
-                self.parts[i],
-                records[j],
+                self.part_values[codes[j]] if codes[j] is not None else (),
+                n,
                 self.dvs.get(i),
                 row_ids[j],
                 versions[j],
             )
-            for j, i in enumerate(rows)
+            for j, (i, n) in enumerate(zip(rows, records.to_pylist(), strict=True))
         ]
 
     def find(self, paths: Collection[str], among: pa.Array | None = None) -> dict[Key, int]:
@@ -129,16 +144,21 @@ class AddColumns:
 
 def add_columns(arr: pa.StructArray, table_root: str, source: str) -> AddColumns:
     """Columns of the non-null ``add`` structs of a checkpoint file."""
-    arr = arr.filter(arr.is_valid())
-    n = len(arr)
+    valid = arr.is_valid()
+    n = len(arr) - arr.null_count
     names = {arr.type.field(i).name for i in range(arr.type.num_fields)}
     if n and not {"path", "size"} <= names:
         raise TableFormatError(f"{source}: add column lacks path or size")
 
+    def child(name: str) -> pa.Array:
+        """Field ``name`` of the non-null rows (filtering only the fields used, not the whole struct)."""
+        col = arr.field(name)
+        return col if n == len(arr) else col.filter(valid)
+
     def column(name: str, dtype: pa.DataType, default: Any = None) -> pa.Array:
         if name not in names:
             return pa.array([default] * n, dtype)
-        col = arr.field(name).cast(dtype)
+        col = child(name).cast(dtype)
         if default is not None and col.null_count:
             col = pc.coalesce(col, pa.scalar(default, dtype))
         return col
@@ -150,22 +170,16 @@ def add_columns(arr: pa.StructArray, table_root: str, source: str) -> AddColumns
     if sizes.null_count:
         raise TableFormatError(f"{source}: an add action has no size")
     paths = _resolve_paths(raw_paths, table_root)
-    num_records = pa.nulls(n, pa.int64())
+    stats_records = pa.nulls(n, pa.int64())
     if "stats_parsed" in names and "numRecords" in {f.name for f in arr.type.field("stats_parsed").type}:
-        num_records = arr.field("stats_parsed").field("numRecords").cast(pa.int64())
-    if "stats" in names:
-        extracted = pc.extract_regex(arr.field("stats"), r'"numRecords"\s*:\s*(?P<n>\d+)')
-        num_records = pc.coalesce(num_records, pc.struct_field(extracted, "n").cast(pa.int64()))
-    parts: list[PartitionRaw] = [()] * n
+        stats_records = child("stats_parsed").field("numRecords").cast(pa.int64())
+    part_codes: pa.Array = pa.nulls(n, pa.int32())
+    part_values: tuple[PartitionRaw, ...] = ()
     if "partitionValues" in names:
-        interned: dict[PartitionRaw, PartitionRaw] = {}
-        for i, pv in enumerate(arr.field("partitionValues").to_pylist()):
-            if pv:
-                key = tuple(sorted(pv.items() if isinstance(pv, dict) else pv))
-                parts[i] = interned.setdefault(key, key)
+        part_codes, part_values = _partition_codes(child("partitionValues"))
     dvs: dict[int, DeletionVectorDescriptor] = {}
     if "deletionVector" in names:
-        dv_col = arr.field("deletionVector")
+        dv_col = child("deletionVector")
         if dv_col.null_count < n:
             present = pc.indices_nonzero(dv_col.is_valid()).to_pylist()
             for i, dv in zip(present, dv_col.take(present).to_pylist(), strict=True):
@@ -184,12 +198,39 @@ def add_columns(arr: pa.StructArray, table_root: str, source: str) -> AddColumns
         sizes,
         column("modificationTime", pa.int64(), 0),
         column("dataChange", pa.bool_(), True),
-        num_records,
+        column("stats", pa.string()),
+        stats_records,
         column("baseRowId", pa.int64()),
         column("defaultRowCommitVersion", pa.int64()),
-        tuple(parts),
+        part_codes,
+        part_values,
         dvs,
     )
+
+
+def _partition_codes(maps: pa.MapArray) -> tuple[pa.Int32Array, tuple[PartitionRaw, ...]]:
+    """Each row's code among the distinct partition value maps, and those maps as sorted tuples.
+
+    Rows are grouped by an unambiguous string (every key and value prefixed with its
+    length, a null value marked ``-``); only one row per group is converted to Python.
+    """
+    maps = pa.concat_arrays([maps])  # drop any slice offset: keys/items below are the whole children
+    keys = maps.keys.cast(pa.string())
+    items = maps.items.cast(pa.string())
+    entries = pc.binary_join_element_wise(
+        pc.utf8_length(keys).cast(pa.string()),
+        keys,
+        pc.coalesce(pc.utf8_length(items).cast(pa.string()), "-"),
+        pc.coalesce(items, ""),
+        ":",
+    )
+    offsets = pc.subtract(maps.offsets, maps.offsets[0])
+    rows = pc.binary_join(pa.ListArray.from_arrays(offsets, entries, mask=maps.is_null()), ";")
+    encoded = rows.dictionary_encode()
+    # Codes are given in order of first occurrence: the first row of each is where it first appears.
+    firsts = pc.index_in(pa.array(range(len(encoded.dictionary)), pa.int32()), value_set=encoded.indices)
+    values = tuple(tuple(sorted(m or ())) for m in maps.take(firsts).to_pylist())
+    return encoded.indices.cast(pa.int32()), values
 
 
 def _resolve_paths(raw: pa.StringArray, table_root: str) -> pa.StringArray:
@@ -232,10 +273,9 @@ class LiveFiles:
         """Rows of ``base`` that are live, in order."""
         if self.base is None:
             return _EMPTY_ROWS
-        rows = pa.array(range(len(self.base)), pa.int64())
-        if not self.dropped:
-            return rows
-        return pc.filter(rows, pc.invert(pc.is_in(rows, value_set=pa.array(self.dropped, pa.int64()))))
+        live = np.ones(len(self.base), dtype=bool)
+        live[list(self.dropped)] = False
+        return pa.array(np.flatnonzero(live).astype(np.int64))
 
     def _find_live(self, paths: Collection[str]) -> dict[Key, int]:
         if self.base is None:
@@ -280,12 +320,16 @@ class LiveFiles:
         """Each distinct raw partition value of the live files, with the path of one file having it."""
         out: dict[PartitionRaw, str] = {}
         if self.base is not None:
-            first: dict[PartitionRaw, int] = {}
-            for i, raw in enumerate(self.base.parts):
-                if raw not in first and i not in self.dropped:
-                    first[raw] = i
-            paths = self.base.paths.take(pa.array(list(first.values()), pa.int64())).to_pylist()
-            out.update(zip(first, paths, strict=True))
+            rows = self.base_rows()
+            codes = self.base.part_codes.take(rows)
+            present = pc.unique(codes.drop_null())
+            firsts = pc.take(rows, pc.index_in(present, value_set=codes))
+            paths = self.base.paths.take(firsts).to_pylist()
+            raws = [self.base.part_values[c] for c in present.to_pylist()]
+            out.update(zip(raws, paths, strict=True))
+            if codes.null_count:
+                first_null = pc.index(codes.is_null(), True).as_py()
+                out.setdefault((), self.base.paths[rows[first_null].as_py()].as_py())
         for a in self.extra.values():
             out.setdefault(a.partition_values, a.path)
         return out
@@ -402,16 +446,24 @@ class SnapshotFiles(FileMap):
         return int(base) + sum(a.size for a in self._extra)
 
     def duplicate_path(self) -> str | None:
-        """A path live under two keys (two DVs), or None."""
-        if self._base is None:
-            paths: pa.Array = pa.array([a.path for a in self._extra], pa.string())
-        else:
-            paths = pa.concat_arrays(
-                [self._base.paths.take(self._rows), pa.array([a.path for a in self._extra], pa.string())]
-            )
-        counts = pc.value_counts(paths)
-        dup = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
-        return str(dup[0].as_py()) if len(dup) else None
+        """A path live under two keys (with two DVs), or None.
+
+        Only a path with a DV, or added after the checkpoint, can be live twice: the
+        checkpoint's rows are unique by (path, DV id).
+        """
+        candidates = {a.path for a in self._extra}
+        if self._base is not None and self._base.dvs:
+            with_dv = pc.filter(self._rows, pc.is_valid(self._base.dv_ids.take(self._rows)))
+            candidates.update(self._base.paths.take(with_dv).to_pylist())
+        if not candidates:
+            return None
+        seen: set[str] = set()
+        live_base = self._base.find(candidates, among=self._rows) if self._base is not None else {}
+        for path, _ in [*live_base, *((a.path, None) for a in self._extra)]:
+            if path in seen:
+                return path
+            seen.add(path)
+        return None
 
 
 class _Values(ValuesView[FileEntry]):
