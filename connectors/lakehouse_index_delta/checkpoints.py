@@ -63,7 +63,9 @@ def _read_parquet(io: FileIO, uri: str, wanted: tuple[str, ...]) -> pa.Table:
             fields = [f"add.{f}" for f in _ADD_FIELDS if _has_field(schema.field("add").type, f)]
             if fields:
                 present = [c for c in present if c != "add"] + fields
-        return pf.read(columns=present)
+        # One thread: decoding in the pool's threads kept ~15 MB more resident for a
+        # 100,000-file checkpoint and was not faster.
+        return pf.read(columns=present, use_threads=False)
     except FileNotFoundError as e:
         raise TableFormatError(f"checkpoint file {uri} is missing") from e
     except (OSError, pa.ArrowInvalid) as e:
@@ -89,7 +91,9 @@ def _add_columns(table: pa.Table, table_root: str, source: str) -> AddColumns | 
     """The ``add`` rows of a checkpoint table as columns (None when it has no ``add`` column)."""
     if "add" not in table.column_names:
         return None
-    return add_columns(table.column("add").combine_chunks(), table_root, source)
+    column = table.column("add")
+    pieces = [add_columns(chunk, table_root, source) for chunk in column.chunks]
+    return AddColumns.concat(pieces) if pieces else add_columns(column.combine_chunks(), table_root, source)
 
 
 def _parquet_actions(io: FileIO, uri: str, table_root: str) -> tuple[Actions, AddColumns | None]:

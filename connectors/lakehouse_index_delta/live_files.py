@@ -24,6 +24,7 @@ import pyarrow.compute as pc
 
 from lakehouse_index.source import FileEntry, FileMap, TableFormatError
 from lakehouse_index_delta.actions import Actions, AddFile
+from lakehouse_index_delta.arrays import bool_scalar, int_array, int_scalar, string_array, string_scalar
 from lakehouse_index_delta.deletion_vectors import DeletionVectorDescriptor
 from lakehouse_index_delta.paths import resolve_path
 
@@ -74,7 +75,7 @@ class AddColumns:
         values = 0
         for p in pieces:
             dvs.update({offset + i: d for i, d in p.dvs.items()})
-            codes.append(pc.add(p.part_codes, pa.scalar(values, pa.int32())))
+            codes.append(pc.add(p.part_codes, int_scalar(values, np.int32)))
             offset += len(p)
             values += len(p.part_values)
 
@@ -98,7 +99,7 @@ class AddColumns:
 
     def files(self, rows: Sequence[int]) -> list[AddFile]:
         """The rows ``rows`` as :class:`AddFile` objects."""
-        idx = pa.array(rows, pa.int64())
+        idx = int_array(rows)
         from_json = pc.struct_field(pc.extract_regex(self.stats.take(idx), _NUM_RECORDS), "n")
         records = pc.coalesce(self.stats_records.take(idx), from_json.cast(pa.int64()))
         cols = [
@@ -133,7 +134,7 @@ class AddColumns:
         """Key → row of the rows whose path is in ``paths`` (only rows in ``among`` when given)."""
         if not paths or len(self) == 0:
             return {}
-        hit = pc.is_in(self.paths, value_set=pa.array(list(paths), pa.string()))
+        hit = pc.is_in(self.paths, value_set=string_array(list(paths)))
         rows = pc.indices_nonzero(hit)
         if among is not None:
             rows = pc.filter(rows, pc.is_in(rows, value_set=among))
@@ -149,18 +150,21 @@ def add_columns(arr: pa.StructArray, table_root: str, source: str) -> AddColumns
     names = {arr.type.field(i).name for i in range(arr.type.num_fields)}
     if n and not {"path", "size"} <= names:
         raise TableFormatError(f"{source}: add column lacks path or size")
+    rows = pc.indices_nonzero(valid)
+    # The adds of a checkpoint are usually one run of rows: a slice then copies nothing.
+    run = rows[0].as_py() if n and rows[n - 1].as_py() - rows[0].as_py() == n - 1 else None
 
     def child(name: str) -> pa.Array:
         """Field ``name`` of the non-null rows (filtering only the fields used, not the whole struct)."""
         col = arr.field(name)
-        return col if n == len(arr) else col.filter(valid)
+        if n == len(arr):
+            return col
+        return col.slice(run, n) if run is not None else col.take(rows)
 
-    def column(name: str, dtype: pa.DataType, default: Any = None) -> pa.Array:
-        if name not in names:
-            return pa.array([default] * n, dtype)
-        col = child(name).cast(dtype)
+    def column(name: str, dtype: pa.DataType, default: pa.Scalar | None = None) -> pa.Array:
+        col = child(name).cast(dtype) if name in names else pa.nulls(n, dtype)
         if default is not None and col.null_count:
-            col = pc.coalesce(col, pa.scalar(default, dtype))
+            col = pc.coalesce(col, default)
         return col
 
     raw_paths = column("path", pa.string())
@@ -194,10 +198,10 @@ def add_columns(arr: pa.StructArray, table_root: str, source: str) -> AddColumns
         dv_ids[i] = d.id
     return AddColumns(
         paths,
-        pa.array(dv_ids, pa.string()),
+        string_array(dv_ids) if dvs else pa.nulls(n, pa.string()),
         sizes,
-        column("modificationTime", pa.int64(), 0),
-        column("dataChange", pa.bool_(), True),
+        column("modificationTime", pa.int64(), int_scalar(0)),
+        column("dataChange", pa.bool_(), bool_scalar(True)),
         column("stats", pa.string()),
         stats_records,
         column("baseRowId", pa.int64()),
@@ -220,15 +224,14 @@ def _partition_codes(maps: pa.MapArray) -> tuple[pa.Int32Array, tuple[PartitionR
     entries = pc.binary_join_element_wise(
         pc.utf8_length(keys).cast(pa.string()),
         keys,
-        pc.coalesce(pc.utf8_length(items).cast(pa.string()), "-"),
-        pc.coalesce(items, ""),
-        ":",
+        pc.coalesce(pc.utf8_length(items).cast(pa.string()), string_scalar("-")),
+        pc.coalesce(items, string_scalar("")),
+        string_scalar(":"),
     )
     offsets = pc.subtract(maps.offsets, maps.offsets[0])
-    rows = pc.binary_join(pa.ListArray.from_arrays(offsets, entries, mask=maps.is_null()), ";")
+    rows = pc.binary_join(pa.ListArray.from_arrays(offsets, entries, mask=maps.is_null()), string_scalar(";"))
     encoded = rows.dictionary_encode()
-    # Codes are given in order of first occurrence: the first row of each is where it first appears.
-    firsts = pc.index_in(pa.array(range(len(encoded.dictionary)), pa.int32()), value_set=encoded.indices)
+    firsts = pc.index_in(encoded.dictionary, value_set=rows)  # the first row of each distinct string
     values = tuple(tuple(sorted(m or ())) for m in maps.take(firsts).to_pylist())
     return encoded.indices.cast(pa.int32()), values
 
@@ -236,7 +239,7 @@ def _partition_codes(maps: pa.MapArray) -> tuple[pa.Int32Array, tuple[PartitionR
 def _resolve_paths(raw: pa.StringArray, table_root: str) -> pa.StringArray:
     """Canonical absolute URIs: relative paths without escapes by one vectorised join."""
     special = pc.match_substring_regex(raw, r"[%:]")
-    joined = pc.binary_join_element_wise(pa.scalar(table_root), raw, "/")
+    joined = pc.binary_join_element_wise(string_scalar(table_root), raw, string_scalar("/"))
     if not pc.any(special).as_py():
         return joined
     rows = pc.indices_nonzero(special).to_pylist()
@@ -244,10 +247,10 @@ def _resolve_paths(raw: pa.StringArray, table_root: str) -> pa.StringArray:
     out = joined.to_pylist()
     for i, p in zip(rows, fixed, strict=True):
         out[i] = p
-    return pa.array(out, pa.string())
+    return string_array(out)
 
 
-_EMPTY_ROWS = pa.array([], pa.int64())
+_EMPTY_ROWS = int_array([])
 
 
 @dataclass
@@ -275,7 +278,7 @@ class LiveFiles:
             return _EMPTY_ROWS
         live = np.ones(len(self.base), dtype=bool)
         live[list(self.dropped)] = False
-        return pa.array(np.flatnonzero(live).astype(np.int64))
+        return int_array(np.flatnonzero(live).astype(np.int64))
 
     def _find_live(self, paths: Collection[str]) -> dict[Key, int]:
         if self.base is None:
@@ -351,12 +354,14 @@ class LiveFiles:
         extra = list(self.extra.values())
         if self.base is not None:
             base_keys = pc.binary_join_element_wise(
-                self.base.paths.take(rows), pc.coalesce(self.base.dv_ids.take(rows), ""), "\n"
+                self.base.paths.take(rows),
+                pc.coalesce(self.base.dv_ids.take(rows), string_scalar("")),
+                string_scalar("\n"),
             )
         else:
-            base_keys = pa.array([], pa.string())
-        extra_keys = pa.array([_key_string(a) for a in extra], pa.string())
-        all_rows = pa.concat_arrays([rows, pa.array([-1] * len(extra), pa.int64())])
+            base_keys = string_array([])
+        extra_keys = string_array([_key_string(a) for a in extra])
+        all_rows = pa.concat_arrays([rows, int_array([-1] * len(extra))])
         return pa.concat_arrays([base_keys.cast(pa.string()), extra_keys]), all_rows
 
     def files_at(self, positions: Sequence[int], rows: pa.Int64Array) -> list[AddFile]:
