@@ -60,6 +60,7 @@ class AddColumns:
     part_codes: pa.Int32Array
     part_values: tuple[PartitionRaw, ...]
     dvs: dict[int, DeletionVectorDescriptor]
+    lookup: _PathLookup = field(default_factory=lambda: _PathLookup(), compare=False, repr=False)
 
     def __len__(self) -> int:
         return len(self.paths)
@@ -134,13 +135,35 @@ class AddColumns:
         """Key → row of the rows whose path is in ``paths`` (only rows in ``among`` when given)."""
         if not paths or len(self) == 0:
             return {}
-        hit = pc.is_in(self.paths, value_set=string_array(list(paths)))
-        rows = pc.indices_nonzero(hit)
+        rows = self.lookup.rows(self.paths, paths)
         if among is not None:
             rows = pc.filter(rows, pc.is_in(rows, value_set=among))
         found = rows.to_pylist()
         keys = zip(self.paths.take(rows).to_pylist(), self.dv_ids.take(rows).to_pylist(), strict=True)
         return dict(zip(keys, found, strict=True))
+
+
+class _PathLookup:
+    """Finds the rows of given paths: a scan of the column at first, a dict from the second time.
+
+    A cold load looks up once (the commits after the checkpoint, in one batch); a tailer
+    looks up at every commit, and a scan of 10^5 paths costs milliseconds each time.
+    """
+
+    def __init__(self) -> None:
+        self._scans = 0
+        self._index: dict[str, list[int]] | None = None
+
+    def rows(self, column: pa.StringArray, paths: Collection[str]) -> pa.Array:
+        """Rows of ``column`` holding one of ``paths``, ascending."""
+        if self._index is None and self._scans == 0:
+            self._scans += 1
+            return pc.indices_nonzero(pc.is_in(column, value_set=string_array(list(paths))))
+        if self._index is None:
+            self._index = {}
+            for i, p in enumerate(column.to_pylist()):
+                self._index.setdefault(p, []).append(i)
+        return int_array(sorted(i for p in paths for i in self._index.get(p, ())))
 
 
 def add_columns(arr: pa.StructArray, table_root: str, source: str) -> AddColumns:
@@ -318,6 +341,13 @@ class LiveFiles:
         if not report:
             return [], []
         return self._materialise(gone), added
+
+    def discard(self, keys: Collection[Key]) -> None:
+        """Make the files with these keys not live (keys that are not live are ignored)."""
+        in_base = self._find_live({path for path, _ in keys})
+        for key in keys:
+            if self.extra.pop(key, None) is None and key in in_base:
+                self.dropped.add(in_base[key])
 
     def distinct_partitions(self) -> dict[PartitionRaw, str]:
         """Each distinct raw partition value of the live files, with the path of one file having it."""

@@ -621,7 +621,10 @@ class DeltaSource(TableSource):
         Compares the two live states' logical file keys as Arrow columns and builds
         entries only for the files that differ.
         """
-        sa, sb = self._state_at(a), self._state_at(b)
+        sa = self._state_at(a)
+        sb = self._undo(sa, b) if b < a and self._undo_reads_less(a, b) else None
+        if sb is None:
+            sb = self._state_at(b)
         if sa.metadata is None or sb.metadata is None:
             raise TableFormatError(f"{self._log}: no metaData at version {a} or {b}")
         schema_a, schema_b = self._schema(sa.metadata), self._schema(sb.metadata)
@@ -639,6 +642,59 @@ class DeltaSource(TableSource):
                 changed.append(DeleteChange(self._entry(before, schema_a), self._entry(f, schema_b)))
         removed = tuple(self._entry(f, schema_a) for f in a_by_path.values())
         return Diff(a, b, tuple(added), removed, tuple(changed))
+
+    def _undo_reads_less(self, a: int, b: int) -> bool:
+        """Whether undoing the commits (b, a] reads fewer bytes than rebuilding ``b`` forward.
+
+        Forward: from the newest checkpoint or cached state at or below ``b``. Cached
+        commits cost nothing; sizes come from the listing.
+        """
+        if b in self._states:
+            return False
+        listing = self._listing if self._listing is not None else self._list()
+
+        def commits(first: int, last: int) -> int:
+            return sum(
+                listing.commits[v].size
+                for v in range(first, last + 1)
+                if v not in self._commits and v in listing.commits
+            )
+
+        forward = [commits(0, b)]
+        cp = listing.checkpoint_at_or_below(b)
+        if cp is not None:
+            forward.append(sum(f.size for f in cp.files) + commits(cp.version + 1, b))
+        forward += [commits(st.version + 1, b) for st in self._states.values() if st.version <= b]
+        return commits(b + 1, a) < min(forward)
+
+    def _undo(self, newer: _State, b: int) -> _State | None:
+        """The state at ``b`` from the newer state, by taking back the adds of the commits after ``b``.
+
+        None (rebuild forward instead) when the commits cannot be undone exactly: one is
+        missing or changes the protocol or metadata; a file live at ``b`` was removed (a
+        ``remove`` lacks the add's modification time and statistics); or a
+        ``dataChange=false`` add may have replaced a live file (whose add is not at hand).
+        Every other add of a logical file not seen before in (b, newer] is a data-changing
+        add, which makes a file live that was not.
+        """
+        first_is_add: dict[_Key, bool] = {}
+        for v in range(b + 1, newer.version + 1):
+            actions = self._read_commit(v)
+            if actions is None or actions.metadata is not None or actions.protocol is not None:
+                return None
+            for r in actions.removes:
+                first_is_add.setdefault(r.key, False)
+            for add in actions.adds:
+                if add.key not in first_is_add:
+                    if not add.data_change:
+                        return None
+                    first_is_add[add.key] = True
+        if not all(first_is_add.values()):
+            return None
+        state = _State(b, newer.protocol, newer.metadata, newer.files.copy())
+        state.files.discard(first_is_add)
+        self._cache_state(state)
+        return state
 
     # ------------------------------------------------------------------ deletion vectors
 
