@@ -6,7 +6,8 @@ versions x files-per-commit live files) and a classic checkpoint every
 (add actions with stats and a date partition); data files are not written because neither
 the connector nor ``deltalake.DeltaTable(path)`` reads them when loading a snapshot.
 
-Measured (each cold measurement in a fresh subprocess, peak RSS from ``ru_maxrss``):
+Measured (each cold measurement in a fresh subprocess, ``--cold-runs`` times, medians reported;
+peak RSS is the subprocess's own high-water mark, ``VmHWM``):
 
 * cold ``snapshot(latest)`` of the connector vs ``deltalake.DeltaTable(path)`` load;
 * ``changes`` of one new commit on a warm connector (files read, time);
@@ -96,13 +97,24 @@ def generate(path: Path, versions: int, files: int, interval: int) -> float:
 _COLD = r"""
 import json, resource, sys, time
 mode, path = sys.argv[1], sys.argv[2]
+
+
+def peak_kb():
+    # VmHWM: ru_maxrss survives exec, so it would report the parent's (forked) size.
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmHWM:"))
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
 import pyarrow
 if mode == "deltalake":
     import deltalake
 else:
     from lakehouse_index_delta import DeltaSource
     from lakehouse_index.io import Storage
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+base = peak_kb()
 t0 = time.perf_counter()
 if mode == "connector":
     src = DeltaSource.open(path, Storage.for_uri(path))
@@ -115,20 +127,24 @@ elif mode == "connector-diff":
 else:
     n = len(deltalake.DeltaTable(path).file_uris())
 secs = time.perf_counter() - t0
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = peak_kb()
 print(json.dumps({"seconds": secs, "files": n, "peak_mb": peak / 1024, "delta_mb": (peak - base) / 1024}))
 """
 
 
-def cold(mode: str, path: Path, *extra: str) -> dict[str, Any]:
-    out = subprocess.run(
-        [sys.executable, "-c", _COLD, mode, str(path), *extra],
-        check=True,
-        capture_output=True,
-        text=True,
-        cwd=Path(__file__).resolve().parents[2],
-    )
-    return dict(json.loads(out.stdout.strip().splitlines()[-1]))
+def cold(mode: str, path: Path, runs: int, *extra: str) -> dict[str, Any]:
+    """Medians of ``runs`` fresh subprocesses (the machine may be shared: single runs are noisy)."""
+    results = []
+    for _ in range(runs):
+        out = subprocess.run(
+            [sys.executable, "-c", _COLD, mode, str(path), *extra],
+            check=True,
+            capture_output=True,
+            text=True,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+        results.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    return {k: statistics.median(r[k] for r in results) for k in results[0]}
 
 
 class CountingIO:
@@ -200,6 +216,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--checkpoint-interval", type=int, default=100)
     ap.add_argument("--diff-span", type=int, default=1000)
     ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--cold-runs", type=int, default=3)
     ap.add_argument("--dir", default=None, help="where to generate (default: a temp dir)")
     ap.add_argument("--no-report", action="store_true", help="print only; do not touch docs/BENCHMARKS.md")
     args = ap.parse_args(argv)
@@ -208,10 +225,10 @@ def main(argv: list[str] | None = None) -> None:
     gen_secs = generate(path, args.versions, args.files_per_commit, args.checkpoint_interval)
     live = args.versions * args.files_per_commit
     print(f"generated {args.versions} versions / {live} files in {gen_secs:.1f}s at {path}", flush=True)
-    conn = cold("connector", path)
-    dl = cold("deltalake", path)
+    conn = cold("connector", path, args.cold_runs)
+    dl = cold("deltalake", path, args.cold_runs)
     assert conn["files"] == dl["files"] == live, (conn, dl)
-    cold_diff = cold("connector-diff", path, str(args.diff_span))
+    cold_diff = cold("connector-diff", path, args.cold_runs, str(args.diff_span))
     warm = warm_measurements(path, args.files_per_commit, args.diff_span, args.rounds)
     from integration.bench.report import markdown_table, write_section
 
@@ -235,7 +252,7 @@ def main(argv: list[str] | None = None) -> None:
         [
             f"backward `diff` across {args.diff_span} versions, warm",
             f"{warm['diff_s']:.2f} s",
-            "latest snapshot cached; older one from its checkpoint",
+            "latest snapshot cached; older one by undoing the commits in between",
         ],
         [
             f"backward `diff` across {args.diff_span} versions, cold",
@@ -250,7 +267,8 @@ def main(argv: list[str] | None = None) -> None:
         f"log generated in {gen_secs:.0f} s, checkpoints by deltalake).\n\n"
         + markdown_table(["measurement", "time", "notes"], rows)
         + f"\n\nLoad average when the run ended: {load} (the machine was shared with other jobs; "
-        "times are wall-clock). Peak RSS is per fresh process importing only the library measured; "
+        f"times are wall-clock, medians of {args.cold_runs} runs for cold rows). Peak RSS is per fresh "
+        "process importing only the library measured; "
         '"+N MB" is the growth over the process after imports.\n'
     )
     print(body)
