@@ -131,11 +131,16 @@ class AddColumns:
             for j, (i, n) in enumerate(zip(rows, records.to_pylist(), strict=True))
         ]
 
-    def find(self, paths: Collection[str], among: pa.Array | None = None) -> dict[Key, int]:
-        """Key → row of the rows whose path is in ``paths`` (only rows in ``among`` when given)."""
+    def find(
+        self, paths: Collection[str], among: pa.Array | None = None, *, tailing: bool = False
+    ) -> dict[Key, int]:
+        """Key → row of the rows whose path is in ``paths`` (only rows in ``among`` when given).
+
+        ``tailing``: the caller looks up at every commit (see :class:`_PathLookup`).
+        """
         if not paths or len(self) == 0:
             return {}
-        rows = self.lookup.rows(self.paths, paths)
+        rows = self.lookup.rows(self.paths, paths, tailing=tailing)
         if among is not None:
             rows = pc.filter(rows, pc.is_in(rows, value_set=among))
         found = rows.to_pylist()
@@ -144,20 +149,20 @@ class AddColumns:
 
 
 class _PathLookup:
-    """Finds the rows of given paths: a scan of the column at first, a dict from the second time.
+    """Finds the rows of given paths: a vectorised scan of the column, or a dict for tailers.
 
-    A cold load looks up once (the commits after the checkpoint, in one batch); a tailer
-    looks up at every commit, and a scan of 10^5 paths costs milliseconds each time.
+    A cold load looks up a few times (the commits after the checkpoint in one batch, the
+    snapshot's check for paths live twice); a tailer looks up at every commit, where a
+    scan of 10^5 paths costs milliseconds each time, so its first lookup builds a
+    path → rows dict (about 30 MB per 10^5 paths, which a cold load does not pay).
     """
 
     def __init__(self) -> None:
-        self._scans = 0
         self._index: dict[str, list[int]] | None = None
 
-    def rows(self, column: pa.StringArray, paths: Collection[str]) -> pa.Array:
+    def rows(self, column: pa.StringArray, paths: Collection[str], *, tailing: bool) -> pa.Array:
         """Rows of ``column`` holding one of ``paths``, ascending."""
-        if self._index is None and self._scans == 0:
-            self._scans += 1
+        if self._index is None and not tailing:
             return pc.indices_nonzero(pc.is_in(column, value_set=string_array(list(paths))))
         if self._index is None:
             self._index = {}
@@ -303,20 +308,21 @@ class LiveFiles:
         live[list(self.dropped)] = False
         return int_array(np.flatnonzero(live).astype(np.int64))
 
-    def _find_live(self, paths: Collection[str]) -> dict[Key, int]:
+    def _find_live(self, paths: Collection[str], *, tailing: bool = False) -> dict[Key, int]:
         if self.base is None:
             return {}
-        found = self.base.find(paths)
+        found = self.base.find(paths, tailing=tailing)
         return {k: row for k, row in found.items() if row not in self.dropped}
 
     def apply(self, commits: Sequence[Actions], *, report: bool) -> tuple[list[AddFile], list[AddFile]]:
         """Apply the file actions of ``commits`` in order (removes before adds within one).
 
         With ``report``: the files that stopped being live (as they were) and the adds of
-        keys that were not live, for a single commit; two empty lists otherwise.
+        keys that were not live, for a single commit; two empty lists otherwise. ``changes``
+        applies commits one at a time with ``report``: lookups then use the tailer's index.
         """
         touched = {r.path for c in commits for r in c.removes} | {a.path for c in commits for a in c.adds}
-        in_base = self._find_live(touched)
+        in_base = self._find_live(touched, tailing=report)
         gone: list[AddFile | int] = []
         added: list[AddFile] = []
         for c in commits:
