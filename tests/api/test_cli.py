@@ -7,7 +7,6 @@ clear line with exit status 1 (usage errors: 2) and leave nothing behind.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -18,17 +17,12 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 import lakehouse_index as li
+from tests.support.paths import code_env
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
     """Run the command line; wide output so Rich does not fold table cells."""
-    root = Path(__file__).resolve().parents[2]  # the code under test, not an installed copy
-    env = {
-        **os.environ,
-        "COLUMNS": "250",
-        "NO_COLOR": "1",
-        "PYTHONPATH": f"{root}{os.pathsep}{root / 'connectors'}",
-    }
+    env = code_env(COLUMNS="250", NO_COLOR="1")
     return subprocess.run(
         [sys.executable, "-m", "lakehouse_index.cli", *args], capture_output=True, text=True, env=env
     )

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
@@ -30,6 +29,7 @@ from lakehouse_index.io import join_uri
 from lakehouse_index.kinds.base import kind_of, kinds
 from lakehouse_index.kinds.layout import bucket_of
 from lakehouse_index.spec import IndexSpec
+from tests.support.paths import code_env
 
 BUCKETS = 8
 
@@ -137,14 +137,12 @@ _NO_JVM = textwrap.dedent(
 
 @pytest.mark.parametrize("kind", ["secondary", "covering", "skipping"])
 def test_small_indexes_build_refresh_and_optimize_without_a_jvm(tmp_path: Path, kind: str) -> None:
-    root = Path(__file__).resolve().parents[2]  # the code under test, not an installed copy
-    env = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{root / 'connectors'}"}
     run = subprocess.run(
         [sys.executable, "-c", _NO_JVM, str(tmp_path / "t"), kind],
         capture_output=True,
         text=True,
         timeout=300,
-        env=env,
+        env=code_env(),
     )
     assert run.returncode == 0, run.stderr
     assert "pyspark imported: False" in run.stdout, run.stdout

@@ -4,13 +4,12 @@ failed start (say, by falling back to pyarrow)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.support.paths import REPO_ROOT, code_env
 
 _UNMARKED = textwrap.dedent(
     """
@@ -32,7 +31,7 @@ _UNMARKED = textwrap.dedent(
 
 def test_an_unmarked_jvm_launch_fails_a_not_spark_run(tmp_path: Path) -> None:
     (tmp_path / "test_unmarked.py").write_text(_UNMARKED)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), str(REPO / "connectors")])}
+    env = code_env()
     done = subprocess.run(
         [
             sys.executable,
@@ -44,16 +43,16 @@ def test_an_unmarked_jvm_launch_fails_a_not_spark_run(tmp_path: Path) -> None:
             "-p",
             "tests.conftest",
             "-c",
-            str(REPO / "pyproject.toml"),
+            str(REPO_ROOT / "pyproject.toml"),
             "--rootdir",
-            str(REPO),
+            str(REPO_ROOT),
             "-o",
             "addopts=",
             "-m",
             "not spark",
             str(tmp_path / "test_unmarked.py"),
         ],
-        cwd=REPO,
+        cwd=REPO_ROOT,
         env=env,
         capture_output=True,
         text=True,

@@ -16,6 +16,7 @@ from deltalake import DeltaTable, write_deltalake
 import lakehouse_index as li
 from lakehouse_index.io import join_uri
 from lakehouse_index.log.entry import Level
+from tests.support.paths import code_env
 
 
 def _batch(start: int, n: int = 200) -> pa.Table:
@@ -78,9 +79,8 @@ def test_an_index_that_lost_entries_is_caught(tmp_path: Path) -> None:
 
 def test_cli_verify_exits_1_on_a_mismatch(tmp_path: Path) -> None:
     t = _history(tmp_path / "t")
-    root = Path(__file__).resolve().parents[2]
     cmd = [sys.executable, "-m", "lakehouse_index.cli", "verify", t.uri, "by_k", "--sample", "20"]
-    env = {"PYTHONPATH": f"{root}:{root / 'connectors'}", "PATH": "/usr/bin:/bin"}
+    env = code_env()
     ok = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert ok.returncode == 0, ok.stderr
     assert "OK" in ok.stdout

@@ -4,7 +4,6 @@ stops cleanly on SIGTERM, watches Iceberg tables through their catalog pointer."
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -17,6 +16,7 @@ from deltalake import write_deltalake
 import lakehouse_index as li
 from lakehouse_index.errors import ConcurrentIndexUpdate
 from lakehouse_index.workflows.watch import StopFlag, WatchEvent, watch
+from tests.support.paths import code_env
 from tests.workflows.helpers import create_indexes, rows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,7 +69,7 @@ def test_idle_polls_do_nothing(tmp_path: Path) -> None:
 
 def test_sigterm_stops_the_watcher_cleanly(tmp_path: Path) -> None:
     path, t = _table(tmp_path)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "connectors")])}
+    env = code_env()
     proc = subprocess.Popen(
         [sys.executable, "-m", "lakehouse_index.cli", "watch", path, "--interval", "0.2", "--json"],
         stdout=subprocess.PIPE,

@@ -4,7 +4,6 @@ every commit is applied once (incremental entries strictly ascend), answers equa
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -16,13 +15,14 @@ from deltalake import DeltaTable, write_deltalake
 import lakehouse_index as li
 from lakehouse_index.log.entry import IndexState, Operation
 from lakehouse_index.log.store import IndexCatalog
+from tests.support.paths import code_env
 from tests.workflows.helpers import check_all, create_indexes, rows
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _watcher(path: str) -> subprocess.Popen[str]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "connectors")])}
+    env = code_env()
     return subprocess.Popen(
         [sys.executable, "-m", "lakehouse_index.cli", "watch", path, "--interval", "0.1", "--json"],
         stdout=subprocess.PIPE,

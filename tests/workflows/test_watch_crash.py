@@ -17,6 +17,7 @@ from deltalake import DeltaTable, write_deltalake
 import lakehouse_index as li
 from lakehouse_index.log.entry import Content, IndexState, Operation
 from lakehouse_index.log.store import IndexCatalog
+from tests.support.paths import code_env
 from tests.workflows.helpers import check_all, create_indexes, rows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -79,7 +80,7 @@ def test_watcher_killed_at_random_moments_and_restarted(tmp_path: Path) -> None:
     write_deltalake(path, rows([(0, "a", 0, 0, "x")]), partition_by=["p"])
     t = li.open_table(path)
     create_indexes(t)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "connectors")])}
+    env = code_env()
     args = [sys.executable, "-m", "lakehouse_index.cli", "watch", path, "--interval", "0.05", "--json"]
     rng = random.Random(13)
     for round_ in range(3):

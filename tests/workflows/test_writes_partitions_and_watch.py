@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 
 import lakehouse_index as li
+from tests.support.paths import code_env
 from tests.workflows.helpers import check_all, create_indexes, rows
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,6 +20,14 @@ FIRST = [(i, "abc"[i % 3], i % 3, i, "xy"[i % 2]) for i in range(12)]
 
 def _read(path: str):  # type: ignore[no-untyped-def]
     return lambda v: DeltaTable(path, version=v).to_pyarrow_table()
+
+
+def _watch_once(path: str) -> subprocess.CompletedProcess[str]:
+    """``lakehouse-index watch PATH --once --json``, run as a user runs it."""
+    cmd = [sys.executable, "-m", "lakehouse_index.cli", "watch", path, "--once", "--json"]
+    return subprocess.run(
+        cmd, capture_output=True, text=True, env=code_env(), cwd=str(ROOT), timeout=300, check=True
+    )
 
 
 def test_overwrite_and_delete_whole_partitions(tmp_path: Path) -> None:
@@ -81,16 +89,7 @@ def test_watch_once_cli_after_a_native_commit(tmp_path: Path) -> None:
     create_indexes(t)
     write_deltalake(path, rows([(60, "a", 1, 6, "y")]), mode="append")
     DeltaTable(path).delete("k = 'b'")
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "connectors")])}
-    out = subprocess.run(
-        [sys.executable, "-m", "lakehouse_index.cli", "watch", path, "--once", "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=str(ROOT),
-        timeout=300,
-        check=True,
-    )
+    out = _watch_once(path)
     lines = [json.loads(x) for x in out.stdout.splitlines() if x.strip()]
     by_name = {x["index"]: x for x in lines}
     assert set(by_name) == {"by_k", "by_kk", "cov"}
@@ -103,15 +102,7 @@ def test_watch_once_cli_after_a_native_commit(tmp_path: Path) -> None:
     assert by_name["cov"]["action"] == "reported" and by_name["cov"]["lag"] == 2
     assert {i.name: i.indexed_version for i in t.indexes()}["by_k"] == 2
     # a second pass (a restarted or second watcher) finds nothing to do
-    again = subprocess.run(
-        [sys.executable, "-m", "lakehouse_index.cli", "watch", path, "--once", "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=str(ROOT),
-        timeout=300,
-        check=True,
-    )
+    again = _watch_once(path)
     actions = {
         json.loads(x)["index"]: json.loads(x)["action"] for x in again.stdout.splitlines() if x.strip()
     }
