@@ -64,10 +64,8 @@ def commit_equality_delete(table: Any, column: str, values: Sequence[Any], arrow
         DataFile,
         DataFileContent,
         FileFormat,
-        ManifestContent,
         ManifestEntry,
         ManifestEntryStatus,
-        ManifestWriterV2,
         write_manifest_list,
     )
     from pyiceberg.table.refs import SnapshotRefType
@@ -75,13 +73,7 @@ def commit_equality_delete(table: Any, column: str, values: Sequence[Any], arrow
     from pyiceberg.table.update import AddSnapshotUpdate, AssertRefSnapshotId, SetSnapshotRefUpdate
     from pyiceberg.typedef import Record
 
-    class DeleteManifestWriter(ManifestWriterV2):
-        def content(self) -> ManifestContent:
-            return ManifestContent.DELETES
-
-        @property
-        def _meta(self) -> dict[str, str]:
-            return {**super()._meta, "content": "deletes"}
+    from tests.support.iceberg_manifests import DeleteManifestWriter
 
     field_id = table.schema().find_field(column).field_id
     cur = table.current_snapshot()

@@ -25,10 +25,8 @@ from pyiceberg.manifest import (
     DataFile,
     DataFileContent,
     FileFormat,
-    ManifestContent,
     ManifestEntry,
     ManifestEntryStatus,
-    ManifestWriterV2,
     write_manifest_list,
 )
 from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -41,6 +39,7 @@ from pyiceberg.typedef import Record
 from pyiceberg.types import LongType, NestedField, StringType
 
 from lakehouse_index.source import diff_snapshots
+from tests.support.iceberg_manifests import DeleteManifestWriter
 
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=True),
@@ -53,17 +52,6 @@ POS_SCHEMA = pa.schema(
         pa.field("pos", pa.int64(), False, metadata={b"PARQUET:field_id": b"2147483545"}),
     ]
 )
-
-
-class _DeleteManifestWriter(ManifestWriterV2):
-    """pyiceberg's v2 manifest writer, declaring delete content."""
-
-    def content(self) -> ManifestContent:
-        return ManifestContent.DELETES
-
-    @property
-    def _meta(self) -> dict[str, str]:
-        return {**super()._meta, "content": "deletes"}
 
 
 def rows(ids, cat: str = "a") -> pa.Table:
@@ -98,7 +86,7 @@ def commit_delete_file(table, branch: str, content: DataFileContent, data: pa.Ta
     data_file.spec_id = table.spec().spec_id
     io = table.io
     manifest_path = f"file://{loc}/metadata/{uuid.uuid4()}-m-deletes.avro"
-    with _DeleteManifestWriter(
+    with DeleteManifestWriter(
         table.spec(), table.schema(), io.new_output(manifest_path), new_id, "deflate"
     ) as w:
         w.add(

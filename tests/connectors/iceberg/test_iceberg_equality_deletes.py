@@ -20,10 +20,8 @@ from pyiceberg.manifest import (
     DataFile,
     DataFileContent,
     FileFormat,
-    ManifestContent,
     ManifestEntry,
     ManifestEntryStatus,
-    ManifestWriterV2,
     write_manifest_list,
 )
 from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -35,6 +33,8 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.typedef import Record
 from pyiceberg.types import LongType, NestedField, StringType
 
+from tests.support.iceberg_manifests import DeleteManifestWriter
+
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=True),
     NestedField(2, "cat", StringType(), required=False),
@@ -42,17 +42,6 @@ SCHEMA = Schema(
 )
 ARROW = pa.schema([pa.field("id", pa.int64(), False), ("cat", pa.string()), ("val", pa.string())])
 NAMES = ["id", "cat", "val"]
-
-
-class _DeleteManifestWriter(ManifestWriterV2):
-    """pyiceberg's v2 manifest writer, declaring delete content."""
-
-    def content(self) -> ManifestContent:
-        return ManifestContent.DELETES
-
-    @property
-    def _meta(self) -> dict[str, str]:
-        return {**super()._meta, "content": "deletes"}
 
 
 def batch(ids, cats, tag):
@@ -82,7 +71,7 @@ def commit_equality_delete(table, keys: list[int], partition: tuple) -> str:
     data_file.spec_id = spec.spec_id
     io = table.io
     manifest_path = f"file://{loc}/metadata/{uuid.uuid4()}-m-deletes.avro"
-    with _DeleteManifestWriter(spec, table.schema(), io.new_output(manifest_path), new_id, "deflate") as w:
+    with DeleteManifestWriter(spec, table.schema(), io.new_output(manifest_path), new_id, "deflate") as w:
         w.add(
             ManifestEntry.from_args(status=ManifestEntryStatus.ADDED, snapshot_id=new_id, data_file=data_file)
         )
