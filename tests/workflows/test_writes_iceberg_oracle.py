@@ -12,22 +12,12 @@ from typing import Any
 
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+from hypothesis.stateful import initialize, invariant, rule
 
 import lakehouse_index as li
-from lakehouse_index.workflows.reports import Action, WriteResult
 from tests.api.iceberg_index_support import main_lineage, sql_catalog
-from tests.workflows.helpers import KEYS, KEYS2, PARTS, SCHEMA, check_all, create_indexes, rows
-
-record = st.tuples(
-    st.integers(0, 6),
-    st.sampled_from(KEYS),
-    st.sampled_from(KEYS2),
-    st.integers(0, 99),
-    st.sampled_from(PARTS),
-)
-records = st.lists(record, min_size=1, max_size=3)
-unique_records = st.lists(record, min_size=1, max_size=3, unique_by=lambda r: r[0])
+from tests.workflows.helpers import KEYS, SCHEMA, check_all, create_indexes, rows
+from tests.workflows.writes_machine import ApiWrites, records
 
 
 def iceberg_table(directory: str, first: list[tuple[int, str, int, int, str]]) -> tuple[Any, Any]:
@@ -40,7 +30,9 @@ def iceberg_table(directory: str, first: list[tuple[int, str, int, int, str]]) -
     return catalog, tbl
 
 
-class IcebergWrites(RuleBasedStateMachine):
+class IcebergWrites(ApiWrites):
+    KEY_DELETE = "NOT (k != '{k}')"  # the != translation (nulls never match)
+
     @initialize(first=records)
     def setup(self, first: list[tuple[int, str, int, int, str]]) -> None:
         self.dir = tempfile.mkdtemp(prefix="li-ice-writes-")
@@ -55,35 +47,6 @@ class IcebergWrites(RuleBasedStateMachine):
     def _native(self) -> Any:
         return self.catalog.load_table("db.t")
 
-    def _api(self, result: WriteResult) -> None:
-        head = self.t.latest_version()
-        assert result.table_version == head
-        by_name = {r.name: r for r in result.indexes}
-        assert by_name["by_k"].action in (Action.INCREMENTAL, Action.NOTHING)
-        assert by_name["by_k"].indexed_version == head
-        assert by_name["by_kk"].seen_version == head and by_name["by_kk"].lag == 0
-        assert {i.name: i.indexed_version for i in self.t.indexes()}["by_k"] == head
-
-    @rule(data=records)
-    def api_append(self, data: list[tuple[int, str, int, int, str]]) -> None:
-        self._api(self.t.append(rows(data)))
-
-    @rule(k=st.sampled_from(KEYS), whole_partition=st.booleans(), p=st.sampled_from(PARTS))
-    def api_delete(self, k: str, whole_partition: bool, p: str) -> None:
-        self._api(self.t.delete(f"p = '{p}'" if whole_partition else f"NOT (k != '{k}')"))
-
-    @rule(k2=st.sampled_from(KEYS2), k=st.sampled_from(KEYS), v=st.integers(0, 99))
-    def api_update(self, k2: int, k: str, v: int) -> None:
-        self._api(self.t.update(f"k2 = {k2}", set={"k": k, "v": v}))
-
-    @rule(data=unique_records)
-    def api_upsert(self, data: list[tuple[int, str, int, int, str]]) -> None:
-        self._api(self.t.upsert(rows(data), on=["id"]))
-
-    @rule(data=records, p=st.sampled_from([*PARTS, None]))
-    def api_overwrite(self, data: list[tuple[int, str, int, int, str]], p: str | None) -> None:
-        self._api(self.t.overwrite(rows(data), where=None if p is None else f"p = '{p}'"))
-
     @rule(data=records)
     def native_append(self, data: list[tuple[int, str, int, int, str]]) -> None:
         self._native().append(rows(data))
@@ -91,23 +54,6 @@ class IcebergWrites(RuleBasedStateMachine):
     @rule(k=st.sampled_from(KEYS))
     def native_delete(self, k: str) -> None:
         self._native().delete(f"k = '{k}'")
-
-    @rule()
-    def watch_once(self) -> None:
-        li.watch([self.t], once=True, handle_signals=False)
-        self._after_sync()
-
-    def _after_sync(self) -> None:
-        head = self.t.latest_version()
-        info = {i.name: i for i in self.t.indexes()}
-        assert info["by_k"].indexed_version == head and info["skip_v"].indexed_version == head
-
-    @rule()
-    def sync(self) -> None:
-        result = self.t.sync_indexes()
-        head = self.t.latest_version()
-        assert {r.name: r.indexed_version for r in result.indexes}["by_k"] == head
-        self._after_sync()
 
     @invariant()
     def answers_equal_pyiceberg(self) -> None:
