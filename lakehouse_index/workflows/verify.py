@@ -168,10 +168,9 @@ def _lookups(
     key = entry.spec.key
     plan = lk.plan_lookup(table.source, entry, target, probe)
     rows = lk.lookup(table.source, table.storage, index_dir, plan, None)
-    plan = lk.plan_lookup(table.source, entry, target, probe)
     where = lk.locate(table.source, table.storage, index_dir, plan, with_row_ids=False)
     return {
-        LOOKUP: _counted(rows, key, [c for c in rows.column_names]),
+        LOOKUP: _counted(rows, key, rows.column_names),
         LOCATE: _counted(where, key, [lk.FILE, "_row"]),
     }
 
