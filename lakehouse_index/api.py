@@ -45,6 +45,10 @@ from lakehouse_index.spec import IndexSpec, validate_index_name
 from lakehouse_index.workflows import sync, verify, writes
 from lakehouse_index.workflows import watch as watcher
 from lakehouse_index.workflows.reports import SyncResult, WriteResult
+from lakehouse_index.workflows.erasure import audit as erasure_audit
+from lakehouse_index.workflows.erasure import erase as erasure
+from lakehouse_index.workflows.erasure.audit import AuditRecord
+from lakehouse_index.workflows.erasure.erase import EraseResult
 from lakehouse_index.workflows.verify import VerifyReport
 
 if TYPE_CHECKING:
@@ -610,6 +614,54 @@ class Table:
             assert report.ok, str(report)
         """
         return verify.verify_index(self, name, sample=sample, versions=versions, seed=seed)
+
+    # ---- GDPR erasure (see docs/guide/erasure.md)
+
+    def erase(
+        self,
+        index: str,
+        keys: Sequence[Any],
+        *,
+        purge: bool = False,
+        dry_run: bool = False,
+        retain_audit: bool = True,
+        force: bool = False,
+        column: str | None = None,
+        progress: Callable[[str], None] | None = None,
+    ) -> EraseResult:
+        """Erase every row whose ``index`` key is one of ``keys`` (data subjects), on Delta or Iceberg.
+
+        1. locates the subjects' live rows through the index (the hybrid scan covers files
+           it has not indexed), reading nothing else;
+        2. commits one targeted delete: exactly the files holding subjects are removed and
+           rewritten without those rows (and without rows their deletes had removed); no key
+           is written in plaintext to the commit;
+        3. refreshes every index of the table (lineage remap of the rewritten files);
+        4. with ``purge``: removes every older table version and every index file and log
+           entry that may still hold the subjects (refused when the table's retention
+           settings forbid it, unless ``force``);
+        5. with ``purge``: decodes every file under the table and the index root and fails
+           with :class:`~lakehouse_index.errors.ErasureVerificationError` on any trace;
+        6. writes an audit record (subjects as salted hashes) unless ``retain_audit=False``.
+
+        ``dry_run`` only reports what would change. ``column``, when given, must be the
+        index's key column. Returns an :class:`EraseResult`.
+        """
+        return erasure.erase(
+            self,
+            index,
+            keys,
+            purge=purge,
+            dry_run=dry_run,
+            retain_audit=retain_audit,
+            force=force,
+            column=column,
+            progress=progress,
+        )
+
+    def erasures(self) -> list[AuditRecord]:
+        """The audit records of this table's erases, oldest first."""
+        return erasure_audit.list_records(self.storage, self.index_root)
 
 
 def _epoch_ms(ts: dt.datetime | int) -> int:

@@ -113,3 +113,19 @@ class SchemaMismatchError(WriteRefusedError):
 
 class DuplicateKeyError(WriteRefusedError):
     """``upsert`` data holds a key twice (or a null key): which row wins would be undefined."""
+
+
+class EraseRefusedError(WriteRefusedError, ValueError):
+    """An erase was refused before anything changed: bad keys, the wrong index, retention settings."""
+
+
+class ErasureVerificationError(LakehouseIndexError):
+    """After an erase, a subject was still found (by the index or in a file); ``report`` says where."""
+
+    def __init__(self, message: str, report: object = None) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+class ErasedSubjectsWarning(UserWarning):
+    """A time-travel read of a version that still holds subjects erased by a later version."""

@@ -24,9 +24,10 @@ Vocabulary
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
+from urllib.parse import quote
 
 import pyarrow as pa
 from pyroaring import BitMap64
@@ -67,6 +68,7 @@ __all__ = [
     "VersionInfo",
     "VersionNotFoundError",
     "canonical_uri",
+    "relative_log_path",
     "diff_snapshots",
 ]
 
@@ -448,6 +450,17 @@ class TableSource(abc.ABC):
         """Rows of an equality-delete file, with logical column names."""
         raise UnsupportedFeatureError(f"{self.format_name} has no equality deletes")
 
+    def file_records(self, version: int, paths: Collection[str]) -> dict[str, dict[str, Any]]:
+        """The format's own log record of each live file of ``paths`` at ``version``, JSON-able.
+
+        A writer that commits a ``remove`` of exactly these files needs it. Delta: the
+        ``add`` action as a new commit would repeat it (``path`` relative to the table root
+        when below it and percent-encoded, ``partitionValues``, ``size``, ``deletionVector``,
+        ``baseRowId``, ``defaultRowCommitVersion``). Paths that are not live are left out.
+        Formats whose commits go through their own library (Iceberg) need not implement it.
+        """
+        raise UnsupportedFeatureError(f"{self.format_name} does not expose its file records")
+
     @property
     @abc.abstractmethod
     def io(self) -> FileIO:
@@ -465,3 +478,15 @@ def load_connectors() -> dict[str, type[TableSource]]:
             raise TypeError(f"entry point {ep.name} = {ep.value} is not a TableSource")
         found[ep.name] = cls
     return found
+
+
+def relative_log_path(table_root: str, uri: str) -> str:
+    """The path a new Delta-style log action records for the canonical ``uri``.
+
+    Relative to ``table_root`` and percent-encoded when below it (decoding it once gives
+    ``uri`` back), else ``uri`` itself.
+    """
+    prefix = table_root + "/"
+    if uri.startswith(prefix):
+        return quote(uri[len(prefix) :], safe="/=")
+    return uri

@@ -118,6 +118,21 @@ class DeletionVectorDescriptor(RowDeletes):
         )
 
 
+def descriptor_json(d: DeletionVectorDescriptor) -> dict[str, Any]:
+    """The descriptor as the log holds it (``add.deletionVector`` / ``remove.deletionVector``)."""
+    out: dict[str, Any] = {
+        "storageType": d.storage_type,
+        "pathOrInlineDv": d.path_or_inline_dv,
+        "sizeInBytes": d.size_in_bytes,
+        "cardinality": d.cardinality,
+    }
+    if d.offset is not None:
+        out["offset"] = d.offset
+    if d.max_row_index is not None:
+        out["maxRowIndex"] = d.max_row_index
+    return out
+
+
 def _dv_file_uri(storage_type: str, p: str, table_root: str) -> str | None:
     if storage_type == "u":
         if len(p) < 20:

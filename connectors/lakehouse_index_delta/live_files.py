@@ -348,6 +348,12 @@ class LiveFiles:
             return [], []
         return self._materialise(gone), added
 
+    def live_adds(self, paths: Collection[str]) -> list[AddFile]:
+        """The live files whose path is in ``paths``, as :class:`AddFile` objects."""
+        rows = sorted(self._find_live(paths).values())
+        extra = [a for a in self.extra.values() if a.path in paths]
+        return self._materialise([*rows, *extra])
+
     def discard(self, keys: Collection[Key]) -> None:
         """Make the files with these keys not live (keys that are not live are ignored)."""
         in_base = self._find_live({path for path, _ in keys})

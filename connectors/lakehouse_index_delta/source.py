@@ -20,7 +20,7 @@ commits) work. Parsed commits, snapshot states and DV files are cached (bounded 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, ClassVar
@@ -44,10 +44,11 @@ from lakehouse_index.source import (
     TableSource,
     VersionInfo,
     VersionNotFoundError,
+    relative_log_path,
 )
 from lakehouse_index_delta.actions import Actions, AddFile, Metadata, Protocol, parse_json_lines
 from lakehouse_index_delta.checkpoints import read_checkpoint
-from lakehouse_index_delta.deletion_vectors import DeletionVectorDescriptor, read_deletion_vector
+from lakehouse_index_delta.deletion_vectors import DeletionVectorDescriptor, descriptor_json, read_deletion_vector
 from lakehouse_index_delta.features import check_protocol
 from lakehouse_index_delta.live_files import LiveFiles, PartitionRaw, SnapshotFiles
 from lakehouse_index_delta.log_files import Checkpoint, LogListing, list_log
@@ -695,6 +696,28 @@ class DeltaSource(TableSource):
         state.files.discard(first_is_add)
         self._cache_state(state)
         return state
+
+    def file_records(self, version: int, paths: Collection[str]) -> dict[str, dict[str, Any]]:
+        """The ``add`` action of each live file of ``paths`` at ``version``, as a new commit repeats it."""
+        out: dict[str, dict[str, Any]] = {}
+        for a in self._state_at(version).files.live_adds(set(paths)):
+            rec: dict[str, Any] = {
+                "path": relative_log_path(self._uri, a.path),
+                "partitionValues": dict(a.partition_values),
+                "size": a.size,
+                "modificationTime": a.modification_time,
+                "dataChange": a.data_change,
+            }
+            if a.deletion_vector is not None:
+                rec["deletionVector"] = descriptor_json(a.deletion_vector)
+            if a.base_row_id is not None:
+                rec["baseRowId"] = a.base_row_id
+            if a.default_row_commit_version is not None:
+                rec["defaultRowCommitVersion"] = a.default_row_commit_version
+            if a.num_records is not None:
+                rec["numRecords"] = a.num_records
+            out[a.path] = rec
+        return out
 
     # ------------------------------------------------------------------ deletion vectors
 

@@ -1,0 +1,279 @@
+"""The Delta commit of an erase: exactly the removes of the files holding subjects, plus their rewrites.
+
+deltalake's DELETE scans every file a predicate may match and records the predicate,
+with the subjects' values, in ``commitInfo``; its write transaction cannot remove a file
+that carries a deletion vector. So the erase writes its own commit, following the
+protocol:
+
+* one ``remove`` per rewritten file, repeating the live ``add``'s path, partition
+  values, size and deletion vector (the logical file is (path, DV));
+* one ``add`` per rewrite that keeps rows, with statistics of the new file (which holds
+  no subject, so no statistic can be a subject's value);
+* ``cdc`` files of the erased rows when the change data feed is on (a ``purge`` removes
+  them with the rest of the history);
+* ``commitInfo`` that names the operation and counts, never the keys; first, with an
+  ``inCommitTimestamp``, when in-commit timestamps are on.
+
+The commit file is created with put-if-absent: if another writer committed that version
+first, :class:`~lakehouse_index.errors.WriteConflictError` is raised after the new files
+are deleted, and the caller locates again on the newer version.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakehouse_index.errors import UnsupportedWriterFeatureError, WriteConflictError, WriteRefusedError
+from lakehouse_index.io import Storage
+from lakehouse_index.io.base import ObjectExistsError
+from lakehouse_index.io.uri import join_uri
+from lakehouse_index.source import TableSource, relative_log_path
+from lakehouse_index.workflows.erasure.rewrite import FileRewrite, sibling_uri, write_parquet
+from lakehouse_index.workflows.reports import Commit
+
+#: Writer features an erase commit honours: it only removes rows, keeps every column of
+#: the rows it keeps as it was (constraints, generated and identity values stay valid)
+#: and copies the physical schema (column mapping).
+ERASE_HONOURED = frozenset(
+    {
+        "appendOnly",  # refused below when delta.appendOnly is on
+        "invariants",
+        "checkConstraints",
+        "generatedColumns",
+        "identityColumns",
+        "columnMapping",
+        "deletionVectors",
+        "changeDataFeed",
+        "inCommitTimestamp",
+        "timestampNtz",
+        "variantType",
+        "variantType-preview",
+        "vacuumProtocolCheck",
+        "domainMetadata",
+        "clustering",
+        "typeWidening",
+        "typeWidening-preview",
+        "allowColumnDefaults",
+        "v2Checkpoint",
+    }
+)
+LEGACY_WRITER_FEATURES = {
+    2: ("appendOnly", "invariants"),
+    3: ("checkConstraints",),
+    4: ("changeDataFeed", "generatedColumns"),
+    5: ("columnMapping",),
+    6: ("identityColumns",),
+}
+#: Leading columns with statistics unless the table says otherwise (the protocol's default).
+DEFAULT_STATS_COLUMNS = 32
+#: Longest string prefix kept as a minimum; longer maxima are left out.
+STRING_PREFIX = 32
+
+
+def _true(config: Mapping[str, str], key: str) -> bool:
+    return str(config.get(key, "false")).lower() == "true"
+
+
+def check_erasable(uri: str, min_writer_version: int, writer_features: Sequence[str] | None, config: Mapping[str, str]) -> None:
+    """UnsupportedWriterFeatureError / WriteRefusedError when an erase commit cannot honour the table."""
+    if min_writer_version > 7:
+        raise UnsupportedWriterFeatureError(f"{uri}: minWriterVersion {min_writer_version} is not supported")
+    if min_writer_version >= 7:
+        declared = list(writer_features or ())
+    else:
+        declared = [f for v, fs in LEGACY_WRITER_FEATURES.items() if v <= min_writer_version for f in fs]
+    refused = [f for f in declared if f not in ERASE_HONOURED]
+    if refused:
+        raise UnsupportedWriterFeatureError(
+            f"{uri}: the table declares writer feature(s) {refused} that an erase commit cannot honour "
+            "(rowTracking: preserving row ids through a rewrite is not implemented; icebergCompat: the "
+            "Iceberg metadata would have to be regenerated); nothing was changed"
+        )
+    if _true(config, "delta.appendOnly"):
+        raise WriteRefusedError(
+            f"{uri}: the table is append-only (delta.appendOnly=true); rows cannot be erased. "
+            "Unset the property first (ALTER TABLE ... SET TBLPROPERTIES ('delta.appendOnly'='false'))"
+        )
+
+
+def _stat_value(v: Any) -> Any:
+    if isinstance(v, dt.datetime):
+        return None
+    if isinstance(v, dt.date):
+        return v.isoformat()
+    if isinstance(v, str):
+        return v[:STRING_PREFIX]
+    return v
+
+
+def file_stats(rows: pa.Table, config: Mapping[str, str]) -> str:
+    """Delta ``stats`` JSON of a new file: record count, null counts, min/max of simple columns.
+
+    Columns as the file names them (physical names under column mapping). Minima and
+    maxima only for integer, date and string columns among the leading
+    ``delta.dataSkippingNumIndexedCols`` (or ``delta.dataSkippingStatsColumns``); string
+    minima are cut to a prefix and cut maxima left out, so every bound is exact or safe.
+    """
+    names = rows.schema.names
+    listed = config.get("delta.dataSkippingStatsColumns")
+    if listed:
+        chosen = [c.strip().strip("`") for c in listed.split(",") if c.strip()]
+    else:
+        n = int(config.get("delta.dataSkippingNumIndexedCols", DEFAULT_STATS_COLUMNS))
+        chosen = names if n < 0 else names[:n]
+    mins: dict[str, Any] = {}
+    maxs: dict[str, Any] = {}
+    nulls: dict[str, int] = {}
+    for name in chosen:
+        if name not in names:
+            continue
+        col = rows.column(name)
+        t = col.type
+        if pa.types.is_nested(t):
+            continue
+        nulls[name] = col.null_count
+        if not (pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_string(t) or pa.types.is_large_string(t)):
+            continue
+        if col.null_count == len(col):
+            continue
+        mm = pc.min_max(col)
+        lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        mins[name] = _stat_value(lo)
+        if not (isinstance(hi, str) and len(hi) > STRING_PREFIX):
+            maxs[name] = _stat_value(hi)
+    return json.dumps(
+        {"numRecords": rows.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls, "tightBounds": True},
+        separators=(",", ":"),
+    )
+
+
+def _previous_ict(storage: Storage, log_dir: str, version: int) -> int | None:
+    try:
+        first = storage.read_bytes(join_uri(log_dir, f"{version:020d}.json")).split(b"\n", 1)[0]
+    except FileNotFoundError:
+        return None
+    info = json.loads(first).get("commitInfo") or {}
+    ict = info.get("inCommitTimestamp")
+    return int(ict) if ict is not None else None
+
+
+def _new_file(source: TableSource, old: str, rows: pa.Table, compression: str, prefix: str, folder: str | None = None) -> tuple[str, int]:
+    ext = {"snappy": ".snappy.parquet", "zstd": ".zstd.parquet", "gzip": ".gz.parquet"}.get(compression, ".parquet")
+    base = old if folder is None else folder + "/x"
+    uri = sibling_uri(base, prefix, "-c000" + ext)
+    return uri, write_parquet(source, uri, rows, compression)
+
+
+def _cdc_rows(erased: pa.Table) -> pa.Table:
+    return erased.append_column("_change_type", pa.array(["delete"] * erased.num_rows, pa.string()))
+
+
+def commit_erase(
+    source: TableSource,
+    storage: Storage,
+    *,
+    version: int,
+    rewrites: Sequence[FileRewrite],
+    config: Mapping[str, str],
+    subjects: int,
+    engine: str,
+) -> tuple[Commit, list[str]]:
+    """Commit version ``version + 1``: the removes and rewrites of ``rewrites``.
+
+    Returns the commit and the URIs of the data and change-data files it added. The
+    removes repeat the live adds (:meth:`~lakehouse_index.source.TableSource.file_records`).
+    On a lost race the new files are deleted and WriteConflictError is raised.
+    """
+    root = source.uri
+    records = source.file_records(version, [r.entry.path for r in rewrites])
+    missing = [r.entry.path for r in rewrites if r.entry.path not in records]
+    if missing:
+        raise WriteConflictError(f"{root}: files {missing[:3]} are no longer live at version {version}")
+    now = int(time.time() * 1000)
+    cdf = _true(config, "delta.enableChangeDataFeed")
+    written: list[str] = []
+    actions: list[dict[str, Any]] = []
+    erased_rows = kept_rows = 0
+    try:
+        for r in rewrites:
+            rec = records[r.entry.path]
+            remove = {k: rec[k] for k in ("path", "partitionValues", "size", "deletionVector", "baseRowId", "defaultRowCommitVersion") if k in rec}
+            remove.update({"deletionTimestamp": now, "dataChange": True, "extendedFileMetadata": True})
+            actions.append({"remove": remove})
+            erased_rows += r.erased.num_rows
+            kept_rows += r.kept.num_rows
+            if r.kept.num_rows:
+                uri, size = _new_file(source, r.entry.path, r.kept, r.compression, "part-00000")
+                written.append(uri)
+                actions.append(
+                    {
+                        "add": {
+                            "path": relative_log_path(root, uri),
+                            "partitionValues": rec["partitionValues"],
+                            "size": size,
+                            "modificationTime": now,
+                            "dataChange": True,
+                            "stats": file_stats(r.kept, config),
+                        }
+                    }
+                )
+            if cdf and r.erased.num_rows:
+                folder = relative_log_path(root, r.entry.path).rsplit("/", 1)
+                cdc_dir = join_uri(root, "_change_data", folder[0]) if len(folder) == 2 else join_uri(root, "_change_data")
+                uri, size = _new_file(source, r.entry.path, _cdc_rows(r.erased), r.compression, "cdc-00000", cdc_dir)
+                written.append(uri)
+                actions.append(
+                    {
+                        "cdc": {
+                            "path": relative_log_path(root, uri),
+                            "partitionValues": rec["partitionValues"],
+                            "size": size,
+                            "dataChange": False,
+                        }
+                    }
+                )
+        info: dict[str, Any] = {
+            "timestamp": now,
+            "operation": "DELETE",
+            "operationParameters": {"erasure": "lakehouse-index", "subjects": str(subjects)},
+            "operationMetrics": {
+                "numRemovedFiles": str(len(rewrites)),
+                "numAddedFiles": str(sum(1 for r in rewrites if r.kept.num_rows)),
+                "numDeletedRows": str(erased_rows),
+                "numCopiedRows": str(kept_rows),
+            },
+            "readVersion": version,
+            "isolationLevel": "Serializable",
+            "isBlindAppend": False,
+            "engineInfo": engine,
+            "txnId": str(uuid.uuid4()),
+        }
+        log_dir = join_uri(root, "_delta_log")
+        if _true(config, "delta.enableInCommitTimestamps"):
+            previous = _previous_ict(storage, log_dir, version)
+            info = {"inCommitTimestamp": max(now, (previous or 0) + 1), **info}
+        body = "\n".join(json.dumps(a, separators=(",", ":")) for a in [{"commitInfo": info}, *actions]) + "\n"
+        storage.put_if_absent(join_uri(log_dir, f"{version + 1:020d}.json"), body.encode())
+    except ObjectExistsError as e:
+        _delete(storage, written)
+        raise WriteConflictError(f"{root}: another writer committed version {version + 1} first") from e
+    except BaseException:
+        _delete(storage, written)
+        raise
+    return Commit(version + 1, rows_deleted=erased_rows), written
+
+
+def _delete(storage: Storage, uris: Sequence[str]) -> None:
+    for u in uris:
+        try:
+            storage.delete(u)
+        except FileNotFoundError:
+            pass

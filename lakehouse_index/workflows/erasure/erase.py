@@ -1,0 +1,398 @@
+"""Erase data subjects: locate through the index, targeted delete, refresh, purge, verify, audit.
+
+Every check runs before anything is written, so bad input changes nothing. Each step
+can be rerun after a crash: the targeted delete is one atomic table commit (a rerun
+locates again and finds what is left, nothing when it committed), refresh and purge
+resume from the logs, and verification and the audit record come last.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakehouse_index.errors import (
+    EraseRefusedError,
+    IndexNotFoundError,
+    ErasureVerificationError,
+    WriteConflictError,
+)
+from lakehouse_index.kinds.base import kind_of
+from lakehouse_index.source import Snapshot
+from lakehouse_index.workflows.erasure import audit
+from lakehouse_index.workflows.erasure.rewrite import FileRewrite, plan_rewrite
+from lakehouse_index.workflows.facade import IndexedTable
+from lakehouse_index.workflows.reports import Commit
+from lakehouse_index.workflows.writes import check_writable
+
+#: Targeted deletes retried after losing the table commit to another writer.
+ATTEMPTS = 4
+FILE_COLUMN = "_file"
+ROW_COLUMN = "_row"
+
+
+@dataclass(frozen=True)
+class FileFinding:
+    """One live data file holding subjects: its rows before, the rows erased, what replaced it."""
+
+    path: str
+    rows_before: int
+    rows_erased: int
+    size: int
+    replaced_by: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """As JSON."""
+        return {
+            "path": self.path,
+            "rowsBefore": self.rows_before,
+            "rowsErased": self.rows_erased,
+            "size": self.size,
+            "replacedBy": self.replaced_by,
+        }
+
+
+@dataclass(frozen=True)
+class EraseResult:
+    """What an erase found and did (``dry_run``: what it would do; nothing changed).
+
+    ``files``: every live file that held subjects, found through the index (and the
+    hybrid scan of files it has not indexed yet). ``version``: the table version that
+    no longer holds the subjects (None when nothing was found or on a dry run).
+    ``purge`` and ``verification`` are the purge step's and the residue scan's reports
+    as JSON (None when not run). ``audit_uri``: where the audit record was written.
+    """
+
+    table_uri: str
+    index: str
+    subjects: int
+    dry_run: bool
+    purge: bool
+    version_before: int
+    version: int | None
+    files: tuple[FileFinding, ...]
+    rows_erased: int
+    bytes_rewritten: int
+    index_reports: Mapping[str, Any]
+    purge_report: Mapping[str, Any] | None
+    verification: Mapping[str, Any] | None
+    audit_uri: str | None
+    timings: Mapping[str, float] = field(default_factory=dict)
+
+    @property
+    def files_rewritten(self) -> int:
+        """Files replaced by a rewrite (the others held only subjects and were removed)."""
+        return sum(1 for f in self.files if f.replaced_by)
+
+    def to_json(self) -> dict[str, Any]:
+        """As JSON (no key appears in it)."""
+        return {
+            "table": self.table_uri,
+            "index": self.index,
+            "subjects": self.subjects,
+            "dryRun": self.dry_run,
+            "purge": self.purge,
+            "versionBefore": self.version_before,
+            "version": self.version,
+            "files": [f.to_json() for f in self.files],
+            "rowsErased": self.rows_erased,
+            "bytesRewritten": self.bytes_rewritten,
+            "indexes": dict(self.index_reports),
+            "purgeReport": self.purge_report,
+            "verification": self.verification,
+            "audit": self.audit_uri,
+            "timings": dict(self.timings),
+        }
+
+
+def _check_index(table: IndexedTable, index: str, column: str | None) -> Any:
+    names = [i.name for i in table.indexes()]
+    if index not in names:
+        raise IndexNotFoundError(f"no index {index!r} on {table.uri} (indexes: {names})")
+    entry = table._log(index).latest_stable()
+    if entry is None:
+        raise EraseRefusedError(f"index {index!r} has no usable snapshot; refresh or recreate it first")
+    spec = entry.spec
+    if not kind_of(spec).answers_lookups:
+        raise EraseRefusedError(
+            f"index {index!r} is a {spec.kind} index and cannot locate rows by key; erase needs a "
+            "secondary or covering index keyed on the subject column"
+        )
+    if column is not None and tuple(spec.key) != (column,):
+        raise EraseRefusedError(
+            f"index {index!r} is keyed on {list(spec.key)}, not on the subject column {column!r}; "
+            "choose an index whose key is the subject column"
+        )
+    return spec
+
+
+def _check_keys(keys: Sequence[Any], key_columns: Sequence[str], snapshot: Snapshot) -> list[Any]:
+    keys = list(keys)
+    if not keys:
+        raise EraseRefusedError("erase needs at least one key (the key list is empty)")
+    if any(k is None for k in keys):
+        raise EraseRefusedError("a subject key cannot be null")
+    for name in key_columns:
+        t = snapshot.schema.field(name).type
+        values = [k[key_columns.index(name)] if len(key_columns) > 1 else k for k in keys]
+        for v in values:
+            if isinstance(v, bool) and not pa.types.is_boolean(t):
+                raise EraseRefusedError(f"key {type(v).__name__} does not fit column {name!r} ({t})")
+            try:
+                arr = pa.array([v])
+                if arr.type != t and not pa.types.is_null(arr.type):
+                    arr = arr.cast(t, safe=True)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError) as e:
+                raise EraseRefusedError(
+                    f"a key of type {type(v).__name__} does not fit column {name!r} ({t}): {e}"
+                ) from e
+            if pa.types.is_string(t) != isinstance(v, str):
+                raise EraseRefusedError(f"a key of type {type(v).__name__} does not fit column {name!r} ({t})")
+    return keys
+
+
+def _open_commit(table: IndexedTable) -> Mapping[str, str]:
+    """Check the format side before anything is written; the table configuration (Delta)."""
+    if table.format == "delta":
+        from deltalake import DeltaTable
+
+        from lakehouse_index.io.uri import local_path
+        from lakehouse_index.workflows.erasure.delta_commit import check_erasable
+
+        uri = table.uri
+        dtab = DeltaTable(local_path(uri) if uri.startswith("file:") else uri)
+        protocol = dtab.protocol()
+        config = dict(dtab.metadata().configuration)
+        check_erasable(uri, protocol.min_writer_version, protocol.writer_features, config)
+        return config
+    if table.format == "iceberg":
+        from lakehouse_index.workflows.iceberg_commit import open_for_write
+
+        open_for_write(table.source, table.uri)
+        return {}
+    raise EraseRefusedError(f"erase is not supported for {table.format} tables")
+
+
+def _locate(table: IndexedTable, index: str, keys: Sequence[Any], version: int) -> dict[str, np.ndarray]:
+    located = table.locate(index, keys, version_as_of=version)
+    out: dict[str, np.ndarray] = {}
+    if located.num_rows == 0:
+        return out
+    files = located[FILE_COLUMN]
+    rows = located[ROW_COLUMN].to_numpy()
+    for path in pc.unique(files).to_pylist():
+        mask = pc.equal(files, path).to_numpy(zero_copy_only=False)
+        out[path] = np.unique(rows[mask])
+    return out
+
+
+def _commit(table: IndexedTable, snap: Snapshot, rewrites: Sequence[FileRewrite], config: Mapping[str, str], subjects: int) -> tuple[Commit, list[str]]:
+    if table.format == "delta":
+        from lakehouse_index.workflows.erasure import delta_commit
+
+        return delta_commit.commit_erase(
+            table.source,
+            table.storage,
+            version=snap.version,
+            rewrites=rewrites,
+            config=config,
+            subjects=subjects,
+            engine=_engine(),
+        )
+    from lakehouse_index.workflows.erasure import iceberg_commit
+    from lakehouse_index.workflows.iceberg_commit import open_for_write
+
+    tbl = open_for_write(table.source, table.uri)
+    return iceberg_commit.commit_erase(
+        tbl, table.source, table.storage, version=snap.version, rewrites=rewrites, subjects=subjects
+    )
+
+
+def _engine() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"lakehouse-index/{version('lakehouse-index')}"
+    except PackageNotFoundError:
+        return "lakehouse-index"
+
+
+def erase(
+    table: IndexedTable,
+    index: str,
+    keys: Sequence[Any],
+    *,
+    purge: bool = False,
+    dry_run: bool = False,
+    retain_audit: bool = True,
+    force: bool = False,
+    column: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> EraseResult:
+    """Erase every row whose ``index`` key is one of ``keys``; see :meth:`lakehouse_index.Table.erase`."""
+    say = progress or (lambda _msg: None)
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+
+    def lap(step: str, since: float) -> float:
+        now = time.perf_counter()
+        timings[step] = round(now - since, 6)
+        return now
+
+    check_writable(table)
+    spec = _check_index(table, index, column)
+    snap = table.snapshot()
+    keys = _check_keys(keys, list(spec.key), snap)
+    config = _open_commit(table)
+    if purge:
+        from lakehouse_index.workflows.erasure.purge import purge_blockers
+
+        blockers = purge_blockers(table)
+        if blockers and not force:
+            raise EraseRefusedError(
+                "purge refused by the table's retention settings (pass force=True to purge anyway): "
+                + "; ".join(blockers)
+            )
+    version_before = snap.version
+    now = lap("check", t0)
+
+    commit: Commit | None = None
+    findings: list[FileFinding] = []
+    rows_erased = bytes_rewritten = 0
+    for attempt in range(ATTEMPTS):
+        say(f"locating {len(keys)} subject(s) through index {index!r} at version {snap.version}")
+        where = _locate(table, index, keys, snap.version)
+        rewrites = [plan_rewrite(table.source, snap, snap.files[p], pos) for p, pos in sorted(where.items())]
+        now = lap("locate", now)
+        if dry_run or not rewrites:
+            findings = [
+                FileFinding(r.entry.path, r.live_rows, r.erased.num_rows, r.entry.size) for r in rewrites
+            ]
+            rows_erased = sum(f.rows_erased for f in findings)
+            break
+        say(f"rewriting {len(rewrites)} file(s) without {sum(r.erased.num_rows for r in rewrites)} row(s)")
+        try:
+            commit, written = _commit(table, snap, rewrites, config, len(keys))
+        except WriteConflictError:
+            if attempt == ATTEMPTS - 1:
+                raise
+            snap = table.snapshot(table.latest_version())
+            continue
+        by_old = dict(zip([r.entry.path for r in rewrites if r.kept.num_rows], written, strict=False))
+        findings = [
+            FileFinding(r.entry.path, r.live_rows, r.erased.num_rows, r.entry.size, by_old.get(r.entry.path))
+            for r in rewrites
+        ]
+        rows_erased = commit.rows_deleted or 0
+        bytes_rewritten = sum(r.entry.size for r in rewrites)
+        now = lap("delete", now)
+        break
+
+    index_reports: dict[str, Any] = {}
+    purge_report: dict[str, Any] | None = None
+    verification: dict[str, Any] | None = None
+    if not dry_run:
+        say("refreshing every index of the table")
+        for info in table.indexes():
+            refreshed = table.refresh_index(info.name, "incremental")
+            index_reports[info.name] = {"indexedVersion": getattr(refreshed, "indexed_version", None)}
+        now = lap("refresh", now)
+        leftover = table.locate(index, keys)
+        if leftover.num_rows:
+            raise ErasureVerificationError(
+                f"after the erase the index still locates {leftover.num_rows} subject row(s) in "
+                f"{table.uri}; nothing was purged. Rerun the erase"
+            )
+        if purge:
+            purge_report, verification = _purge_and_verify(table, keys, say)
+            now = lap("purge+verify", now)
+    elif purge:
+        from lakehouse_index.workflows.erasure.purge import purge_history
+
+        purge_report = _as_json(purge_history(table, keep_version=table.latest_version(), dry_run=True))
+
+    timings["total"] = round(time.perf_counter() - t0, 6)
+    result = EraseResult(
+        table_uri=table.uri,
+        index=index,
+        subjects=len(keys),
+        dry_run=dry_run,
+        purge=purge,
+        version_before=version_before,
+        version=commit.version if commit else None,
+        files=tuple(findings),
+        rows_erased=rows_erased,
+        bytes_rewritten=bytes_rewritten,
+        index_reports=index_reports,
+        purge_report=purge_report,
+        verification=verification,
+        audit_uri=None,
+        timings=timings,
+    )
+    if retain_audit and not dry_run:
+        uri = _write_audit(table, result, keys)
+        result = EraseResult(**{**result.__dict__, "audit_uri": uri})
+    return result
+
+
+def _as_json(report: Any) -> dict[str, Any]:
+    to_json = getattr(report, "to_json", None)
+    return dict(to_json()) if to_json is not None else dict(report.__dict__)
+
+
+def _purge_and_verify(
+    table: IndexedTable, keys: Sequence[Any], say: Callable[[str], None]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    from lakehouse_index.workflows.erasure.purge import purge_history, purge_indexes
+    from lakehouse_index.workflows.erasure.residue import find_residue
+
+    say("purging older table versions and index data")
+    history = purge_history(table, keep_version=table.latest_version())
+    indexes = purge_indexes(table)
+    say("verifying: decoding every file of the table and its indexes")
+    values = [v for k in keys for v in (k if isinstance(k, tuple) else (k,))]
+    report = find_residue([table.uri, table.index_root], values, storage=table.storage)
+    verification = _as_json(report)
+    if not report.ok:
+        raise ErasureVerificationError(
+            f"{table.uri}: {len(report.hits)} residue hit(s) after the purge: "
+            + "; ".join(f"{h.path} ({h.decoder} {h.location})" for h in report.hits[:5]),
+            verification,
+        )
+    return {"history": _as_json(history), "indexes": _as_json(indexes)}, verification
+
+
+def _write_audit(table: IndexedTable, result: EraseResult, keys: Sequence[Any]) -> str:
+    salt = audit.table_salt(table.storage, table.index_root)
+    record = audit.AuditRecord(
+        id=uuid.uuid4().hex,
+        table_uri=table.uri,
+        table_format=table.format,
+        index=result.index,
+        subjects=tuple(audit.subject_hash(salt, k) for k in keys),
+        purge=result.purge,
+        version_before=result.version_before,
+        versions_created=(result.version,) if result.version is not None else (),
+        ordinal_created=table.source.version_info(result.version).ordinal if result.version is not None else None,
+        files_rewritten=tuple(f.to_json() for f in result.files),
+        files_removed=tuple(f.path for f in result.files),
+        rows_erased=result.rows_erased,
+        bytes_rewritten=result.bytes_rewritten,
+        index_files_rewritten=tuple(
+            (result.purge_report or {}).get("indexes", {}).get("filesWritten", ()) if result.purge_report else ()
+        ),
+        purge_report=result.purge_report,
+        verification=result.verification,
+        timings=result.timings,
+        who=audit.who(),
+        when=dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"),
+    )
+    return audit.write_record(table.storage, table.index_root, record)

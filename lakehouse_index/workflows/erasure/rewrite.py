@@ -1,0 +1,77 @@
+"""Rewrite of one data file without the erased rows: the format-neutral half of a targeted delete.
+
+The new file is the old one minus the subjects' rows and minus the rows its row-level
+deletes already removed (a deletion vector, position or equality deletes), so it needs
+no deletes of its own. It keeps the old file's physical schema (column-mapping physical
+names, Parquet field ids, key-value metadata) and compression, so every reader resolves
+its columns exactly as it resolved the old file's.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakehouse_index.read.datafiles import ROW_COLUMN, read_file
+from lakehouse_index.source import FileEntry, Snapshot, TableSource
+
+
+@dataclass(frozen=True)
+class FileRewrite:
+    """One data file holding subjects: what stays, what goes.
+
+    ``kept`` and ``erased`` are rows in the file's physical schema; ``kept`` is empty
+    when every live row of the file is a subject's (the file is then removed, not
+    rewritten). ``live_rows`` counts the file's rows before the erase (deletes applied).
+    """
+
+    entry: FileEntry
+    kept: pa.Table
+    erased: pa.Table
+    live_rows: int
+    compression: str
+
+
+def _compression(meta: pq.FileMetaData) -> str:
+    if meta.num_row_groups == 0 or meta.num_columns == 0:
+        return "zstd"
+    codec = str(meta.row_group(0).column(0).compression).lower()
+    return "none" if codec == "uncompressed" else codec
+
+
+def plan_rewrite(source: TableSource, snapshot: Snapshot, entry: FileEntry, positions: np.ndarray) -> FileRewrite:
+    """The rewrite of ``entry`` without the live rows at ``positions`` (row positions in the file)."""
+    one = [snapshot.columns[0].name]  # any column: only the live positions are wanted
+    live = read_file(source, snapshot, entry, columns=one, with_positions=True)[ROW_COLUMN].to_numpy()
+    erase = np.isin(live, positions)
+    fs, path = source.io.arrow(entry.path)
+    with fs.open_input_file(path) as f:
+        pf = pq.ParquetFile(f)
+        physical = pf.read()
+        compression = _compression(pf.metadata)
+    return FileRewrite(
+        entry=entry,
+        kept=physical.take(pa.array(live[~erase])),
+        erased=physical.take(pa.array(live[erase])),
+        live_rows=len(live),
+        compression=compression,
+    )
+
+
+def write_parquet(source: TableSource, uri: str, rows: pa.Table, compression: str) -> int:
+    """Write ``rows`` to ``uri`` (schema and metadata as they are); the file's size in bytes."""
+    fs, path = source.io.arrow(uri)
+    parent = path.rsplit("/", 1)[0]
+    fs.create_dir(parent, recursive=True)
+    pq.write_table(rows, path, filesystem=fs, compression=compression)
+    return int(fs.get_file_info(path).size)
+
+
+def sibling_uri(uri: str, prefix: str, suffix: str) -> str:
+    """A new file name in the folder of ``uri``: ``prefix-<uuid4>suffix``."""
+    folder = uri.rsplit("/", 1)[0]
+    return f"{folder}/{prefix}-{uuid.uuid4()}{suffix}"

@@ -1,0 +1,158 @@
+"""Erase on Delta tables written by deltalake and by Spark (DVs), checked against deltalake as oracle."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+import lakehouse_index as li
+from tests.support.paths import PEER_TABLES
+
+SUBJECTS = [f"subject-{i:04d}@example.com" for i in range(200)]
+
+
+def _batch(start: int, n: int) -> pa.Table:
+    ids = list(range(start, start + n))
+    return pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "email": pa.array([SUBJECTS[i % len(SUBJECTS)] for i in ids], pa.string()),
+            "country": pa.array([["de", "fr", "us"][i % 3] for i in ids], pa.string()),
+            "amount": pa.array([i * 10 for i in ids], pa.int64()),
+        }
+    )
+
+
+def _table(tmp_path: Path, partitioned: bool, files: int = 12, rows: int = 400) -> str:
+    uri = str(tmp_path / ("part" if partitioned else "flat"))
+    for f in range(files):
+        write_deltalake(uri, _batch(f * rows, rows), mode="append", partition_by=["country"] if partitioned else None)
+    return uri
+
+
+def _rows(uri: str, version: int | None = None) -> Counter:
+    dt = DeltaTable(uri, version=version) if version is not None else DeltaTable(uri)
+    t = dt.to_pyarrow_table()
+    cols = ["id", "email", "country", "amount"]
+    return Counter(zip(*(t[c].to_pylist() for c in cols), strict=True))
+
+
+def _log_text(uri: str) -> str:
+    return "\n".join(p.read_text() for p in sorted(Path(uri, "_delta_log").glob("*.json")))
+
+
+@pytest.mark.parametrize("partitioned", [False, True])
+@pytest.mark.parametrize("n_subjects", [1, 100])
+def test_erase_removes_subjects_and_only_touches_their_files(tmp_path: Path, partitioned: bool, n_subjects: int) -> None:
+    uri = _table(tmp_path, partitioned)
+    t = li.open_table(uri)
+    t.create_index(li.SecondaryIndex("by_email", key="email"))
+    t.create_index(li.CoveringIndex("cov", indexed="id", included=["email"], num_buckets=2))
+    # a commit the index has not seen: the hybrid scan must find the subjects there too
+    write_deltalake(uri, _batch(99_000, 300), mode="append", partition_by=["country"] if partitioned else None)
+    before = _rows(uri)
+    files_before = set(DeltaTable(uri).file_uris())
+    subjects = SUBJECTS[:n_subjects]
+    holding = {p for p, row in _located(t, subjects)}
+
+    result = t.erase("by_email", subjects)
+
+    after = _rows(uri)
+    assert after == Counter({r: c for r, c in before.items() if r[1] not in subjects})
+    assert not t.lookup("by_email", subjects).num_rows
+    assert {f.path for f in result.files} == holding
+    files_after = set(DeltaTable(uri).file_uris())
+    # untouched files stay; only files holding subjects were removed
+    assert {_canon(p) for p in files_before - files_after} == holding
+    assert result.rows_erased == sum(before[r] for r in before if r[1] in subjects)
+    newest = _log_text(uri).splitlines()
+    commit = [json.loads(line) for line in newest if '"commitInfo"' in line][-1]
+    text = json.dumps(commit)
+    assert all(s not in text for s in subjects)
+    new_commit = Path(uri, "_delta_log", f"{result.version:020d}.json").read_text()
+    assert all(s not in new_commit for s in subjects)
+    # every index answers like the plain scan afterwards
+    assert t.verify_index("by_email", sample=50).ok
+    assert not t.lookup("cov", [r[0] for r in before if r[1] in subjects][:50], columns=["id", "email"]).num_rows
+    # the audit record names subjects only by salted hashes
+    records = t.erasures()
+    assert len(records) == 1 and len(records[0].subjects) == n_subjects
+    audit_text = Path(result.audit_uri.removeprefix("file://")).read_text()
+    assert all(s not in audit_text for s in subjects)
+    # a rerun finds nothing and changes nothing
+    again = t.erase("by_email", subjects)
+    assert again.version is None and not again.files
+    assert DeltaTable(uri).version() == result.version
+
+
+def _canon(p: str) -> str:
+    from lakehouse_index.source import canonical_uri
+
+    return canonical_uri(p)
+
+
+def _located(t: li.Table, keys: list[str]) -> list[tuple[str, int]]:
+    loc = t.locate("by_email", keys)
+    return list(zip(loc["_file"].to_pylist(), loc["_row"].to_pylist(), strict=True))
+
+
+def test_erase_on_a_spark_table_with_deletion_vectors(tmp_path: Path) -> None:
+    src = PEER_TABLES / "table-with-dv-small"
+    uri = str(tmp_path / "dv")
+    shutil.copytree(src, uri)
+    t = li.open_table(uri)
+    t.create_index(li.SecondaryIndex("by_value", key="value"))
+    # deltalake cannot read DVs; our reader is proven on this table (tests/connectors)
+    before = t.scan()["value"].to_pylist()
+    target = before[0]
+    result = t.erase("by_value", [target])
+    after = li.open_table(uri).scan()["value"].to_pylist()
+    assert sorted(after) == sorted(v for v in before if v != target)
+    assert len(after) == len(before) - 1
+    assert result.rows_erased == 1
+    # the remove repeats the add's deletion vector, so the logical file is gone for every reader
+    last = Path(uri, "_delta_log", f"{result.version:020d}.json").read_text().splitlines()
+    removes = [json.loads(x)["remove"] for x in last if '"remove"' in x]
+    assert removes and all("deletionVector" in r for r in removes)
+    # the rewrite dropped the rows the DV had deleted: they do not come back
+    adds = [json.loads(x)["add"] for x in last if '"add"' in x]
+    assert sum(json.loads(a["stats"])["numRecords"] for a in adds) == len(after)
+
+
+def test_dry_run_changes_nothing(tmp_path: Path) -> None:
+    uri = _table(tmp_path, False, files=4, rows=100)
+    t = li.open_table(uri)
+    t.create_index(li.SecondaryIndex("by_email", key="email"))
+    v = DeltaTable(uri).version()
+    listing = sorted(p.name for p in Path(uri).rglob("*"))
+    result = t.erase("by_email", SUBJECTS[:3], dry_run=True)
+    assert result.dry_run and result.version is None
+    assert result.rows_erased == sum(1 for e in _batch(0, 400)["email"].to_pylist() if e in SUBJECTS[:3])
+    assert DeltaTable(uri).version() == v
+    assert sorted(p.name for p in Path(uri).rglob("*")) == listing
+
+
+def test_bad_input_changes_nothing(tmp_path: Path) -> None:
+    uri = _table(tmp_path, False, files=2, rows=50)
+    t = li.open_table(uri)
+    t.create_index(li.SecondaryIndex("by_email", key="email"))
+    t.create_index(li.SecondaryIndex("by_id", key="id"))
+    v = DeltaTable(uri).version()
+    with pytest.raises(li.errors.EraseRefusedError, match="empty"):
+        t.erase("by_email", [])
+    with pytest.raises(li.errors.EraseRefusedError, match="not on the subject column"):
+        t.erase("by_id", [1], column="email")
+    with pytest.raises(li.errors.EraseRefusedError, match="does not fit"):
+        t.erase("by_id", ["not-a-number"])
+    with pytest.raises(li.errors.EraseRefusedError, match="does not fit"):
+        t.erase("by_email", [42])
+    with pytest.raises(li.errors.IndexNotFoundError):
+        t.erase("nope", ["x"])
+    assert DeltaTable(uri).version() == v
