@@ -44,11 +44,11 @@ from lakehouse_index.source import FileEntry, Snapshot, TableSource
 from lakehouse_index.spec import IndexSpec, validate_index_name
 from lakehouse_index.workflows import sync, verify, writes
 from lakehouse_index.workflows import watch as watcher
-from lakehouse_index.workflows.reports import SyncResult, WriteResult
 from lakehouse_index.workflows.erasure import audit as erasure_audit
 from lakehouse_index.workflows.erasure import erase as erasure
 from lakehouse_index.workflows.erasure.audit import AuditRecord
 from lakehouse_index.workflows.erasure.erase import EraseResult
+from lakehouse_index.workflows.reports import SyncResult, WriteResult
 from lakehouse_index.workflows.verify import VerifyReport
 
 if TYPE_CHECKING:
@@ -170,8 +170,33 @@ class Table:
         if version_as_of is not None and timestamp_as_of is not None:
             raise ValueError("give version_as_of or timestamp_as_of, not both")
         if timestamp_as_of is not None:
-            return self.source.version_at(_epoch_ms(timestamp_as_of))
-        return self.source.resolve_version(version_as_of)
+            version = self.source.version_at(_epoch_ms(timestamp_as_of))
+        else:
+            version = self.source.resolve_version(version_as_of)
+        if version_as_of is not None or timestamp_as_of is not None:
+            self._warn_if_erased_later(version)
+        return version
+
+    def _warn_if_erased_later(self, version: int) -> None:
+        """ErasedSubjectsWarning when a later erase (without purge of this version) removed subjects."""
+        records = self.erasures()
+        if not records:
+            return
+        later = erasure_audit.erased_after(records, self.source.version_info(version).ordinal)
+        if later:
+            import warnings
+
+            from lakehouse_index.errors import ErasedSubjectsWarning
+
+            firsts = sorted(v for r in later for v in r.versions_created)
+            warnings.warn(
+                ErasedSubjectsWarning(
+                    f"version {version} of {self.uri} still holds {sum(len(r.subjects) for r in later)} "
+                    f"data subject(s) erased by version(s) {firsts}; erase with purge=True to remove them "
+                    "from the history"
+                ),
+                stacklevel=3,
+            )
 
     def snapshot(self, version_as_of: int | str | None = None, timestamp_as_of: Any = None) -> Snapshot:
         """The table state at a version (latest by default)."""

@@ -395,6 +395,94 @@ def verify_command(
         raise typer.Exit(1)
 
 
+def _typed_keys(t: li.Table, index: str, raw: list[str]) -> list[Any]:
+    """Keys from text: as is for a string key column, JSON values (numbers, arrays) otherwise."""
+    infos = {i.name: i for i in t.indexes()}
+    if index not in infos:
+        raise li.errors.IndexNotFoundError(f"no index {index!r} on {t.uri} (indexes: {sorted(infos)})")
+    key = list(infos[index].spec.key)
+    schema = t.snapshot().schema
+    if len(key) == 1 and pa.types.is_string(schema.field(key[0]).type):
+        return list(raw)
+    return _parse_keys(raw)
+
+
+@app.command()
+def erase(
+    table: TableArg,
+    name: NameArg,
+    keys: Annotated[list[str] | None, typer.Argument(help="subject keys (or --keys-file)")] = None,
+    keys_file: Annotated[str | None, typer.Option("--keys-file", help="file with one key per line")] = None,
+    purge: Annotated[bool, typer.Option(help="also remove every older version and index trace")] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="report what would change; change nothing")
+    ] = False,
+    force: Annotated[bool, typer.Option(help="purge even where retention settings forbid it")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="print the result as one JSON object")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="no progress messages")] = False,
+    catalog: CatalogOpt = None,
+    index_root: IndexRootOpt = None,
+) -> None:
+    """Erase data subjects (GDPR): targeted delete, index refresh, optional purge, verification, audit.
+
+    Example: lakehouse-index erase /data/customers by_email alice@example.com --purge
+    """
+    raw = list(keys or [])
+    if keys_file is not None:
+        with open(keys_file, encoding="utf-8") as f:
+            raw += [line.rstrip("\r\n") for line in f if line.strip()]
+    t = _open(table, catalog, index_root)
+    say = None if quiet or as_json else (lambda msg: console.print(f"[dim]{msg}[/]", markup=True))
+    result = t.erase(name, _typed_keys(t, name, raw), purge=purge, dry_run=dry_run, force=force, progress=say)
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), sort_keys=True, default=str))
+        return
+    what = "would erase" if dry_run else "erased"
+    console.print(
+        f"{what} {result.rows_erased} row(s) of {result.subjects} subject(s) from {len(result.files)} "
+        f"file(s) ({result.bytes_rewritten / 1e6:.2f} MB rewritten)"
+        + (f"; table version {result.version}" if result.version is not None else ""),
+        markup=False,
+    )
+    if result.verification is not None:
+        console.print(
+            f"verified: {result.verification.get('filesChecked')} file(s) checked, no trace", markup=False
+        )
+    if result.audit_uri:
+        console.print(f"audit record: {result.audit_uri}", markup=False)
+
+
+@app.command()
+def audit(
+    table: TableArg,
+    as_json: Annotated[bool, typer.Option("--json", help="one JSON object per line")] = False,
+    catalog: CatalogOpt = None,
+    index_root: IndexRootOpt = None,
+) -> None:
+    """List the table's erasure audit records (subjects as salted hashes)."""
+    records = _open(table, catalog, index_root).erasures()
+    if as_json:
+        for r in records:
+            typer.echo(json.dumps(r.to_json(), sort_keys=True, default=str))
+        return
+    out = RichTable(title=f"{len(records)} erasure(s)")
+    for col in ("when", "who", "index", "subjects", "rows", "versions", "purge", "verified"):
+        out.add_column(col)
+    for r in records:
+        verified = "-" if r.verification is None else ("ok" if r.verification.get("ok") else "HIT")
+        out.add_row(
+            r.when,
+            r.who,
+            r.index,
+            str(len(r.subjects)),
+            str(r.rows_erased),
+            ", ".join(map(str, r.versions_created)),
+            str(r.purge),
+            verified,
+        )
+    console.print(out)
+
+
 def main() -> None:
     """Entry point: clear one-line errors for the library's own errors."""
     try:

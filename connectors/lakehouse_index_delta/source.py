@@ -48,7 +48,11 @@ from lakehouse_index.source import (
 )
 from lakehouse_index_delta.actions import Actions, AddFile, Metadata, Protocol, parse_json_lines
 from lakehouse_index_delta.checkpoints import read_checkpoint
-from lakehouse_index_delta.deletion_vectors import DeletionVectorDescriptor, descriptor_json, read_deletion_vector
+from lakehouse_index_delta.deletion_vectors import (
+    DeletionVectorDescriptor,
+    descriptor_json,
+    read_deletion_vector,
+)
 from lakehouse_index_delta.features import check_protocol
 from lakehouse_index_delta.live_files import LiveFiles, PartitionRaw, SnapshotFiles
 from lakehouse_index_delta.log_files import Checkpoint, LogListing, list_log

@@ -8,6 +8,7 @@ request for the same subject yields the same hash (proof the subject was erased)
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import getpass
 import hashlib
@@ -40,10 +41,8 @@ def table_salt(storage: Storage, index_root: str) -> bytes:
         return bytes.fromhex(storage.read_bytes(uri).decode())
     except FileNotFoundError:
         pass
-    try:
+    with contextlib.suppress(ObjectExistsError):
         storage.put_if_absent(uri, os.urandom(32).hex().encode())
-    except ObjectExistsError:
-        pass
     return bytes.fromhex(storage.read_bytes(uri).decode())
 
 

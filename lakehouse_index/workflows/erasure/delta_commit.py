@@ -21,6 +21,7 @@ are deleted, and the caller locates again on the newer version.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import time
@@ -72,6 +73,8 @@ LEGACY_WRITER_FEATURES = {
     5: ("columnMapping",),
     6: ("identityColumns",),
 }
+#: Fields of a live ``add`` that its ``remove`` repeats (the logical file is path + DV).
+REMOVE_FIELDS = ("path", "partitionValues", "size", "deletionVector", "baseRowId", "defaultRowCommitVersion")
 #: Leading columns with statistics unless the table says otherwise (the protocol's default).
 DEFAULT_STATS_COLUMNS = 32
 #: Longest string prefix kept as a minimum; longer maxima are left out.
@@ -82,7 +85,9 @@ def _true(config: Mapping[str, str], key: str) -> bool:
     return str(config.get(key, "false")).lower() == "true"
 
 
-def check_erasable(uri: str, min_writer_version: int, writer_features: Sequence[str] | None, config: Mapping[str, str]) -> None:
+def check_erasable(
+    uri: str, min_writer_version: int, writer_features: Sequence[str] | None, config: Mapping[str, str]
+) -> None:
     """UnsupportedWriterFeatureError / WriteRefusedError when an erase commit cannot honour the table."""
     if min_writer_version > 7:
         raise UnsupportedWriterFeatureError(f"{uri}: minWriterVersion {min_writer_version} is not supported")
@@ -140,7 +145,12 @@ def file_stats(rows: pa.Table, config: Mapping[str, str]) -> str:
         if pa.types.is_nested(t):
             continue
         nulls[name] = col.null_count
-        if not (pa.types.is_integer(t) or pa.types.is_date(t) or pa.types.is_string(t) or pa.types.is_large_string(t)):
+        if not (
+            pa.types.is_integer(t)
+            or pa.types.is_date(t)
+            or pa.types.is_string(t)
+            or pa.types.is_large_string(t)
+        ):
             continue
         if col.null_count == len(col):
             continue
@@ -150,7 +160,13 @@ def file_stats(rows: pa.Table, config: Mapping[str, str]) -> str:
         if not (isinstance(hi, str) and len(hi) > STRING_PREFIX):
             maxs[name] = _stat_value(hi)
     return json.dumps(
-        {"numRecords": rows.num_rows, "minValues": mins, "maxValues": maxs, "nullCount": nulls, "tightBounds": True},
+        {
+            "numRecords": rows.num_rows,
+            "minValues": mins,
+            "maxValues": maxs,
+            "nullCount": nulls,
+            "tightBounds": True,
+        },
         separators=(",", ":"),
     )
 
@@ -165,8 +181,12 @@ def _previous_ict(storage: Storage, log_dir: str, version: int) -> int | None:
     return int(ict) if ict is not None else None
 
 
-def _new_file(source: TableSource, old: str, rows: pa.Table, compression: str, prefix: str, folder: str | None = None) -> tuple[str, int]:
-    ext = {"snappy": ".snappy.parquet", "zstd": ".zstd.parquet", "gzip": ".gz.parquet"}.get(compression, ".parquet")
+def _new_file(
+    source: TableSource, old: str, rows: pa.Table, compression: str, prefix: str, folder: str | None = None
+) -> tuple[str, int]:
+    ext = {"snappy": ".snappy.parquet", "zstd": ".zstd.parquet", "gzip": ".gz.parquet"}.get(
+        compression, ".parquet"
+    )
     base = old if folder is None else folder + "/x"
     uri = sibling_uri(base, prefix, "-c000" + ext)
     return uri, write_parquet(source, uri, rows, compression)
@@ -205,7 +225,7 @@ def commit_erase(
     try:
         for r in rewrites:
             rec = records[r.entry.path]
-            remove = {k: rec[k] for k in ("path", "partitionValues", "size", "deletionVector", "baseRowId", "defaultRowCommitVersion") if k in rec}
+            remove: dict[str, Any] = {k: rec[k] for k in REMOVE_FIELDS if k in rec}
             remove.update({"deletionTimestamp": now, "dataChange": True, "extendedFileMetadata": True})
             actions.append({"remove": remove})
             erased_rows += r.erased.num_rows
@@ -227,8 +247,14 @@ def commit_erase(
                 )
             if cdf and r.erased.num_rows:
                 folder = relative_log_path(root, r.entry.path).rsplit("/", 1)
-                cdc_dir = join_uri(root, "_change_data", folder[0]) if len(folder) == 2 else join_uri(root, "_change_data")
-                uri, size = _new_file(source, r.entry.path, _cdc_rows(r.erased), r.compression, "cdc-00000", cdc_dir)
+                cdc_dir = (
+                    join_uri(root, "_change_data", folder[0])
+                    if len(folder) == 2
+                    else join_uri(root, "_change_data")
+                )
+                uri, size = _new_file(
+                    source, r.entry.path, _cdc_rows(r.erased), r.compression, "cdc-00000", cdc_dir
+                )
                 written.append(uri)
                 actions.append(
                     {
@@ -260,7 +286,9 @@ def commit_erase(
         if _true(config, "delta.enableInCommitTimestamps"):
             previous = _previous_ict(storage, log_dir, version)
             info = {"inCommitTimestamp": max(now, (previous or 0) + 1), **info}
-        body = "\n".join(json.dumps(a, separators=(",", ":")) for a in [{"commitInfo": info}, *actions]) + "\n"
+        body = (
+            "\n".join(json.dumps(a, separators=(",", ":")) for a in [{"commitInfo": info}, *actions]) + "\n"
+        )
         storage.put_if_absent(join_uri(log_dir, f"{version + 1:020d}.json"), body.encode())
     except ObjectExistsError as e:
         _delete(storage, written)
@@ -273,7 +301,5 @@ def commit_erase(
 
 def _delete(storage: Storage, uris: Sequence[str]) -> None:
     for u in uris:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             storage.delete(u)
-        except FileNotFoundError:
-            pass

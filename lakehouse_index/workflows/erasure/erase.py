@@ -21,8 +21,9 @@ import pyarrow.compute as pc
 
 from lakehouse_index.errors import (
     EraseRefusedError,
-    IndexNotFoundError,
     ErasureVerificationError,
+    IndexNotFoundError,
+    UnsupportedWriterFeatureError,
     WriteConflictError,
 )
 from lakehouse_index.kinds.base import kind_of
@@ -150,12 +151,20 @@ def _check_keys(keys: Sequence[Any], key_columns: Sequence[str], snapshot: Snaps
                 arr = pa.array([v])
                 if arr.type != t and not pa.types.is_null(arr.type):
                     arr = arr.cast(t, safe=True)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError, TypeError, OverflowError) as e:
+            except (
+                pa.ArrowInvalid,
+                pa.ArrowTypeError,
+                pa.ArrowNotImplementedError,
+                TypeError,
+                OverflowError,
+            ) as e:
                 raise EraseRefusedError(
                     f"a key of type {type(v).__name__} does not fit column {name!r} ({t}): {e}"
                 ) from e
             if pa.types.is_string(t) != isinstance(v, str):
-                raise EraseRefusedError(f"a key of type {type(v).__name__} does not fit column {name!r} ({t})")
+                raise EraseRefusedError(
+                    f"a key of type {type(v).__name__} does not fit column {name!r} ({t})"
+                )
     return keys
 
 
@@ -176,7 +185,13 @@ def _open_commit(table: IndexedTable) -> Mapping[str, str]:
     if table.format == "iceberg":
         from lakehouse_index.workflows.iceberg_commit import open_for_write
 
-        open_for_write(table.source, table.uri)
+        tbl = open_for_write(table.source, table.uri)
+        if tbl.format_version >= 3:
+            raise UnsupportedWriterFeatureError(
+                f"{table.uri}: erase of Iceberg format-version 3 tables is not supported yet: pyiceberg "
+                f"cannot write their manifests (table format-version {tbl.format_version}); nothing "
+                "was changed"
+            )
         return {}
     raise EraseRefusedError(f"erase is not supported for {table.format} tables")
 
@@ -194,7 +209,13 @@ def _locate(table: IndexedTable, index: str, keys: Sequence[Any], version: int) 
     return out
 
 
-def _commit(table: IndexedTable, snap: Snapshot, rewrites: Sequence[FileRewrite], config: Mapping[str, str], subjects: int) -> tuple[Commit, list[str]]:
+def _commit(
+    table: IndexedTable,
+    snap: Snapshot,
+    rewrites: Sequence[FileRewrite],
+    config: Mapping[str, str],
+    subjects: int,
+) -> tuple[Commit, list[str]]:
     if table.format == "delta":
         from lakehouse_index.workflows.erasure import delta_commit
 
@@ -381,13 +402,17 @@ def _write_audit(table: IndexedTable, result: EraseResult, keys: Sequence[Any]) 
         purge=result.purge,
         version_before=result.version_before,
         versions_created=(result.version,) if result.version is not None else (),
-        ordinal_created=table.source.version_info(result.version).ordinal if result.version is not None else None,
+        ordinal_created=table.source.version_info(result.version).ordinal
+        if result.version is not None
+        else None,
         files_rewritten=tuple(f.to_json() for f in result.files),
         files_removed=tuple(f.path for f in result.files),
         rows_erased=result.rows_erased,
         bytes_rewritten=result.bytes_rewritten,
         index_files_rewritten=tuple(
-            (result.purge_report or {}).get("indexes", {}).get("filesWritten", ()) if result.purge_report else ()
+            (result.purge_report or {}).get("indexes", {}).get("filesWritten", ())
+            if result.purge_report
+            else ()
         ),
         purge_report=result.purge_report,
         verification=result.verification,

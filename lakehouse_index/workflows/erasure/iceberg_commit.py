@@ -11,6 +11,7 @@ carry no deleted rows, so they need none.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -121,12 +122,11 @@ def commit_erase(
             written.append(uri)
             new_files.append(_data_file(tbl, old, raw, size, source, uri))
         props = {SUMMARY_OPERATION: "erase", SUMMARY_SUBJECTS: str(subjects)}
-        with tbl.transaction() as tx:
-            with tx.update_snapshot(snapshot_properties=props).overwrite() as ow:
-                for r in rewrites:
-                    ow.delete_data_file(originals[r.entry.path])
-                for df in new_files:
-                    ow.append_data_file(df)
+        with tbl.transaction() as tx, tx.update_snapshot(snapshot_properties=props).overwrite() as ow:
+            for r in rewrites:
+                ow.delete_data_file(originals[r.entry.path])
+            for df in new_files:
+                ow.append_data_file(df)
     except CommitFailedException as e:
         _delete(storage, written)
         raise WriteConflictError(f"{source.uri}: another writer committed first: {e}") from e
@@ -139,7 +139,5 @@ def commit_erase(
 
 def _delete(storage: Storage, uris: Sequence[str]) -> None:
     for u in uris:
-        try:
+        with contextlib.suppress(FileNotFoundError):
             storage.delete(u)
-        except FileNotFoundError:
-            pass

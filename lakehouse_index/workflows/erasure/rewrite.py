@@ -43,7 +43,9 @@ def _compression(meta: pq.FileMetaData) -> str:
     return "none" if codec == "uncompressed" else codec
 
 
-def plan_rewrite(source: TableSource, snapshot: Snapshot, entry: FileEntry, positions: np.ndarray) -> FileRewrite:
+def plan_rewrite(
+    source: TableSource, snapshot: Snapshot, entry: FileEntry, positions: np.ndarray
+) -> FileRewrite:
     """The rewrite of ``entry`` without the live rows at ``positions`` (row positions in the file)."""
     one = [snapshot.columns[0].name]  # any column: only the live positions are wanted
     live = read_file(source, snapshot, entry, columns=one, with_positions=True)[ROW_COLUMN].to_numpy()

@@ -8,7 +8,6 @@ from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
@@ -33,7 +32,9 @@ def _batch(start: int, n: int) -> pa.Table:
 def _table(tmp_path: Path, partitioned: bool, files: int = 12, rows: int = 400) -> str:
     uri = str(tmp_path / ("part" if partitioned else "flat"))
     for f in range(files):
-        write_deltalake(uri, _batch(f * rows, rows), mode="append", partition_by=["country"] if partitioned else None)
+        write_deltalake(
+            uri, _batch(f * rows, rows), mode="append", partition_by=["country"] if partitioned else None
+        )
     return uri
 
 
@@ -50,13 +51,17 @@ def _log_text(uri: str) -> str:
 
 @pytest.mark.parametrize("partitioned", [False, True])
 @pytest.mark.parametrize("n_subjects", [1, 100])
-def test_erase_removes_subjects_and_only_touches_their_files(tmp_path: Path, partitioned: bool, n_subjects: int) -> None:
+def test_erase_removes_subjects_and_only_touches_their_files(
+    tmp_path: Path, partitioned: bool, n_subjects: int
+) -> None:
     uri = _table(tmp_path, partitioned)
     t = li.open_table(uri)
     t.create_index(li.SecondaryIndex("by_email", key="email"))
     t.create_index(li.CoveringIndex("cov", indexed="id", included=["email"], num_buckets=2))
     # a commit the index has not seen: the hybrid scan must find the subjects there too
-    write_deltalake(uri, _batch(99_000, 300), mode="append", partition_by=["country"] if partitioned else None)
+    write_deltalake(
+        uri, _batch(99_000, 300), mode="append", partition_by=["country"] if partitioned else None
+    )
     before = _rows(uri)
     files_before = set(DeltaTable(uri).file_uris())
     subjects = SUBJECTS[:n_subjects]
@@ -80,7 +85,9 @@ def test_erase_removes_subjects_and_only_touches_their_files(tmp_path: Path, par
     assert all(s not in new_commit for s in subjects)
     # every index answers like the plain scan afterwards
     assert t.verify_index("by_email", sample=50).ok
-    assert not t.lookup("cov", [r[0] for r in before if r[1] in subjects][:50], columns=["id", "email"]).num_rows
+    assert not t.lookup(
+        "cov", [r[0] for r in before if r[1] in subjects][:50], columns=["id", "email"]
+    ).num_rows
     # the audit record names subjects only by salted hashes
     records = t.erasures()
     assert len(records) == 1 and len(records[0].subjects) == n_subjects
@@ -156,3 +163,19 @@ def test_bad_input_changes_nothing(tmp_path: Path) -> None:
     with pytest.raises(li.errors.IndexNotFoundError):
         t.erase("nope", ["x"])
     assert DeltaTable(uri).version() == v
+
+
+def test_time_travel_before_an_erase_warns(tmp_path: Path) -> None:
+    uri = _table(tmp_path, False, files=3, rows=100)
+    t = li.open_table(uri)
+    t.create_index(li.SecondaryIndex("by_email", key="email"))
+    old = DeltaTable(uri).version()
+    t.erase("by_email", SUBJECTS[:2])
+    with pytest.warns(li.errors.ErasedSubjectsWarning, match="erased by version"):
+        rows = t.lookup("by_email", SUBJECTS[:2], version_as_of=old)
+    assert rows.num_rows == _batch(0, 300)["email"].to_pylist().count(SUBJECTS[0]) * 2
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert not t.lookup("by_email", SUBJECTS[:2]).num_rows  # the latest version: no warning

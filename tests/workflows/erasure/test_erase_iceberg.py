@@ -41,7 +41,11 @@ def _batch(start: int, n: int) -> pa.Table:
 
 def _table(tmp_path: Path, partitioned: bool, files: int = 10, rows: int = 400) -> tuple[Any, Any]:
     catalog = sql_catalog(str(tmp_path))
-    spec = PartitionSpec(PartitionField(3, 1000, IdentityTransform(), "country")) if partitioned else PartitionSpec()
+    spec = (
+        PartitionSpec(PartitionField(3, 1000, IdentityTransform(), "country"))
+        if partitioned
+        else PartitionSpec()
+    )
     tbl = catalog.create_table("db.t", schema=SCHEMA, partition_spec=spec)
     for f in range(files):
         tbl.append(_batch(f * rows, rows))
@@ -59,8 +63,10 @@ def _live_files(catalog: Any) -> set[str]:
 
 @pytest.mark.parametrize("partitioned", [False, True])
 @pytest.mark.parametrize("n_subjects", [1, 100])
-def test_erase_removes_subjects_and_only_touches_their_files(tmp_path: Path, partitioned: bool, n_subjects: int) -> None:
-    catalog, tbl = _table(tmp_path, partitioned)
+def test_erase_removes_subjects_and_only_touches_their_files(
+    tmp_path: Path, partitioned: bool, n_subjects: int
+) -> None:
+    catalog, _tbl = _table(tmp_path, partitioned)
     t = li.open_table("db.t", catalog=catalog)
     t.create_index(li.SecondaryIndex("by_email", key="email"))
     t.create_index(li.CoveringIndex("cov", indexed="id", included=["email"], num_buckets=2))
@@ -84,3 +90,67 @@ def test_erase_removes_subjects_and_only_touches_their_files(tmp_path: Path, par
     assert len(t.erasures()) == 1
     again = t.erase("by_email", subjects)
     assert again.version is None and not again.files
+
+
+def _spark_table(spark_wh: Any, name: str, version: int) -> tuple[Any, li.Table]:
+    """A Spark-written table with merge-on-read deletes, registered in a pyiceberg SqlCatalog."""
+    import glob
+
+    spark, wh = spark_wh
+    t = f"{CATALOG}.db.{name}"
+    spark.sql(
+        f"CREATE TABLE {t} (id bigint, email string, g int) USING iceberg PARTITIONED BY (g) "
+        f"TBLPROPERTIES ('format-version'='{version}', 'write.delete.mode'='merge-on-read')"
+    )
+    for lo in range(0, 2000, 250):
+        spark.sql(
+            f"INSERT INTO {t} SELECT id, concat('subject-', CAST(id % 40 AS STRING)), "
+            f"CAST(id % 2 AS INT) FROM range({lo}, {lo + 250})"
+        )
+    spark.sql(f"DELETE FROM {t} WHERE id % 7 = 0")  # position deletes (v2) / deletion vectors (v3)
+    metas = glob.glob(str(wh / "db" / name / "metadata" / "v*.metadata.json"))
+    latest = max(metas, key=lambda p: int(p.rsplit("/v", 1)[1].split(".")[0]))
+    catalog = sql_catalog(str(wh / f"catalog-{name}"))
+    catalog.register_table("db.t", "file://" + latest)
+    return catalog, li.open_table("db.t", catalog=catalog)
+
+
+CATALOG = "erase"
+
+
+@pytest.fixture(scope="module")
+def spark_wh(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    from tests.support.spark_iceberg import spark_session
+
+    wh = tmp_path_factory.mktemp("erase_wh")
+    return spark_session(wh, catalog=CATALOG), wh
+
+
+@pytest.mark.spark
+@pytest.mark.integration
+def test_erase_on_a_spark_table_with_position_deletes(spark_wh: Any) -> None:
+    catalog, t = _spark_table(spark_wh, "posdel", 2)
+    t.create_index(li.SecondaryIndex("by_email", key="email"))
+    before = catalog.load_table("db.t").scan().to_arrow()
+    assert any(task.delete_files for task in catalog.load_table("db.t").scan().plan_files())
+    subjects = [f"subject-{i}" for i in range(0, 40, 3)]
+    result = t.erase("by_email", subjects)
+    after = catalog.load_table("db.t").scan().to_arrow()
+    keep = lambda tb: Counter(  # noqa: E731
+        r for r in zip(tb["id"].to_pylist(), tb["email"].to_pylist(), strict=True) if r[1] not in subjects
+    )
+    assert Counter(zip(after["id"].to_pylist(), after["email"].to_pylist(), strict=True)) == keep(before)
+    # rows the position deletes had removed did not come back with the rewrite
+    assert after.num_rows == before.num_rows - result.rows_erased
+    assert not t.lookup("by_email", subjects).num_rows
+
+
+@pytest.mark.spark
+@pytest.mark.integration
+def test_erase_refuses_format_v3_before_changing_anything(spark_wh: Any) -> None:
+    catalog, t = _spark_table(spark_wh, "v3", 3)
+    t.create_index(li.SecondaryIndex("by_email", key="email"))
+    snap = catalog.load_table("db.t").current_snapshot().snapshot_id
+    with pytest.raises(li.errors.UnsupportedWriterFeatureError, match="format-version 3"):
+        t.erase("by_email", ["subject-1"])
+    assert catalog.load_table("db.t").current_snapshot().snapshot_id == snap
