@@ -214,6 +214,23 @@ def default_writer() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def writer_is_dead(writer: str) -> bool:
+    """Whether ``writer`` (``host:pid``) is a process of this host that no longer runs.
+
+    False when it runs, runs elsewhere (it cannot be checked from here) or is not in that form.
+    """
+    host, _, pid = writer.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
 def _now_ms() -> int:
     return int(time.time() * 1000)
 

@@ -22,11 +22,14 @@ import pyarrow.compute as pc
 from lakehouse_index.errors import (
     EraseRefusedError,
     ErasureVerificationError,
+    IndexBusyError,
     IndexNotFoundError,
     UnsupportedWriterFeatureError,
     WriteConflictError,
 )
 from lakehouse_index.kinds.base import kind_of
+from lakehouse_index.log.entry import IndexState
+from lakehouse_index.log.lifecycle import writer_is_dead
 from lakehouse_index.source import Snapshot
 from lakehouse_index.workflows.erasure import audit
 from lakehouse_index.workflows.erasure.rewrite import FileRewrite, plan_rewrite
@@ -322,9 +325,7 @@ def erase(
     verification: dict[str, Any] | None = None
     if not dry_run:
         say("refreshing every index of the table")
-        for info in table.indexes():
-            refreshed = table.refresh_index(info.name, "incremental")
-            index_reports[info.name] = {"indexedVersion": getattr(refreshed, "indexed_version", None)}
+        index_reports = _refresh_all(table, say)
         now = lap("refresh", now)
         leftover = table.locate(index, keys)
         if leftover.num_rows:
@@ -362,6 +363,33 @@ def erase(
         uri = _write_audit(table, result, keys)
         result = EraseResult(**{**result.__dict__, "audit_uri": uri})
     return result
+
+
+def _refresh_all(table: IndexedTable, say: Callable[[str], None]) -> dict[str, Any]:
+    """Refresh every active index to the latest version.
+
+    An operation left in progress by a process of this host that died (an earlier erase
+    killed mid-refresh) is cancelled first; one of a live or remote writer raises
+    IndexBusyError (retry when it ends, or ``cancel_index`` it if its writer is gone).
+    """
+    out: dict[str, Any] = {}
+    for info in table.indexes():
+        state = info.state
+        if not state.is_stable:
+            latest = table._log(info.name).latest()
+            if latest is None or not writer_is_dead(latest.writer):
+                raise IndexBusyError(
+                    f"index {info.name!r} is busy ({state.value}, by {latest.writer if latest else '?'}); "
+                    "the table commit of the erase stands. Rerun the erase when the operation ends, or "
+                    f"cancel_index({info.name!r}) if its writer is gone"
+                )
+            say(f"index {info.name!r}: cancelling the operation left by dead process {latest.writer}")
+            state = table.cancel_index(info.name).state
+        if state is not IndexState.ACTIVE:
+            continue
+        refreshed = table.refresh_index(info.name, "incremental")
+        out[info.name] = {"indexedVersion": refreshed.indexed_version}
+    return out
 
 
 def _as_json(report: Any) -> dict[str, Any]:

@@ -179,3 +179,35 @@ def test_time_travel_before_an_erase_warns(tmp_path: Path) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert not t.lookup("by_email", SUBJECTS[:2]).num_rows  # the latest version: no warning
+
+
+@pytest.mark.parametrize("point", ["located", "file_written", "committed", "refreshing", "audit"])
+def test_kill_9_at_each_step_then_rerun_completes(tmp_path: Path, point: str) -> None:
+    import subprocess
+    import sys
+
+    from tests.support.paths import REPO_ROOT, code_env
+
+    uri = _table(tmp_path, True, files=6, rows=200)
+    t = li.open_table(uri)
+    t.create_index(li.SecondaryIndex("by_email", key="email"))
+    before = _rows(uri)
+    subjects = SUBJECTS[:5]
+    want = Counter({r: c for r, c in before.items() if r[1] not in subjects})
+    proc = subprocess.run(
+        [sys.executable, "-m", "tests.workflows.erasure.erase_crash_worker", uri, point, *subjects],
+        cwd=REPO_ROOT,
+        env=code_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    # never fewer rows than it should have: either nothing happened or exactly the subjects went
+    assert _rows(uri) in (before, want)
+    result = li.open_table(uri).erase("by_email", subjects)
+    assert _rows(uri) == want
+    t = li.open_table(uri)
+    assert not t.lookup("by_email", subjects).num_rows
+    assert t.verify_index("by_email", sample=30).ok
+    assert result.audit_uri is not None
