@@ -167,8 +167,8 @@ def render(res: EraseBench) -> str:
     verify_s = res.ours.steps.get("purge+verify", float("nan"))
     lines = [
         f"Scale **{res.scale}**: {res.rows:,} rows in {res.files} files; {res.subjects} subjects "
-        f"(one row each, held by {res.holding_files} files, {res.holding_bytes / 1e6:.1f} MB). Load average at the start: "
-        f"{res.load:.2f}.",
+        f"(one row each, held by {res.holding_files} files, {res.holding_bytes / 1e6:.1f} MB). "
+        f"Load average at the start: {res.load:.2f}.",
         "",
         "| path | time | files rewritten | bytes rewritten | index work | rows left | subject rows left |",
         "|---|---|---|---|---|---|---|",
