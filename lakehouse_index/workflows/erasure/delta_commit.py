@@ -21,7 +21,6 @@ are deleted, and the caller locates again on the newer version.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import time
@@ -37,7 +36,13 @@ from lakehouse_index.io import Storage
 from lakehouse_index.io.base import ObjectExistsError
 from lakehouse_index.io.uri import join_uri
 from lakehouse_index.source import TableSource, relative_log_path
-from lakehouse_index.workflows.erasure.rewrite import FileRewrite, sibling_uri, write_parquet
+from lakehouse_index.workflows.erasure.rewrite import (
+    FileRewrite,
+    delete_quietly,
+    each_file,
+    sibling_uri,
+    write_parquet,
+)
 from lakehouse_index.workflows.reports import Commit
 
 #: Writer features an erase commit honours: it only removes rows, keeps every column of
@@ -220,52 +225,44 @@ def commit_erase(
     now = int(time.time() * 1000)
     cdf = _true(config, "delta.enableChangeDataFeed")
     written: list[str] = []
-    actions: list[dict[str, Any]] = []
-    erased_rows = kept_rows = 0
+
+    def file_actions(r: FileRewrite) -> list[dict[str, Any]]:
+        rec = records[r.entry.path]
+        remove: dict[str, Any] = {k: rec[k] for k in REMOVE_FIELDS if k in rec}
+        remove.update({"deletionTimestamp": now, "dataChange": True, "extendedFileMetadata": True})
+        out: list[dict[str, Any]] = [{"remove": remove}]
+        if r.kept.num_rows:
+            uri, size = _new_file(source, r.entry.path, r.kept, r.compression, "part-00000")
+            written.append(uri)
+            add = {
+                "path": relative_log_path(root, uri),
+                "partitionValues": rec["partitionValues"],
+                "size": size,
+                "modificationTime": now,
+                "dataChange": True,
+                "stats": file_stats(r.kept, config),
+            }
+            out.append({"add": add})
+        if cdf and r.erased.num_rows:
+            folder = relative_log_path(root, r.entry.path).rsplit("/", 1)
+            cdc_dir = join_uri(root, "_change_data", *folder[:-1])
+            uri, size = _new_file(
+                source, r.entry.path, _cdc_rows(r.erased), r.compression, "cdc-00000", cdc_dir
+            )
+            written.append(uri)
+            cdc = {
+                "path": relative_log_path(root, uri),
+                "partitionValues": rec["partitionValues"],
+                "size": size,
+                "dataChange": False,
+            }
+            out.append({"cdc": cdc})
+        return out
+
+    erased_rows = sum(r.erased.num_rows for r in rewrites)
+    kept_rows = sum(r.kept.num_rows for r in rewrites)
     try:
-        for r in rewrites:
-            rec = records[r.entry.path]
-            remove: dict[str, Any] = {k: rec[k] for k in REMOVE_FIELDS if k in rec}
-            remove.update({"deletionTimestamp": now, "dataChange": True, "extendedFileMetadata": True})
-            actions.append({"remove": remove})
-            erased_rows += r.erased.num_rows
-            kept_rows += r.kept.num_rows
-            if r.kept.num_rows:
-                uri, size = _new_file(source, r.entry.path, r.kept, r.compression, "part-00000")
-                written.append(uri)
-                actions.append(
-                    {
-                        "add": {
-                            "path": relative_log_path(root, uri),
-                            "partitionValues": rec["partitionValues"],
-                            "size": size,
-                            "modificationTime": now,
-                            "dataChange": True,
-                            "stats": file_stats(r.kept, config),
-                        }
-                    }
-                )
-            if cdf and r.erased.num_rows:
-                folder = relative_log_path(root, r.entry.path).rsplit("/", 1)
-                cdc_dir = (
-                    join_uri(root, "_change_data", folder[0])
-                    if len(folder) == 2
-                    else join_uri(root, "_change_data")
-                )
-                uri, size = _new_file(
-                    source, r.entry.path, _cdc_rows(r.erased), r.compression, "cdc-00000", cdc_dir
-                )
-                written.append(uri)
-                actions.append(
-                    {
-                        "cdc": {
-                            "path": relative_log_path(root, uri),
-                            "partitionValues": rec["partitionValues"],
-                            "size": size,
-                            "dataChange": False,
-                        }
-                    }
-                )
+        actions = [a for per_file in each_file(file_actions, rewrites) for a in per_file]
         info: dict[str, Any] = {
             "timestamp": now,
             "operation": "DELETE",
@@ -291,15 +288,9 @@ def commit_erase(
         )
         storage.put_if_absent(join_uri(log_dir, f"{version + 1:020d}.json"), body.encode())
     except ObjectExistsError as e:
-        _delete(storage, written)
+        delete_quietly(storage, written)
         raise WriteConflictError(f"{root}: another writer committed version {version + 1} first") from e
     except BaseException:
-        _delete(storage, written)
+        delete_quietly(storage, written)
         raise
     return Commit(version + 1, rows_deleted=erased_rows), written
-
-
-def _delete(storage: Storage, uris: Sequence[str]) -> None:
-    for u in uris:
-        with contextlib.suppress(FileNotFoundError):
-            storage.delete(u)

@@ -32,7 +32,7 @@ from lakehouse_index.log.entry import IndexState
 from lakehouse_index.log.lifecycle import writer_is_dead
 from lakehouse_index.source import Snapshot
 from lakehouse_index.workflows.erasure import audit
-from lakehouse_index.workflows.erasure.rewrite import FileRewrite, plan_rewrite
+from lakehouse_index.workflows.erasure.rewrite import FileRewrite, each_file, plan_rewrite
 from lakehouse_index.workflows.facade import IndexedTable
 from lakehouse_index.workflows.reports import Commit
 from lakehouse_index.workflows.writes import check_writable
@@ -294,7 +294,10 @@ def erase(
     for attempt in range(ATTEMPTS):
         say(f"locating {len(keys)} subject(s) through index {index!r} at version {snap.version}")
         where = _locate(table, index, keys, snap.version)
-        rewrites = [plan_rewrite(table.source, snap, snap.files[p], pos) for p, pos in sorted(where.items())]
+        rewrites = each_file(
+            lambda item, snap=snap: plan_rewrite(table.source, snap, snap.files[item[0]], item[1]),  # type: ignore[misc]
+            sorted(where.items()),
+        )
         now = lap("locate", now)
         if dry_run or not rewrites:
             findings = [

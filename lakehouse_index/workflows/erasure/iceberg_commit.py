@@ -11,14 +11,13 @@ carry no deleted rows, so they need none.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Sequence
 from typing import Any
 
 from lakehouse_index.errors import WriteConflictError
 from lakehouse_index.io import Storage
 from lakehouse_index.source import TableSource, canonical_uri
-from lakehouse_index.workflows.erasure.rewrite import FileRewrite, write_parquet
+from lakehouse_index.workflows.erasure.rewrite import FileRewrite, delete_quietly, each_file, write_parquet
 from lakehouse_index.workflows.reports import Commit
 
 #: Snapshot summary properties naming the operation (counts only).
@@ -108,19 +107,18 @@ def commit_erase(
     if missing:
         raise WriteConflictError(f"{source.uri}: files {sorted(missing)[:3]} are no longer live")
     written: list[str] = []
-    erased = 0
+    erased = sum(r.erased.num_rows for r in rewrites)
+
+    def rewritten(r: FileRewrite) -> Any:
+        old = originals[r.entry.path]
+        raw = f"{old.file_path.rsplit('/', 1)[0]}/{uuid.uuid4()}-erased.parquet"
+        uri = canonical_uri(raw)
+        written.append(uri)
+        size = write_parquet(source, uri, r.kept, r.compression)
+        return _data_file(tbl, old, raw, size, source, uri)
+
     try:
-        new_files = []
-        for r in rewrites:
-            old = originals[r.entry.path]
-            erased += r.erased.num_rows
-            if not r.kept.num_rows:
-                continue
-            raw = f"{old.file_path.rsplit('/', 1)[0]}/{uuid.uuid4()}-erased.parquet"
-            uri = canonical_uri(raw)
-            size = write_parquet(source, uri, r.kept, r.compression)
-            written.append(uri)
-            new_files.append(_data_file(tbl, old, raw, size, source, uri))
+        new_files = each_file(rewritten, [r for r in rewrites if r.kept.num_rows])
         props = {SUMMARY_OPERATION: "erase", SUMMARY_SUBJECTS: str(subjects)}
         with tbl.transaction() as tx, tx.update_snapshot(snapshot_properties=props).overwrite() as ow:
             for r in rewrites:
@@ -128,16 +126,10 @@ def commit_erase(
             for df in new_files:
                 ow.append_data_file(df)
     except CommitFailedException as e:
-        _delete(storage, written)
+        delete_quietly(storage, written)
         raise WriteConflictError(f"{source.uri}: another writer committed first: {e}") from e
     except BaseException:
-        _delete(storage, written)
+        delete_quietly(storage, written)
         raise
     now = tbl.current_snapshot()
     return Commit(int(now.snapshot_id), rows_deleted=erased), written
-
-
-def _delete(storage: Storage, uris: Sequence[str]) -> None:
-    for u in uris:
-        with contextlib.suppress(FileNotFoundError):
-            storage.delete(u)
