@@ -78,6 +78,7 @@ LEGACY_WRITER_FEATURES = {
     5: ("columnMapping",),
     6: ("identityColumns",),
 }
+CHANGE_TYPE = "_change_type"
 #: Fields of a live ``add`` that its ``remove`` repeats (the logical file is path + DV).
 REMOVE_FIELDS = ("path", "partitionValues", "size", "deletionVector", "baseRowId", "defaultRowCommitVersion")
 #: Leading columns with statistics unless the table says otherwise (the protocol's default).
@@ -198,7 +199,9 @@ def _new_file(
 
 
 def _cdc_rows(erased: pa.Table) -> pa.Table:
-    return erased.append_column("_change_type", pa.array(["delete"] * erased.num_rows, pa.string()))
+    # Spark's data files of a CDF table may carry a (null) _change_type column already.
+    rows = erased.drop_columns([c for c in erased.column_names if c == CHANGE_TYPE])
+    return rows.append_column(CHANGE_TYPE, pa.array(["delete"] * rows.num_rows, pa.string()))
 
 
 def commit_erase(

@@ -211,3 +211,57 @@ def test_kill_9_at_each_step_then_rerun_completes(tmp_path: Path, point: str) ->
     assert not t.lookup("by_email", subjects).num_rows
     assert t.verify_index("by_email", sample=30).ok
     assert result.audit_uri is not None
+
+
+def _peer(tmp_path: Path, name: str) -> str:
+    uri = str(tmp_path / name)
+    shutil.copytree(PEER_TABLES / name, uri)
+    return uri
+
+
+def test_erase_honours_column_mapping(tmp_path: Path) -> None:
+    uri = _peer(tmp_path, "table_with_column_mapping")
+    t = li.open_table(uri)
+    t.create_index(li.SecondaryIndex("by_company", key="Company Very Short"))
+    before = DeltaTable(uri).to_pyarrow_table().to_pylist()
+    target = before[0]["Company Very Short"]
+    t.erase("by_company", [target])
+    after = DeltaTable(uri).to_pyarrow_table().to_pylist()
+    assert sorted(map(str, after)) == sorted(str(r) for r in before if r["Company Very Short"] != target)
+
+
+def test_erase_writes_change_data_and_in_commit_timestamps(tmp_path: Path) -> None:
+    uri = _peer(tmp_path, "cdc_ict_table")
+    t = li.open_table(uri)
+    t.create_index(li.SecondaryIndex("by_name", key="name"))
+    before = DeltaTable(uri)
+    previous_ict = before.history(1)[0].get("inCommitTimestamp")
+    result = t.erase("by_name", ["Kate"])
+    dt = DeltaTable(uri)
+    assert dt.to_pyarrow_table()["name"].to_pylist() == ["Steve"]
+    text = Path(uri, "_delta_log", f"{result.version:020d}.json").read_text()
+    commit = [json.loads(x) for x in text.splitlines()]
+    info = commit[0]["commitInfo"]
+    assert info["inCommitTimestamp"] > (previous_ict or 0)
+    assert any("cdc" in a for a in commit)
+    changes = pa.table(dt.load_cdf(starting_version=result.version).read_all()).to_pylist()
+    assert [(c["name"], c["_change_type"]) for c in changes] == [("Kate", "delete")]
+
+
+def test_erase_of_a_legacy_change_data_feed_table(tmp_path: Path) -> None:
+    uri = _peer(tmp_path, "cdf-table")
+    t = li.open_table(uri)
+    t.create_index(li.SecondaryIndex("by_id", key="id"))
+    before = DeltaTable(uri).to_pyarrow_table()["id"].to_pylist()
+    t.erase("by_id", [before[0], before[1]])
+    assert sorted(DeltaTable(uri).to_pyarrow_table()["id"].to_pylist()) == sorted(before[2:])
+
+
+def test_erase_refuses_a_writer_feature_it_cannot_honour(tmp_path: Path) -> None:
+    uri = _peer(tmp_path, "table_with_liquid_clustering")
+    t = li.open_table(uri)
+    t.create_index(li.SecondaryIndex("by_id", key="id"))
+    listing = sorted(str(p) for p in Path(uri).rglob("*") if "_lakehouse_index" not in p.parts)
+    with pytest.raises(li.errors.UnsupportedWriterFeatureError, match="rowTracking"):
+        t.erase("by_id", [1])
+    assert sorted(str(p) for p in Path(uri).rglob("*") if "_lakehouse_index" not in p.parts) == listing
