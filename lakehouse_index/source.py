@@ -450,6 +450,14 @@ class TableSource(abc.ABC):
         """Rows of an equality-delete file, with logical column names."""
         raise UnsupportedFeatureError(f"{self.format_name} has no equality deletes")
 
+    def domain_metadata(self, version: int, domain: str) -> str | None:
+        """The configuration of a named metadata domain at ``version`` (Delta ``domainMetadata``).
+
+        None when the table has no such domain (or the format has no domains). Writers that
+        commit files need it, e.g. the ``delta.rowTracking`` row-id high-water mark.
+        """
+        return None
+
     def file_records(self, version: int, paths: Collection[str]) -> dict[str, dict[str, Any]]:
         """The format's own log record of each live file of ``paths`` at ``version``, JSON-able.
 

@@ -27,4 +27,3 @@ def resolve_path(table_root: str, raw: str) -> str:
     if _SCHEME.match(raw):
         return canonical_uri(raw)
     return table_root + "/" + unquote(raw)
-

@@ -53,6 +53,7 @@ from lakehouse_index_delta.deletion_vectors import (
     descriptor_json,
     read_deletion_vector,
 )
+from lakehouse_index_delta.domains import domain_configuration
 from lakehouse_index_delta.features import check_protocol
 from lakehouse_index_delta.live_files import LiveFiles, PartitionRaw, SnapshotFiles
 from lakehouse_index_delta.log_files import Checkpoint, LogListing, list_log
@@ -700,6 +701,12 @@ class DeltaSource(TableSource):
         state.files.discard(first_is_add)
         self._cache_state(state)
         return state
+
+    def domain_metadata(self, version: int, domain: str) -> str | None:
+        """The configuration of ``domain`` at ``version`` (read from the log on demand)."""
+        self._state_at(version)  # the version exists and its log is readable
+        listing = self._listing if self._listing is not None else self._list()
+        return domain_configuration(self._io, listing, version, domain)
 
     def file_records(self, version: int, paths: Collection[str]) -> dict[str, dict[str, Any]]:
         """The ``add`` action of each live file of ``paths`` at ``version``, as a new commit repeats it."""

@@ -26,6 +26,7 @@ import json
 import time
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -35,7 +36,8 @@ from lakehouse_index.errors import UnsupportedWriterFeatureError, WriteConflictE
 from lakehouse_index.io import Storage
 from lakehouse_index.io.base import ObjectExistsError
 from lakehouse_index.io.uri import join_uri
-from lakehouse_index.source import TableSource, relative_log_path
+from lakehouse_index.read.datafiles import row_ids
+from lakehouse_index.source import Snapshot, TableSource, relative_log_path
 from lakehouse_index.workflows.erasure.rewrite import (
     FileRewrite,
     delete_quietly,
@@ -69,6 +71,7 @@ ERASE_HONOURED = frozenset(
         "typeWidening-preview",
         "allowColumnDefaults",
         "v2Checkpoint",
+        "rowTracking",
     }
 )
 LEGACY_WRITER_FEATURES = {
@@ -81,6 +84,7 @@ LEGACY_WRITER_FEATURES = {
 CHANGE_TYPE = "_change_type"
 #: Fields of a live ``add`` that its ``remove`` repeats (the logical file is path + DV).
 REMOVE_FIELDS = ("path", "partitionValues", "size", "deletionVector", "baseRowId", "defaultRowCommitVersion")
+ROW_TRACKING_DOMAIN = "delta.rowTracking"
 #: Leading columns with statistics unless the table says otherwise (the protocol's default).
 DEFAULT_STATS_COLUMNS = 32
 #: Longest string prefix kept as a minimum; longer maxima are left out.
@@ -93,8 +97,11 @@ def _true(config: Mapping[str, str], key: str) -> bool:
 
 def check_erasable(
     uri: str, min_writer_version: int, writer_features: Sequence[str] | None, config: Mapping[str, str]
-) -> None:
-    """UnsupportedWriterFeatureError / WriteRefusedError when an erase commit cannot honour the table."""
+) -> list[str]:
+    """The table's writer features, after checking an erase commit can honour them.
+
+    UnsupportedWriterFeatureError / WriteRefusedError otherwise.
+    """
     if min_writer_version > 7:
         raise UnsupportedWriterFeatureError(f"{uri}: minWriterVersion {min_writer_version} is not supported")
     if min_writer_version >= 7:
@@ -105,14 +112,14 @@ def check_erasable(
     if refused:
         raise UnsupportedWriterFeatureError(
             f"{uri}: the table declares writer feature(s) {refused} that an erase commit cannot honour "
-            "(rowTracking: preserving row ids through a rewrite is not implemented; icebergCompat: the "
-            "Iceberg metadata would have to be regenerated); nothing was changed"
+            "(icebergCompat: the Iceberg metadata would have to be regenerated); nothing was changed"
         )
     if _true(config, "delta.appendOnly"):
         raise WriteRefusedError(
             f"{uri}: the table is append-only (delta.appendOnly=true); rows cannot be erased. "
             "Unset the property first (ALTER TABLE ... SET TBLPROPERTIES ('delta.appendOnly'='false'))"
         )
+    return declared
 
 
 def _stat_value(v: Any) -> Any:
@@ -177,6 +184,54 @@ def file_stats(rows: pa.Table, config: Mapping[str, str]) -> str:
     )
 
 
+@dataclass(frozen=True)
+class RowTracking:
+    """What an erase commit must do for Delta row tracking.
+
+    ``high_water``: the row-id high-water mark of the read version (-1 when none was
+    assigned). With ``materialize`` (row tracking enabled: ids are stable), each kept row
+    keeps its row id and row commit version in the materialized columns ``id_column`` and
+    ``version_column`` of its new file.
+    """
+
+    high_water: int
+    materialize: bool
+    id_column: str | None
+    version_column: str | None
+
+    @classmethod
+    def of(cls, source: TableSource, version: int, config: Mapping[str, str]) -> RowTracking:
+        """The row-tracking state of ``version``."""
+        raw = source.domain_metadata(version, ROW_TRACKING_DOMAIN)
+        high = int(json.loads(raw)["rowIdHighWaterMark"]) if raw else -1
+        id_col = config.get("delta.rowTracking.materializedRowIdColumnName")
+        version_col = config.get("delta.rowTracking.materializedRowCommitVersionColumnName")
+        enabled = _true(config, "delta.enableRowTracking") and bool(id_col) and bool(version_col)
+        return cls(high, enabled, id_col, version_col)
+
+    def kept_rows(
+        self, source: TableSource, snapshot: Snapshot, r: FileRewrite, record: Mapping[str, Any]
+    ) -> pa.Table:
+        """``r.kept`` with the kept rows' row ids and commit versions materialized."""
+        if not self.materialize:
+            return r.kept
+        assert self.id_column is not None and self.version_column is not None
+        ids = row_ids(source, snapshot, r.entry, r.kept_positions)
+        default = record.get("defaultRowCommitVersion")
+        fill = pa.scalar(default, pa.int64()) if default is not None else pa.scalar(None, pa.int64())
+        if self.version_column in r.kept.column_names:
+            versions = pc.coalesce(r.kept.column(self.version_column).cast(pa.int64()), fill)
+        else:
+            versions = pa.array([default] * r.kept.num_rows, pa.int64())
+        out = r.kept
+        for name, values in ((self.id_column, ids), (self.version_column, versions)):
+            if name in out.column_names:
+                out = out.set_column(out.column_names.index(name), pa.field(name, pa.int64()), values)
+            else:
+                out = out.append_column(pa.field(name, pa.int64()), values)
+        return out
+
+
 def _previous_ict(storage: Storage, log_dir: str, version: int) -> int | None:
     try:
         first = storage.read_bytes(join_uri(log_dir, f"{version:020d}.json")).split(b"\n", 1)[0]
@@ -208,9 +263,10 @@ def commit_erase(
     source: TableSource,
     storage: Storage,
     *,
-    version: int,
+    snapshot: Snapshot,
     rewrites: Sequence[FileRewrite],
     config: Mapping[str, str],
+    row_tracking: bool,
     subjects: int,
     engine: str,
 ) -> tuple[Commit, list[str]]:
@@ -218,9 +274,13 @@ def commit_erase(
 
     Returns the commit and the URIs of the data and change-data files it added. The
     removes repeat the live adds (:meth:`~lakehouse_index.source.TableSource.file_records`).
-    On a lost race the new files are deleted and WriteConflictError is raised.
+    On a lost race the new files are deleted and WriteConflictError is raised. With
+    ``row_tracking`` (the table supports the feature) new files get fresh ``baseRowId``s
+    above the high-water mark, which the commit advances, and kept rows keep their row ids
+    and commit versions when tracking is enabled.
     """
     root = source.uri
+    version = snapshot.version
     records = source.file_records(version, [r.entry.path for r in rewrites])
     missing = [r.entry.path for r in rewrites if r.entry.path not in records]
     if missing:
@@ -228,6 +288,13 @@ def commit_erase(
     now = int(time.time() * 1000)
     cdf = _true(config, "delta.enableChangeDataFeed")
     written: list[str] = []
+    tracking = RowTracking.of(source, version, config) if row_tracking else None
+    bases: dict[str, int] = {}
+    high = tracking.high_water if tracking else -1
+    for r in rewrites:
+        if r.kept.num_rows:
+            bases[r.entry.path] = high + 1
+            high += r.kept.num_rows
 
     def file_actions(r: FileRewrite) -> list[dict[str, Any]]:
         rec = records[r.entry.path]
@@ -235,9 +302,10 @@ def commit_erase(
         remove.update({"deletionTimestamp": now, "dataChange": True, "extendedFileMetadata": True})
         out: list[dict[str, Any]] = [{"remove": remove}]
         if r.kept.num_rows:
-            uri, size = _new_file(source, r.entry.path, r.kept, r.compression, "part-00000")
+            kept = tracking.kept_rows(source, snapshot, r, rec) if tracking else r.kept
+            uri, size = _new_file(source, r.entry.path, kept, r.compression, "part-00000")
             written.append(uri)
-            add = {
+            add: dict[str, Any] = {
                 "path": relative_log_path(root, uri),
                 "partitionValues": rec["partitionValues"],
                 "size": size,
@@ -245,6 +313,8 @@ def commit_erase(
                 "dataChange": True,
                 "stats": file_stats(r.kept, config),
             }
+            if tracking:
+                add.update({"baseRowId": bases[r.entry.path], "defaultRowCommitVersion": version + 1})
             out.append({"add": add})
         if cdf and r.erased.num_rows:
             folder = relative_log_path(root, r.entry.path).rsplit("/", 1)
@@ -266,6 +336,12 @@ def commit_erase(
     kept_rows = sum(r.kept.num_rows for r in rewrites)
     try:
         actions = [a for per_file in each_file(file_actions, rewrites) for a in per_file]
+        if tracking and high != tracking.high_water:
+            domain = {
+                "domain": ROW_TRACKING_DOMAIN,
+                "configuration": json.dumps({"rowIdHighWaterMark": high}),
+            }
+            actions.append({"domainMetadata": {**domain, "removed": False}})
         info: dict[str, Any] = {
             "timestamp": now,
             "operation": "DELETE",

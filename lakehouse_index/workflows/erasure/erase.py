@@ -171,8 +171,16 @@ def _check_keys(keys: Sequence[Any], key_columns: Sequence[str], snapshot: Snaps
     return keys
 
 
-def _open_commit(table: IndexedTable) -> Mapping[str, str]:
-    """Check the format side before anything is written; the table configuration (Delta)."""
+@dataclass(frozen=True)
+class _Target:
+    """What the commit needs to know of the table: its configuration and row tracking (Delta)."""
+
+    config: Mapping[str, str]
+    row_tracking: bool = False
+
+
+def _open_commit(table: IndexedTable) -> _Target:
+    """Check the format side before anything is written."""
     if table.format == "delta":
         from deltalake import DeltaTable
 
@@ -183,8 +191,8 @@ def _open_commit(table: IndexedTable) -> Mapping[str, str]:
         dtab = DeltaTable(local_path(uri) if uri.startswith("file:") else uri)
         protocol = dtab.protocol()
         config = dict(dtab.metadata().configuration)
-        check_erasable(uri, protocol.min_writer_version, protocol.writer_features, config)
-        return config
+        features = check_erasable(uri, protocol.min_writer_version, protocol.writer_features, config)
+        return _Target(config, "rowTracking" in features)
     if table.format == "iceberg":
         from lakehouse_index.workflows.iceberg_commit import open_for_write
 
@@ -195,7 +203,7 @@ def _open_commit(table: IndexedTable) -> Mapping[str, str]:
                 f"cannot write their manifests (table format-version {tbl.format_version}); nothing "
                 "was changed"
             )
-        return {}
+        return _Target({})
     raise EraseRefusedError(f"erase is not supported for {table.format} tables")
 
 
@@ -216,7 +224,7 @@ def _commit(
     table: IndexedTable,
     snap: Snapshot,
     rewrites: Sequence[FileRewrite],
-    config: Mapping[str, str],
+    target: _Target,
     subjects: int,
 ) -> tuple[Commit, list[str]]:
     if table.format == "delta":
@@ -225,9 +233,10 @@ def _commit(
         return delta_commit.commit_erase(
             table.source,
             table.storage,
-            version=snap.version,
+            snapshot=snap,
             rewrites=rewrites,
-            config=config,
+            config=target.config,
+            row_tracking=target.row_tracking,
             subjects=subjects,
             engine=_engine(),
         )
@@ -275,7 +284,7 @@ def erase(
     spec = _check_index(table, index, column)
     snap = table.snapshot()
     keys = _check_keys(keys, list(spec.key), snap)
-    config = _open_commit(table)
+    target = _open_commit(table)
     if purge:
         from lakehouse_index.workflows.erasure.purge import purge_blockers
 
@@ -307,7 +316,7 @@ def erase(
             break
         say(f"rewriting {len(rewrites)} file(s) without {sum(r.erased.num_rows for r in rewrites)} row(s)")
         try:
-            commit, written = _commit(table, snap, rewrites, config, len(keys))
+            commit, written = _commit(table, snap, rewrites, target, len(keys))
         except WriteConflictError:
             if attempt == ATTEMPTS - 1:
                 raise

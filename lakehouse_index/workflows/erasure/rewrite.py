@@ -40,6 +40,7 @@ class FileRewrite:
 
     entry: FileEntry
     kept: pa.Table
+    kept_positions: np.ndarray
     erased: pa.Table
     live_rows: int
     compression: str
@@ -67,6 +68,7 @@ def plan_rewrite(
     return FileRewrite(
         entry=entry,
         kept=physical.take(pa.array(live[~erase])),
+        kept_positions=live[~erase],
         erased=physical.take(pa.array(live[erase])),
         live_rows=len(live),
         compression=compression,

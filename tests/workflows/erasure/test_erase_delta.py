@@ -262,6 +262,75 @@ def test_erase_refuses_a_writer_feature_it_cannot_honour(tmp_path: Path) -> None
     t = li.open_table(uri)
     t.create_index(li.SecondaryIndex("by_id", key="id"))
     listing = sorted(str(p) for p in Path(uri).rglob("*") if "_lakehouse_index" not in p.parts)
-    with pytest.raises(li.errors.UnsupportedWriterFeatureError, match="rowTracking"):
+    with pytest.raises(li.errors.UnsupportedWriterFeatureError, match="liquid"):
         t.erase("by_id", [1])
     assert sorted(str(p) for p in Path(uri).rglob("*") if "_lakehouse_index" not in p.parts) == listing
+
+
+def test_erase_preserves_row_ids_of_a_row_tracking_table(tmp_path: Path) -> None:
+    """A Databricks row-tracking table (10 one-row files, ids 0..9 = row ids 0..9) plus a crafted
+    10-row file (ids 100..109, baseRowId 10). The erase keeps every other row's id: the rewrite
+    materializes them, the new file gets fresh base ids and the high-water mark moves."""
+    import pyarrow.parquet as pq
+
+    uri = _peer(tmp_path, "table_with_liquid_clustering")
+    log = Path(uri, "_delta_log")
+    first = [json.loads(x) for x in (log / f"{0:020d}.json").read_text().splitlines()]
+    config = next(a["metaData"] for a in first if "metaData" in a)["configuration"]
+    mat_id = config["delta.rowTracking.materializedRowIdColumnName"]
+    mat_version = config["delta.rowTracking.materializedRowCommitVersionColumnName"]
+    pq.write_table(pa.table({"id": pa.array(range(100, 110), pa.int64())}), Path(uri, "multi.parquet"))
+    stats = {"numRecords": 10, "minValues": {"id": 100}, "maxValues": {"id": 109}, "nullCount": {"id": 0}}
+    crafted = [
+        {"commitInfo": {"timestamp": 1694758300000, "operation": "WRITE"}},
+        {
+            "protocol": {
+                "minReaderVersion": 3,
+                "minWriterVersion": 7,
+                "readerFeatures": ["deletionVectors"],
+                "writerFeatures": ["domainMetadata", "deletionVectors", "rowTracking"],
+            }
+        },
+        {
+            "add": {
+                "path": "multi.parquet",
+                "partitionValues": {},
+                "size": Path(uri, "multi.parquet").stat().st_size,
+                "modificationTime": 1694758300000,
+                "dataChange": True,
+                "stats": json.dumps(stats),
+                "baseRowId": 10,
+                "defaultRowCommitVersion": 1,
+            }
+        },
+        {
+            "domainMetadata": {
+                "domain": "delta.rowTracking",
+                "configuration": json.dumps({"rowIdHighWaterMark": 19}),
+                "removed": False,
+            }
+        },
+    ]
+    (log / f"{1:020d}.json").write_text("\n".join(json.dumps(a) for a in crafted) + "\n")
+    t = li.open_table(uri)
+    t.create_index(li.SecondaryIndex("by_id", key="id"))
+    kept = [i for i in range(100, 110) if i != 103] + [0, 9]
+    before = dict(zip(*t.locate("by_id", kept).select(["id", "_row_id"]).to_pydict().values(), strict=True))
+    assert before == {**{100 + j: 10 + j for j in range(10) if j != 3}, 0: 0, 9: 9}
+
+    result = t.erase("by_id", [103, 5])
+
+    t = li.open_table(uri)
+    after = dict(zip(*t.locate("by_id", kept).select(["id", "_row_id"]).to_pydict().values(), strict=True))
+    assert after == before
+    commit = [json.loads(x) for x in (log / f"{result.version:020d}.json").read_text().splitlines()]
+    adds = [a["add"] for a in commit if "add" in a]
+    assert len(adds) == 1 and adds[0]["baseRowId"] == 20 and adds[0]["defaultRowCommitVersion"] == 2
+    domains = [a["domainMetadata"] for a in commit if "domainMetadata" in a]
+    assert [json.loads(d["configuration"]) for d in domains] == [{"rowIdHighWaterMark": 28}]
+    # read the new file with plain pyarrow: ids and commit versions materialized
+    new_file = pq.read_table(Path(uri, adds[0]["path"]))
+    assert new_file["id"].to_pylist() == [i for i in range(100, 110) if i != 103]
+    assert new_file[mat_id].to_pylist() == [10 + j for j in range(10) if j != 3]
+    assert new_file[mat_version].to_pylist() == [1] * 9
+    assert sorted(t.scan()["id"].to_pylist()) == sorted([i for i in range(10) if i != 5] + kept[:9])
