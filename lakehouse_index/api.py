@@ -26,7 +26,12 @@ import pyarrow as pa
 
 from lakehouse_index import expressions as expr
 from lakehouse_index.config import Config, PlannerConfig
-from lakehouse_index.errors import IllegalIndexStateError, IndexNotFoundError, QueryError
+from lakehouse_index.errors import (
+    IllegalIndexStateError,
+    IndexNotFoundError,
+    QueryError,
+    VersionNotFoundError,
+)
 from lakehouse_index.executors import LocalExecutor, executor_for
 from lakehouse_index.io import Storage, join_uri, normalize_uri
 from lakehouse_index.kinds.base import BuildContext, kind_of
@@ -46,6 +51,7 @@ from lakehouse_index.workflows import sync, verify, writes
 from lakehouse_index.workflows import watch as watcher
 from lakehouse_index.workflows.erasure import audit as erasure_audit
 from lakehouse_index.workflows.erasure import erase as erasure
+from lakehouse_index.workflows.erasure import purge_record
 from lakehouse_index.workflows.erasure.audit import AuditRecord
 from lakehouse_index.workflows.erasure.erase import EraseResult
 from lakehouse_index.workflows.reports import SyncResult, WriteResult
@@ -169,10 +175,15 @@ class Table:
         """The table version a query at (``version_as_of`` | ``timestamp_as_of``) reads."""
         if version_as_of is not None and timestamp_as_of is not None:
             raise ValueError("give version_as_of or timestamp_as_of, not both")
-        if timestamp_as_of is not None:
-            version = self.source.version_at(_epoch_ms(timestamp_as_of))
-        else:
-            version = self.source.resolve_version(version_as_of)
+        ts = _epoch_ms(timestamp_as_of) if timestamp_as_of is not None else None
+        try:
+            version = self.source.resolve_version(version_as_of) if ts is None else self.source.version_at(ts)
+        except VersionNotFoundError:
+            # A version purged for erasure says so (never a wrong answer, never a bare "not found").
+            purged = purge_record.purged_error(self.storage, self.index_root, version_as_of, ts)
+            if purged is None:
+                raise
+            raise purged from None
         if version_as_of is not None or timestamp_as_of is not None:
             self._warn_if_erased_later(version)
         return version

@@ -27,6 +27,19 @@ class HistoryTruncatedError(VersionNotFoundError):
     """Commits needed to tail from a position were cleaned up; resync from a snapshot."""
 
 
+class VersionPurgedError(VersionNotFoundError):
+    """The requested version was purged for a GDPR erasure (``_erasure/purges/`` says when).
+
+    Raised instead of answering: a purged version's rows no longer exist anywhere.
+    """
+
+
+class PurgeRefusedError(LakehouseIndexError):
+    """A purge was refused before anything changed: the table's retention settings forbid it
+    (each reason names the setting; ``force=True`` overrides), or the version to keep is not
+    the table's latest."""
+
+
 class InvalidIndexSpecError(LakehouseIndexError):
     """An index specification is malformed or does not fit the table's schema."""
 

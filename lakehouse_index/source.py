@@ -214,6 +214,10 @@ class RowDeletes:
     id: str
     cardinality: int
 
+    def files(self) -> tuple[str, ...]:
+        """URIs of the files that hold these deletes (none for deletes stored inline)."""
+        return ()
+
 
 @dataclass(frozen=True)
 class EqualityDeletes:
@@ -400,6 +404,10 @@ class TableSource(abc.ABC):
     @abc.abstractmethod
     def uri(self) -> str:
         """Canonical URI of the table root (the default side-car location is below it)."""
+
+    def forget(self) -> None:  # noqa: B027 - a connector without caches has nothing to drop
+        """Drop what this instance cached of the table's history, so the next call reads the
+        table afresh: needed after the history was rewritten underneath (an erasure purge)."""
 
     @abc.abstractmethod
     def latest_version(self) -> int:

@@ -97,6 +97,10 @@ class DeletionVectorDescriptor(RowDeletes):
     max_row_index: int | None
     file_uri: str | None
 
+    def files(self) -> tuple[str, ...]:
+        """The DV file (none for an inline DV)."""
+        return (self.file_uri,) if self.file_uri is not None else ()
+
     @classmethod
     def from_json(cls, d: Mapping[str, Any], table_root: str) -> DeletionVectorDescriptor:
         """From an ``add.deletionVector`` object (JSON or checkpoint row)."""

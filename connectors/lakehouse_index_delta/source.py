@@ -133,6 +133,10 @@ class DeltaSource(TableSource):
         self._uri = canonical_root(uri)
         self._log = self._uri + "/_delta_log"
         self._io = io
+        self.forget()
+
+    def forget(self) -> None:
+        """Drop every cached read of the log (after its history was rewritten, e.g. purged)."""
         self._listing: LogListing | None = None
         self._listed_at = 0.0
         self._probed_latest = -1  # newest commit seen by probing since the last listing

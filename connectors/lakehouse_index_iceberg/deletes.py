@@ -65,6 +65,10 @@ class IcebergRowDeletes(RowDeletes):
     data_file: str
     sources: tuple[DeleteSource, ...]
 
+    def files(self) -> tuple[str, ...]:
+        """The position-delete and Puffin files of ``sources``."""
+        return tuple(sorted({normalize_path(s.path) for s in self.sources}))
+
 
 def deletes_id(sources: Iterable[DeleteSource]) -> str:
     """Stable identity of a set of delete sources."""

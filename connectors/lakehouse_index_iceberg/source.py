@@ -132,6 +132,13 @@ class IcebergSource(TableSource):
         self._io = io
         self._locator = locator
         self._name = name
+        self._catalog_ref: tuple[Any, str] | None = None
+        #: Counts of metadata files read (manifest lists, manifests): the benchmark reports them.
+        self.reads = {"metadata": 0, "manifest_list": 0, "manifest": 0}
+        self.forget()
+
+    def forget(self) -> None:
+        """Drop every cached read of the metadata (after its history was rewritten, e.g. purged)."""
         self._history: History | None = None
         # Bounded caches, sized by CacheConfig.iceberg_*.
         self._manifest_lists: contract.SizedCache[str, tuple[ManifestFile, ...]]
@@ -139,11 +146,8 @@ class IcebergSource(TableSource):
         self._manifest_lists = contract.SizedCache("iceberg_manifest_entries")
         self._manifests = contract.SizedCache("iceberg_manifest_entries")
         self._states: contract.SizedCache[int, _State] = contract.SizedCache("iceberg_state_entries")
-        self._reader = DeleteReader(io)
-        self._catalog_ref: tuple[Any, str] | None = None
+        self._reader = DeleteReader(self._io)
         self._eq_files: dict[str, ContentFile] = {}
-        #: Counts of metadata files read (manifest lists, manifests): the benchmark reports them.
-        self.reads = {"metadata": 0, "manifest_list": 0, "manifest": 0}
 
     # ------------------------------------------------------------------ opening
 

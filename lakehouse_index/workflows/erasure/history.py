@@ -1,0 +1,122 @@
+"""What a purge of table history removes (:class:`HistoryPurge`), and its crash-test pause points.
+
+Both formats' purges (:mod:`.purge_delta`, :mod:`.purge_iceberg`) list the files they
+remove here, by category, so a dry run and a real run report the same thing.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from lakehouse_index.source import FileStatus
+
+#: Set to ``"<step>:<marker file>"`` to make a purge write the marker file and sleep when it
+#: reaches ``<step>`` (the crash tests kill -9 the process there). Steps: see :data:`STEPS`.
+PAUSE_ENV = "LAKEHOUSE_INDEX_PURGE_PAUSE"
+
+#: Every pause point, in the order a purge reaches them.
+STEPS = {
+    "delta": (
+        "recorded",
+        "checkpointed",
+        "tombstones-dropped",
+        "log-half-removed",
+        "log-removed",
+        "files-half-removed",
+    ),
+    "iceberg": ("recorded", "replaced", "indexes-refreshed", "expired", "files-half-removed"),
+}
+
+
+def pause_point(step: str) -> None:
+    """Stop here forever if :data:`PAUSE_ENV` names ``step`` (after writing its marker file)."""
+    spec = os.environ.get(PAUSE_ENV)
+    if not spec:
+        return
+    wanted, _, marker = spec.partition(":")
+    if wanted != step:
+        return
+    with open(marker, "w") as f:
+        f.write(str(os.getpid()))
+    while True:
+        time.sleep(60)
+
+
+@dataclass(frozen=True)
+class RemovedFiles:
+    """Files a purge removes (or would remove, in a dry run), by category; full URIs."""
+
+    #: Data files no longer referenced by the kept version.
+    data: tuple[str, ...] = ()
+    #: Delta deletion-vector files; Iceberg position-delete files and Puffin deletion vectors.
+    deletes: tuple[str, ...] = ()
+    #: Delta ``_change_data/`` files (change data feed).
+    change_data: tuple[str, ...] = ()
+    #: Delta ``_delta_log`` commits, checkpoints, checksums and compactions of older versions.
+    log: tuple[str, ...] = ()
+    #: Iceberg manifests.
+    manifests: tuple[str, ...] = ()
+    #: Iceberg manifest lists.
+    manifest_lists: tuple[str, ...] = ()
+    #: Iceberg ``*.metadata.json`` files other than the current one.
+    metadata: tuple[str, ...] = ()
+    #: Total size of the files above.
+    bytes: int = 0
+
+    def all(self) -> tuple[str, ...]:
+        """Every removed file."""
+        return (
+            self.data
+            + self.deletes
+            + self.change_data
+            + self.log
+            + self.manifests
+            + self.manifest_lists
+            + self.metadata
+        )
+
+    @staticmethod
+    def of(files: list[tuple[str, FileStatus]]) -> RemovedFiles:
+        """From ``(category, file)`` pairs; the category is a field name."""
+        groups: dict[str, list[str]] = {}
+        for category, status in files:
+            groups.setdefault(category, []).append(status.path)
+        return RemovedFiles(
+            **{k: tuple(sorted(v)) for k, v in groups.items()},
+            bytes=sum(s.size for _, s in files),
+        )
+
+
+@dataclass(frozen=True)
+class PurgedVersion:
+    """One table version (Delta version, Iceberg snapshot id) a purge removes, with its commit time."""
+
+    version: int
+    timestamp_ms: int
+
+
+@dataclass(frozen=True)
+class HistoryPurge:
+    """The result of :func:`~lakehouse_index.workflows.erasure.purge.purge_history`."""
+
+    format: str
+    #: The version the caller asked to keep (the erase's commit).
+    keep_version: int
+    #: The only readable version afterwards: ``keep_version`` for Delta; for Iceberg the
+    #: ``replace`` snapshot committed on top of it (same rows, manifests without removed entries).
+    kept_version: int
+    #: Versions (Delta) or snapshot ids (Iceberg) no longer readable, oldest first.
+    purged: tuple[PurgedVersion, ...]
+    #: Iceberg tags and branches removed (they pointed at purged snapshots).
+    refs_removed: tuple[str, ...]
+    removed: RemovedFiles
+    dry_run: bool
+    #: The purge record under ``<index_root>/_erasure/purges/`` (None in a dry run).
+    record: str | None = field(default=None)
+
+    @property
+    def versions_purged(self) -> tuple[int, ...]:
+        """The purged versions / snapshot ids."""
+        return tuple(p.version for p in self.purged)

@@ -1,0 +1,203 @@
+"""Purge of a Delta table's history: only the kept version stays readable, older traces go.
+
+Steps, each safe to kill and to redo (the table stays readable at the kept version
+throughout, because the checkpoint at that version is complete before anything is removed):
+
+1. a classic checkpoint at the kept version (deltalake's ``create_checkpoint``), unless one exists;
+2. the checkpoint rewritten without ``remove`` tombstones: delta-rs keeps tombstones younger
+   than ``delta.deletedFileRetentionDuration``, and their paths embed partition values (a
+   subject's, for a table partitioned by it). The new file replaces the old by rename
+   (atomic), and ``_last_checkpoint`` is rewritten to match;
+3. every ``_delta_log`` file of an older version (commits, checkpoints, checksums,
+   compactions) and every other checkpoint of the kept version;
+4. every file under the table that the kept version does not reference: removed data files,
+   deletion-vector files, all ``_change_data/`` files. Top-level folders starting with ``_`` or
+   ``.`` other than ``_change_data`` (``_lakehouse_index``, other tools' folders) are not touched,
+   nor is the index root.
+
+The kept version's commit JSON stays (its commit time is the version's timestamp).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakehouse_index.errors import UnsupportedFeatureError
+from lakehouse_index.io import join_uri
+from lakehouse_index.io.uri import local_path
+from lakehouse_index.source import FileStatus
+from lakehouse_index.workflows.erasure import purge_record
+from lakehouse_index.workflows.erasure.history import (
+    HistoryPurge,
+    PurgedVersion,
+    RemovedFiles,
+    pause_point,
+)
+from lakehouse_index.workflows.facade import IndexedTable
+
+LOG_DIR = "_delta_log"
+#: Table properties that ask for history to be kept: a purge overrides them only with ``force``.
+RETENTION_SETTINGS = ("delta.logRetentionDuration", "delta.deletedFileRetentionDuration")
+#: A ``_delta_log`` file name of one version (optionally a hidden Hadoop ``.crc`` companion).
+_VERSIONED = re.compile(r"^\.?(\d{20})\.(.+)$")
+
+
+def _deltalake(table: IndexedTable, version: int | None = None) -> Any:
+    from deltalake import DeltaTable
+
+    uri = local_path(table.uri) if table.uri.startswith("file:") else table.uri
+    return DeltaTable(uri) if version is None else DeltaTable(uri, version=version)
+
+
+def check_supported(table: IndexedTable) -> None:
+    """UnsupportedFeatureError for a table whose checkpoints deltalake cannot write (V2 checkpoints)."""
+    dt = _deltalake(table)
+    protocol = dt.protocol()
+    features = set(protocol.reader_features or ()) | set(protocol.writer_features or ())
+    config = dict(dt.metadata().configuration)
+    if "v2Checkpoint" in features or config.get("delta.checkpointPolicy", "classic") == "v2":
+        raise UnsupportedFeatureError(
+            f"{table.uri}: the table uses the v2Checkpoint feature; deltalake writes only classic "
+            "checkpoints, so its history cannot be purged safely here (nothing was changed)"
+        )
+
+
+def blockers(table: IndexedTable) -> list[str]:
+    """Retention settings of the table that ask to keep the history a purge removes."""
+    config = dict(_deltalake(table).metadata().configuration)
+    return [
+        f"the table property {key} is set to {config[key]!r}: it asks to keep older versions "
+        "(or removed files) for that long, and a purge removes them now"
+        for key in RETENTION_SETTINGS
+        if key in config
+    ]
+
+
+def _log_uri(table: IndexedTable, name: str = "") -> str:
+    return join_uri(table.uri, LOG_DIR, name) if name else join_uri(table.uri, LOG_DIR)
+
+
+def _kept_log_names(keep: int) -> set[str]:
+    """The ``_delta_log`` files of the kept version that stay."""
+    v = f"{keep:020d}"
+    return {f"{v}.json", f".{v}.json.crc", f"{v}.crc", f".{v}.crc.crc", f"{v}.checkpoint.parquet"}
+
+
+def _old_log_files(table: IndexedTable, keep: int) -> list[FileStatus]:
+    """``_delta_log`` files of versions before ``keep``, and the kept version's other checkpoint files."""
+    kept = _kept_log_names(keep)
+    out = []
+    for status in table.storage.list_tree(_log_uri(table)):
+        name = status.path.rsplit("/", 1)[-1]
+        m = _VERSIONED.match(name)
+        if m is None:
+            continue
+        version = int(m.group(1))
+        if version < keep or (version == keep and name not in kept):
+            out.append(status)
+    return sorted(out, key=lambda s: s.path)
+
+
+def _table_files(table: IndexedTable, keep: int) -> list[tuple[str, FileStatus]]:
+    """Files under the table the kept version does not reference, with their category."""
+    snap = table.source.snapshot(keep)
+    referenced = set(snap.files)
+    for entry in snap.files.values():
+        if entry.deletes is not None:
+            referenced.update(entry.deletes.files())
+    root = table.uri.rstrip("/") + "/"
+    index_root = table.index_root.rstrip("/") + "/"
+    out = []
+    for status in table.storage.list_tree(table.uri):
+        if status.path.startswith(index_root) or not status.path.startswith(root):
+            continue
+        rel = status.path[len(root) :]
+        top = rel.split("/", 1)[0]
+        if "/" in rel and top != "_change_data" and top[:1] in ("_", "."):
+            continue
+        if "/" not in rel and top[:1] in ("_", "."):
+            continue
+        directory, _, name = status.path.rpartition("/")
+        if status.path in referenced:
+            continue
+        if name.startswith(".") and name.endswith(".crc") and f"{directory}/{name[1:-4]}" in referenced:
+            continue  # a Hadoop checksum of a kept file
+        if top == "_change_data":
+            category = "change_data"
+        elif name.startswith("deletion_vector_") and name.endswith(".bin"):
+            category = "deletes"
+        else:
+            category = "data"
+        out.append((category, status))
+    return sorted(out, key=lambda c: c[1].path)
+
+
+def _purged_versions(table: IndexedTable, keep: int) -> list[PurgedVersion]:
+    return [PurgedVersion(v.version, v.timestamp_ms) for v in table.source.versions() if v.version < keep]
+
+
+def _replace(table: IndexedTable, name: str, data: bytes) -> None:
+    """Write ``_delta_log/<name>`` by renaming a complete temporary file over it (atomic)."""
+    tmp = _log_uri(table, f".{name}.purge-tmp")
+    table.storage.write_bytes(tmp, data)
+    fs, tmp_path = table.storage.arrow(tmp)
+    fs.move(tmp_path, table.storage.arrow(_log_uri(table, name))[1])
+    table.storage.delete(_log_uri(table, f".{name}.crc"))  # a Hadoop checksum of the old content
+
+
+def _checkpoint(table: IndexedTable, keep: int) -> None:
+    """Steps 1 and 2: a checkpoint at ``keep`` without tombstones, and ``_last_checkpoint`` naming it."""
+    name = f"{keep:020d}.checkpoint.parquet"
+    if not table.storage.exists(_log_uri(table, name)):
+        _deltalake(table, keep).create_checkpoint()
+    pause_point("checkpointed")
+    actions = pq.read_table(pa.BufferReader(table.storage.read_bytes(_log_uri(table, name))))
+    tombstones = actions.column("remove").is_valid()
+    if pc.any(tombstones).as_py():
+        actions = actions.filter(pc.invert(tombstones))
+        sink = pa.BufferOutputStream()
+        pq.write_table(actions, sink)
+        data = sink.getvalue().to_pybytes()
+        _replace(table, name, data)
+    size = table.storage.stat(_log_uri(table, name)).size
+    hint = {
+        "version": keep,
+        "size": actions.num_rows,
+        "sizeInBytes": size,
+        "numOfAddFiles": int(pc.sum(actions.column("add").is_valid()).as_py() or 0),
+    }
+    _replace(table, "_last_checkpoint", json.dumps(hint, separators=(",", ":")).encode())
+    pause_point("tombstones-dropped")
+
+
+def purge(table: IndexedTable, keep: int, dry_run: bool) -> HistoryPurge:
+    """Make ``keep`` (the latest version) the only readable version; remove every older trace."""
+    check_supported(table)
+    old_log = _old_log_files(table, keep)
+    files = _table_files(table, keep)
+    removed = RemovedFiles.of([("log", s) for s in old_log] + files)
+    purged = _purged_versions(table, keep)
+    if dry_run:
+        return HistoryPurge("delta", keep, keep, tuple(purged), (), removed, True)
+    record, path = purge_record.write_record(
+        table.storage, table.index_root, purge_record.new_record("delta", table.uri, keep, keep, purged)
+    )
+    pause_point("recorded")
+    _checkpoint(table, keep)
+    old_log = _old_log_files(table, keep)  # the first run's tombstone-free rewrite left no temporary
+    for i, status in enumerate(old_log):
+        table.storage.delete(status.path)
+        if i == len(old_log) // 2:
+            pause_point("log-half-removed")
+    pause_point("log-removed")
+    for i, (_, status) in enumerate(files):
+        table.storage.delete(status.path)
+        if i == len(files) // 2:
+            pause_point("files-half-removed")
+    return HistoryPurge("delta", keep, keep, record.purged, (), removed, False, path)
