@@ -10,6 +10,9 @@ import os
 import time
 from dataclasses import dataclass, field
 
+import pyarrow.fs as pafs
+
+from lakehouse_index.io import Storage
 from lakehouse_index.source import FileStatus
 
 #: Set to ``"<step>:<marker file>"`` to make a purge write the marker file and sleep when it
@@ -27,6 +30,7 @@ STEPS = {
         "files-half-removed",
     ),
     "iceberg": ("recorded", "replaced", "indexes-refreshed", "expired", "files-half-removed"),
+    "indexes": ("index-optimized",),
 }
 
 
@@ -42,6 +46,25 @@ def pause_point(step: str) -> None:
         f.write(str(os.getpid()))
     while True:
         time.sleep(60)
+
+
+def remove_files(storage: Storage, root: str, files: list[str]) -> None:
+    """Delete ``files`` (pause point ``files-half-removed`` half-way), then every directory
+    below ``root`` they leave empty (a partition directory's name holds a value)."""
+    for i, path in enumerate(files):
+        storage.delete(path)
+        if i == len(files) // 2:
+            pause_point("files-half-removed")
+    prefix = root.rstrip("/") + "/"
+    parents = {p.rsplit("/", 1)[0] for p in files}
+    for directory in sorted(parents, key=len, reverse=True):
+        while directory.startswith(prefix):
+            fs, path = storage.arrow(directory)
+            listing = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+            if listing or fs.get_file_info(path).type != pafs.FileType.Directory:
+                break
+            fs.delete_dir(path)
+            directory = directory.rsplit("/", 1)[0]
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from lakehouse_index.errors import PurgeRefusedError
 from lakehouse_index.io import join_uri
 from lakehouse_index.log.entry import IndexState
 from lakehouse_index.workflows.erasure import purge_delta, purge_iceberg
-from lakehouse_index.workflows.erasure.history import HistoryPurge
+from lakehouse_index.workflows.erasure.history import HistoryPurge, pause_point
 from lakehouse_index.workflows.facade import IndexedTable
 
 __all__ = ["HistoryPurge", "IndexPurge", "IndexPurged", "purge_blockers", "purge_history", "purge_indexes"]
@@ -128,6 +128,7 @@ def purge_indexes(table: IndexedTable) -> IndexPurge:
         if stable.state is IndexState.ACTIVE:
             table.refresh_index(info.name)
             table.optimize_index(info.name, "full")
+            pause_point("index-optimized")
         table.vacuum_index(info.name, retention_hours=0)
         newest = log.latest_stable()
         assert newest is not None

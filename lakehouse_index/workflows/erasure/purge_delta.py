@@ -38,6 +38,7 @@ from lakehouse_index.workflows.erasure.history import (
     PurgedVersion,
     RemovedFiles,
     pause_point,
+    remove_files,
 )
 from lakehouse_index.workflows.facade import IndexedTable
 
@@ -196,8 +197,5 @@ def purge(table: IndexedTable, keep: int, dry_run: bool) -> HistoryPurge:
         if i == len(old_log) // 2:
             pause_point("log-half-removed")
     pause_point("log-removed")
-    for i, (_, status) in enumerate(files):
-        table.storage.delete(status.path)
-        if i == len(files) // 2:
-            pause_point("files-half-removed")
+    remove_files(table.storage, table.uri, [status.path for _, status in files])
     return HistoryPurge("delta", keep, keep, record.purged, (), removed, False, path)

@@ -39,6 +39,7 @@ from lakehouse_index.workflows.erasure.history import (
     PurgedVersion,
     RemovedFiles,
     pause_point,
+    remove_files,
 )
 from lakehouse_index.workflows.facade import IndexedTable
 
@@ -287,10 +288,7 @@ def purge(table: IndexedTable, keep: int, dry_run: bool) -> HistoryPurge:
     tbl = _expire(tbl)
     pause_point("expired")
     files = _unreachable(table, _reachable(tbl))
-    for i, (_, status) in enumerate(files):
-        table.storage.delete(status.path)
-        if i == len(files) // 2:
-            pause_point("files-half-removed")
+    remove_files(table.storage, table.uri, [status.path for _, status in files])
     return HistoryPurge(
         "iceberg",
         keep,

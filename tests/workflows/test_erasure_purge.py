@@ -1,0 +1,480 @@
+"""Purge of table history and index data after a GDPR delete (issue #14, step 4), both formats.
+
+Each table: subject rows spread over several appends (many files), three indexes (secondary,
+covering, skipping) on the subject column, a native delete of the subjects (its Delta
+commitInfo holds the keys), one unrelated commit after it (the kept version), indexes
+refreshed. After ``purge_history`` + ``purge_indexes``: a decoded search of every file under
+the table and the index root (Parquet values, statistics and metadata; Avro blocks
+inflated; JSON; paths) finds no subject value, where the same search found them before;
+the native reader (deltalake / pyiceberg) reads the kept version with exactly the rows the
+plain scan read before the purge; time travel to every purged version (and timestamp,
+tag) raises VersionPurgedError. Crash tests kill -9 a purging subprocess at every step and
+rerun.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import zlib
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lakehouse_index as li
+from lakehouse_index.errors import PurgeRefusedError, UnsupportedFeatureError, VersionPurgedError
+from lakehouse_index.workflows.erasure.history import PAUSE_ENV, STEPS
+from lakehouse_index.workflows.erasure.purge import purge_blockers, purge_history, purge_indexes
+from tests.support.paths import code_env
+
+SUBJECTS = ["subj-alice-7f3a", "subj-bob-91c2"]
+OTHERS = ["carol", "dave", "erin", "frank"]
+SCHEMA = pa.schema([("id", pa.int64()), ("k", pa.string()), ("v", pa.int64())])
+COLUMNS = SCHEMA.names
+
+
+def _rows(start: int, keys: list[str]) -> pa.Table:
+    ids = list(range(start, start + len(keys)))
+    return pa.table(
+        [pa.array(ids, pa.int64()), pa.array(keys), pa.array([i * 10 for i in ids], pa.int64())], SCHEMA
+    )
+
+
+def _batches() -> list[pa.Table]:
+    """Four appends, each with rows of both subjects and of others."""
+    return [_rows(100 * b, SUBJECTS + OTHERS + SUBJECTS[:1]) for b in range(4)]
+
+
+def multiset(table: pa.Table) -> Counter[tuple[Any, ...]]:
+    return Counter(zip(*(table[c].to_pylist() for c in COLUMNS), strict=True))
+
+
+# ---------------------------------------------------------------------- decoded search
+
+
+def _avro_payload(data: bytes) -> bytes:
+    """An Avro object container's header and its blocks, inflated."""
+    pos = 4
+
+    def read_long() -> int:
+        nonlocal pos
+        shift = result = 0
+        while True:
+            b = data[pos]
+            pos += 1
+            result |= (b & 0x7F) << shift
+            shift += 7
+            if not b & 0x80:
+                return (result >> 1) ^ -(result & 1)
+
+    meta: dict[str, bytes] = {}
+    while (n := read_long()) != 0:
+        if n < 0:
+            n = -n
+            read_long()
+        for _ in range(n):
+            size = read_long()
+            key = data[pos : pos + size].decode()
+            pos += size
+            size = read_long()
+            meta[key] = data[pos : pos + size]
+            pos += size
+    pos += 16
+    codec = meta.get("avro.codec", b"null").decode()
+    assert codec in ("null", "deflate"), codec
+    out = [data[:pos]]
+    while pos < len(data):
+        read_long()
+        size = read_long()
+        block = data[pos : pos + size]
+        pos += size + 16
+        out.append(zlib.decompress(block, -15) if codec == "deflate" else block)
+    return b"".join(out)
+
+
+def _parquet_text(data: bytes) -> str:
+    """Every decoded value, column statistic and metadata entry of a Parquet file."""
+    pf = pq.ParquetFile(io.BytesIO(data))
+    parts = [str(pf.read().to_pylist()), str(pf.metadata.metadata), str(pf.schema_arrow)]
+    for rg in range(pf.metadata.num_row_groups):
+        for c in range(pf.metadata.num_columns):
+            stats = pf.metadata.row_group(rg).column(c).statistics
+            if stats is not None and stats.has_min_max:
+                parts.append(f"{stats.min!r} {stats.max!r}")
+    return "\n".join(parts)
+
+
+def decoded_hits(roots: list[Path], values: list[str]) -> list[tuple[str, str]]:
+    """(file, value) for each value found in a file's decoded content or its path."""
+    hits = []
+    seen: set[Path] = set()
+    for root in roots:
+        for path in sorted(p for p in root.rglob("*") if p.is_file()):
+            if path in seen:
+                continue
+            seen.add(path)
+            data = path.read_bytes()
+            texts = [str(path.relative_to(root)).encode(), data]
+            if data[:4] == b"PAR1":
+                texts.append(_parquet_text(data).encode())
+            elif data[:4] == b"Obj\x01":
+                texts.append(_avro_payload(data))
+            elif data[:2] == b"\x1f\x8b":
+                texts.append(zlib.decompress(data, 31))
+            hits += [(str(path), v) for v in values if any(v.encode() in t for t in texts)]
+    return hits
+
+
+# ---------------------------------------------------------------------- tables
+
+
+@dataclass
+class Case:
+    """A table after the subjects' delete and one later commit, indexes refreshed."""
+
+    fmt: str
+    root: Path  # table folder
+    table: li.Table
+    keep: int
+    expected: pa.Table  # the plain scan at keep, before the purge
+    older: list[int]  # versions / snapshot ids before keep
+    catalog_uri: str = ""
+    warehouse: str = ""
+
+    def native(self) -> pa.Table:
+        """The latest version read by the format's own library (a fresh handle)."""
+        if self.fmt == "delta":
+            from deltalake import DeltaTable
+
+            return DeltaTable(str(self.root)).to_pyarrow_table()
+        return _catalog(self.catalog_uri, self.warehouse).load_table("db.t").scan().to_arrow()
+
+    def reopen(self) -> li.Table:
+        if self.fmt == "delta":
+            return li.open_table(str(self.root))
+        return li.open_table("db.t", catalog=_catalog(self.catalog_uri, self.warehouse))
+
+
+def _catalog(uri: str, warehouse: str) -> Any:
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    return SqlCatalog("purge", uri=uri, warehouse=warehouse)
+
+
+def _index(t: li.Table) -> None:
+    t.create_index(li.SecondaryIndex("by_k", key="k"))
+    t.create_index(li.CoveringIndex("cov", indexed="k", included=["v"], num_buckets=2))
+    t.create_index(li.SkippingIndex("skip_k", columns="k"))
+
+
+def _finish(t: li.Table) -> None:
+    for info in t.indexes():
+        t.refresh_index(info.name)
+
+
+def delta_case(tmp: Path, partitioned: bool, configuration: dict[str, str] | None = None) -> Case:
+    from deltalake import DeltaTable, write_deltalake
+
+    root = tmp / "delta"
+    parts = ["k"] if partitioned else None
+    for i, batch in enumerate(_batches()):
+        write_deltalake(
+            str(root),
+            batch,
+            mode="append",
+            partition_by=parts,
+            configuration=configuration if i == 0 else None,
+        )
+    t = li.open_table(str(root))
+    _index(t)
+    DeltaTable(str(root)).delete("k IN ('" + "', '".join(SUBJECTS) + "')")  # commitInfo holds the keys
+    write_deltalake(str(root), _rows(900, ["gina"]), mode="append", partition_by=parts)
+    _finish(t)
+    keep = t.latest_version()
+    return Case("delta", root, t, keep, t.scan(use_indexes=False), list(range(keep)))
+
+
+def iceberg_case(tmp: Path, partitioned: bool, properties: dict[str, str] | None = None) -> Case:
+    from pyiceberg.expressions import In
+
+    uri, warehouse = f"sqlite:///{tmp}/catalog.db", f"file://{tmp}/wh"
+    (tmp / "wh").mkdir()
+    cat = _catalog(uri, warehouse)
+    cat.create_namespace("db")
+    tbl = cat.create_table("db.t", schema=SCHEMA, properties=properties or {})
+    if partitioned:
+        with tbl.update_spec() as spec:
+            spec.add_identity("k")
+    for batch in _batches():
+        tbl.append(batch)
+    t = li.open_table("db.t", catalog=cat)
+    _index(t)
+    tbl = cat.load_table("db.t")
+    tbl.delete(In("k", SUBJECTS))
+    tbl = cat.load_table("db.t")
+    tbl.append(_rows(900, ["gina"]))
+    _finish(t)
+    keep = t.latest_version()
+    older = [s.snapshot_id for s in cat.load_table("db.t").metadata.snapshots if s.snapshot_id != keep]
+    root = Path(tbl.location().removeprefix("file://"))
+    return Case("iceberg", root, t, keep, t.scan(use_indexes=False), older, uri, warehouse)
+
+
+def make_case(fmt: str, tmp: Path, partitioned: bool) -> Case:
+    return delta_case(tmp, partitioned) if fmt == "delta" else iceberg_case(tmp, partitioned)
+
+
+def listing(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p): (p.stat().st_size, p.stat().st_mtime_ns) for p in root.rglob("*") if p.is_file()}
+
+
+# ---------------------------------------------------------------------- checks
+
+
+def check_purged(case: Case, t: li.Table) -> None:
+    """No subject value anywhere; the rows of keep unchanged; indexes answer; time travel refused."""
+    assert decoded_hits([case.root], SUBJECTS) == []
+    assert multiset(case.native()) == multiset(case.expected)
+    assert multiset(t.scan(use_indexes=False)) == multiset(case.expected)
+    assert not [v for v in multiset(case.expected) if v[1] in SUBJECTS]
+    for name in ("by_k", "cov"):
+        assert t.lookup(name, SUBJECTS).num_rows == 0
+        want = Counter(r for r in multiset(case.expected).elements() if r[1] == "carol")
+        assert multiset(t.lookup(name, ["carol"], columns=COLUMNS)) == want
+    assert t.scan(where="k IN ('" + "', '".join(SUBJECTS) + "')").num_rows == 0
+    assert {i.name: i.state for i in t.indexes()} == dict.fromkeys(
+        ("by_k", "cov", "skip_k"), li.IndexState.ACTIVE
+    )
+    for v in case.older:
+        with pytest.raises(VersionPurgedError, match="purged for erasure"):
+            t.snapshot(version_as_of=v)
+    with pytest.raises(VersionPurgedError):
+        t.lookup("by_k", SUBJECTS, version_as_of=case.older[0])
+    with pytest.raises(VersionPurgedError):
+        t.scan(version_as_of=case.older[-1])
+
+
+@pytest.mark.parametrize("partitioned", [False, True], ids=["flat", "partitioned"])
+@pytest.mark.parametrize("fmt", ["delta", "iceberg"])
+def test_purge_removes_every_trace_and_keeps_every_other_row(
+    tmp_path: Path, fmt: str, partitioned: bool
+) -> None:
+    case = make_case(fmt, tmp_path, partitioned)
+    t = case.table
+    index_root = Path(t.index_root.removeprefix("file://"))
+    before = decoded_hits([case.root], SUBJECTS)
+    # The search is not vacuous: before the purge the table's files and the index hold the keys.
+    assert any("_lakehouse_index" not in f for f, _ in before)
+    assert any("_lakehouse_index" in f for f, _ in before)
+    assert {v for _, v in before} == set(SUBJECTS)
+    timestamps = {v.version: v.timestamp_ms for v in t.source.versions()}
+
+    assert purge_blockers(t) == []
+    history = purge_history(t, keep_version=case.keep)
+    indexes = purge_indexes(t)
+
+    assert history.versions_purged == tuple(sorted(case.older, key=timestamps.__getitem__)) + (
+        (case.keep,) if fmt == "iceberg" else ()
+    )
+    assert history.removed.data and not history.dry_run
+    assert history.record is not None and Path(history.record.removeprefix("file://")).exists()
+    assert [i.name for i in indexes.indexes] == ["by_k", "cov", "skip_k"]
+    assert all(i.files_removed and i.log_entries_expired for i in indexes.indexes)
+    # Each index keeps exactly one log entry, naming every data file left.
+    for name in ("by_k", "cov", "skip_k"):
+        assert len(list((index_root / name / "_log").iterdir())) == 1
+    check_purged(case, t)
+    fresh = case.reopen()  # another process's view: same answers
+    check_purged(case, fresh)
+    # A time only purged versions covered is refused too.
+    with pytest.raises(VersionPurgedError):
+        fresh.snapshot(timestamp_as_of=timestamps[case.older[0]])
+    if fmt == "delta":
+        names = sorted(p.name for p in (case.root / "_delta_log").iterdir())
+        keep = f"{case.keep:020d}"
+        assert names == [f"{keep}.checkpoint.parquet", f"{keep}.json", "_last_checkpoint"]
+    else:
+        tbl = _catalog(case.catalog_uri, case.warehouse).load_table("db.t")
+        assert [s.snapshot_id for s in tbl.metadata.snapshots] == [history.kept_version]
+        assert tbl.current_snapshot().summary.operation.value == "replace"
+        assert len(list((case.root / "metadata").glob("*.metadata.json"))) == 1
+
+
+@pytest.mark.parametrize("fmt", ["delta", "iceberg"])
+def test_dry_run_changes_nothing_and_lists_what_the_purge_removes(tmp_path: Path, fmt: str) -> None:
+    case = make_case(fmt, tmp_path, partitioned=False)
+    before = listing(tmp_path)
+    dry = purge_history(case.table, keep_version=case.keep, dry_run=True)
+    assert listing(tmp_path) == before
+    assert dry.dry_run and dry.record is None and set(dry.versions_purged) >= set(case.older)
+    real = purge_history(case.table, keep_version=case.keep)
+    assert dry.removed.data == real.removed.data and dry.removed.data
+    assert set(dry.removed.log) == set(real.removed.log)
+    if fmt == "iceberg":  # the real run also removes the metadata files it wrote itself
+        assert set(dry.removed.manifests) <= set(real.removed.manifests)
+        assert set(dry.removed.metadata) <= set(real.removed.metadata)
+    assert not any(Path(p.removeprefix("file://")).exists() for p in real.removed.all())
+
+
+def test_delta_retention_settings_refuse_the_purge_unless_forced(tmp_path: Path) -> None:
+    case = delta_case(tmp_path, False, {"delta.logRetentionDuration": "interval 30 days"})
+    reasons = purge_blockers(case.table)
+    assert len(reasons) == 1 and "delta.logRetentionDuration" in reasons[0]
+    before = listing(tmp_path)
+    with pytest.raises(PurgeRefusedError, match=r"delta\.logRetentionDuration"):
+        purge_history(case.table, keep_version=case.keep)
+    assert listing(tmp_path) == before
+    purge_history(case.table, keep_version=case.keep, force=True)
+    purge_indexes(case.table)
+    check_purged(case, case.table)
+
+
+def test_iceberg_retention_settings_and_tags_refuse_the_purge_unless_forced(tmp_path: Path) -> None:
+    case = iceberg_case(tmp_path, False, {"history.expire.min-snapshots-to-keep": "3"})
+    tbl = _catalog(case.catalog_uri, case.warehouse).load_table("db.t")
+    tbl.manage_snapshots().create_tag(case.older[0], "before-erase").commit()
+    reasons = purge_blockers(case.table)
+    assert any("history.expire.min-snapshots-to-keep" in r for r in reasons)
+    assert any("'before-erase'" in r for r in reasons)
+    before = listing(tmp_path)
+    with pytest.raises(PurgeRefusedError, match="before-erase"):
+        purge_history(case.table, keep_version=case.keep)
+    assert listing(tmp_path) == before
+    history = purge_history(case.table, keep_version=case.keep, force=True)
+    assert history.refs_removed == ("before-erase",)
+    purge_indexes(case.table)
+    check_purged(case, case.table)
+    with pytest.raises(VersionPurgedError):
+        case.table.snapshot(version_as_of="before-erase")
+
+
+def test_a_version_that_is_not_the_latest_is_refused(tmp_path: Path) -> None:
+    case = delta_case(tmp_path, False)
+    before = listing(tmp_path)
+    with pytest.raises(PurgeRefusedError, match="not the latest"):
+        purge_history(case.table, keep_version=case.keep - 1)
+    assert listing(tmp_path) == before
+
+
+def test_iceberg_v3_is_refused_whatever_force_says(tmp_path: Path) -> None:
+    import json
+    import sqlite3
+
+    (tmp_path / "wh").mkdir()
+    cat = _catalog(f"sqlite:///{tmp_path}/catalog.db", f"file://{tmp_path}/wh")
+    cat.create_namespace("db")
+    v2 = cat.create_table("db.t", schema=SCHEMA)
+    # pyiceberg 0.12 writes no v3 metadata: upgrade the empty table's metadata by hand.
+    meta = json.loads(Path(v2.metadata_location.removeprefix("file://")).read_text())
+    meta.update({"format-version": 3, "next-row-id": 0})
+    v3 = Path(v2.location().removeprefix("file://")) / "metadata" / "00001-v3.metadata.json"
+    v3.write_text(json.dumps(meta))
+    with sqlite3.connect(tmp_path / "catalog.db") as db:
+        db.execute("UPDATE iceberg_tables SET metadata_location = ?", (f"file://{v3}",))
+    t = li.open_table("db.t", catalog=cat)
+    assert (
+        _catalog(f"sqlite:///{tmp_path}/catalog.db", f"file://{tmp_path}/wh")
+        .load_table("db.t")
+        .metadata.format_version
+        == 3
+    )
+    before = listing(tmp_path / "wh")
+    with pytest.raises(UnsupportedFeatureError, match="format version 3"):
+        purge_blockers(t)
+    with pytest.raises(UnsupportedFeatureError, match="format version 3"):
+        purge_history(t, keep_version=0, force=True)
+    assert listing(tmp_path / "wh") == before
+
+
+def test_delta_v2_checkpoints_are_refused_whatever_force_says(tmp_path: Path) -> None:
+    import json
+
+    case = delta_case(tmp_path, False)
+    protocol = {
+        "minReaderVersion": 3,
+        "minWriterVersion": 7,
+        "readerFeatures": ["v2Checkpoint"],
+        "writerFeatures": ["v2Checkpoint"],
+    }
+    commit = case.root / "_delta_log" / f"{case.keep + 1:020d}.json"
+    commit.write_text(
+        json.dumps({"commitInfo": {"timestamp": int(time.time() * 1000)}})
+        + "\n"
+        + json.dumps({"protocol": protocol})
+        + "\n"
+    )
+    before = listing(tmp_path)
+    with pytest.raises(UnsupportedFeatureError, match="v2Checkpoint"):
+        purge_blockers(case.table)
+    with pytest.raises(UnsupportedFeatureError, match="v2Checkpoint"):
+        purge_history(case.table, keep_version=case.keep + 1, force=True)
+    assert listing(tmp_path) == before
+
+
+# ---------------------------------------------------------------------- crashes
+
+_PURGE_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import lakehouse_index as li
+    from lakehouse_index.workflows.erasure.purge import purge_history, purge_indexes
+
+    fmt, where, keep = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    if fmt == "delta":
+        t = li.open_table(where)
+    else:
+        from pyiceberg.catalog.sql import SqlCatalog
+
+        uri, warehouse = where.split(" ")
+        t = li.open_table("db.t", catalog=SqlCatalog("purge", uri=uri, warehouse=warehouse))
+    purge_history(t, keep_version=keep, force=True)
+    purge_indexes(t)
+    """
+)
+
+
+def _kill_at(case: Case, step: str, tmp: Path) -> None:
+    """Run a purge in a subprocess, kill -9 it when it reaches ``step``."""
+    marker = tmp / f"paused-{step}"
+    where = str(case.root) if case.fmt == "delta" else f"{case.catalog_uri} {case.warehouse}"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _PURGE_SCRIPT, case.fmt, where, str(case.keep)],
+        env=code_env(**{PAUSE_ENV: f"{step}:{marker}"}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    while not marker.exists():
+        if proc.poll() is not None:
+            raise AssertionError(f"the purge ended before step {step}: {proc.stderr.read().decode()}")
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+@pytest.mark.parametrize(
+    ("fmt", "step"),
+    [(f, s) for f in ("delta", "iceberg") for s in STEPS[f] + STEPS["indexes"]],
+)
+def test_kill_at_each_step_leaves_the_table_readable_and_a_rerun_completes(
+    tmp_path: Path, fmt: str, step: str
+) -> None:
+    case = make_case(fmt, tmp_path, partitioned=True)
+    _kill_at(case, step, tmp_path)
+    # Killed: the latest version still reads with exactly the kept rows, natively and through us.
+    assert multiset(case.native()) == multiset(case.expected)
+    t = case.reopen()
+    assert multiset(t.scan(use_indexes=False)) == multiset(case.expected)
+    # A rerun completes the purge.
+    purge_history(t, keep_version=case.keep, force=True)
+    purge_indexes(t)
+    check_purged(case, t)
