@@ -478,3 +478,40 @@ def test_kill_at_each_step_leaves_the_table_readable_and_a_rerun_completes(
     purge_history(t, keep_version=case.keep, force=True)
     purge_indexes(t)
     check_purged(case, t)
+
+
+def _dv_rows(root: Path) -> Counter[tuple[Any, ...]]:
+    """The latest version through deltalake's DV-aware scan."""
+    from deltalake import DeltaTable
+
+    table = pa.RecordBatchReader.from_stream(DeltaTable(str(root)).scan()).read_all()
+    return Counter(tuple(r.values()) for r in table.to_pylist())
+
+
+def test_delta_deletion_vectors_and_change_data_of_purged_versions_go(tmp_path: Path) -> None:
+    """A Spark-written table with CDF files and deletion vectors: kept DVs stay, the rest goes."""
+    import shutil
+
+    from tests.support.paths import PEER_TABLES
+
+    root = tmp_path / "t"
+    shutil.copytree(PEER_TABLES / "cdf-table-with-cdc-and-dvs", root)
+    t = li.open_table(str(root))
+    keep = t.latest_version()
+    rows = _dv_rows(root)
+    kept_dvs = {f for e in t.snapshot().files.values() if e.deletes is not None for f in e.deletes.files()}
+    on_disk_dvs = {f"file://{p}" for p in root.rglob("deletion_vector_*.bin")}
+    cdc = {f"file://{p}" for p in (root / "_change_data").rglob("*.parquet")}
+    assert kept_dvs and cdc and kept_dvs < on_disk_dvs
+
+    history = purge_history(t, keep_version=keep, force=bool(purge_blockers(t)))
+
+    assert set(history.removed.change_data) == cdc and not (root / "_change_data").exists()
+    assert set(history.removed.deletes) == on_disk_dvs - kept_dvs
+    assert {f"file://{p}" for p in root.rglob("deletion_vector_*.bin")} == kept_dvs
+    assert _dv_rows(root) == rows
+    fresh = li.open_table(str(root))
+    assert Counter(tuple(r.values()) for r in fresh.scan(use_indexes=False).to_pylist()) == rows
+    for v in range(keep):
+        with pytest.raises(VersionPurgedError):
+            fresh.snapshot(version_as_of=v)
