@@ -515,3 +515,43 @@ def test_delta_deletion_vectors_and_change_data_of_purged_versions_go(tmp_path: 
     for v in range(keep):
         with pytest.raises(VersionPurgedError):
             fresh.snapshot(version_as_of=v)
+
+
+def _live_entries(tbl: Any) -> dict[str, tuple[int, int, int | None]]:
+    """Live manifest entries of the head: path → (content, data sequence number, file sequence number)."""
+    head = tbl.current_snapshot()
+    return {
+        e.data_file.file_path: (int(e.data_file.content), e.sequence_number, e.file_sequence_number)
+        for m in head.manifests(tbl.io)
+        for e in m.fetch_manifest_entry(tbl.io, discard_deleted=True)
+    }
+
+
+def test_iceberg_delete_files_stay_live_with_their_sequence_numbers(tmp_path: Path) -> None:
+    """The replace snapshot carries live delete files in a delete manifest, sequence numbers kept."""
+    from tests.api.iceberg_index_support import commit_equality_delete
+
+    case = iceberg_case(tmp_path, False)
+    cat = _catalog(case.catalog_uri, case.warehouse)
+    commit_equality_delete(cat.load_table("db.t"), "k", ["dave"], pa.string())
+    cat.load_table("db.t").append(_rows(950, ["hank"]))
+    _finish(case.table)
+    keep = case.table.latest_version()
+    before = _live_entries(cat.load_table("db.t"))
+    assert sorted(c for c, _, _ in before.values()).count(2) == 1  # one equality-delete file
+    inserted = pa.concat_tables([*_batches(), _rows(900, ["gina"]), _rows(950, ["hank"])])
+    want = Counter(r for r in multiset(inserted).elements() if r[1] not in [*SUBJECTS, "dave"])
+    assert multiset(case.table.scan(use_indexes=False)) == want
+
+    history = purge_history(case.table, keep_version=keep)
+    purge_indexes(case.table)
+
+    tbl = cat.load_table("db.t")
+    assert tbl.current_snapshot().snapshot_id == history.kept_version
+    assert _live_entries(tbl) == before
+    contents = {int(m.content) for m in tbl.current_snapshot().manifests(tbl.io)}
+    assert contents == {0, 1}  # a data manifest and a delete manifest
+    fresh = case.reopen()
+    assert multiset(fresh.scan(use_indexes=False)) == want
+    assert fresh.lookup("by_k", ["dave", *SUBJECTS]).num_rows == 0
+    assert decoded_hits([case.root], SUBJECTS) == []
