@@ -88,7 +88,7 @@ def dead_local_writer(entry: LogEntry) -> bool:
     return False
 
 
-def _cancel_if_dead(table: IndexedTable, log: IndexLog, name: str) -> bool:
+def cancel_if_dead(table: IndexedTable, log: IndexLog, name: str) -> bool:
     """Cancel the operation in progress on ``name`` if its writer died here; True if cancelled."""
     latest = log.latest()
     if latest is None or latest.state.is_stable or not dead_local_writer(latest):
@@ -187,7 +187,7 @@ def maintain_index(
             if (
                 isinstance(e, IndexBusyError)
                 and time.monotonic() < deadline
-                and _cancel_if_dead(table, log, name)
+                and cancel_if_dead(table, log, name)
             ):
                 continue
             if not wait_for_busy:

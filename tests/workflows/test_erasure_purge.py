@@ -555,3 +555,42 @@ def test_iceberg_delete_files_stay_live_with_their_sequence_numbers(tmp_path: Pa
     assert multiset(fresh.scan(use_indexes=False)) == want
     assert fresh.lookup("by_k", ["dave", *SUBJECTS]).num_rows == 0
     assert decoded_hits([case.root], SUBJECTS) == []
+
+
+def _transient(t: li.Table, name: str, pid: int) -> None:
+    """What a process killed mid-optimize leaves: a transient entry by ``host:pid``, no final one."""
+    import socket
+    from dataclasses import replace
+
+    from lakehouse_index.log.entry import IndexState, Operation
+
+    log = t._log(name)
+    stable = log.latest_stable()
+    assert stable is not None
+    log.write(
+        replace(
+            stable.next(state=IndexState.OPTIMIZING, operation=Operation.OPTIMIZE_FULL),
+            writer=f"{socket.gethostname()}:{pid}",
+            base_id=stable.id,
+        )
+    )
+
+
+def test_an_index_operation_of_a_dead_process_is_cancelled_a_live_one_is_not(tmp_path: Path) -> None:
+    from lakehouse_index.errors import IndexBusyError
+
+    case = delta_case(tmp_path, False)
+    t = case.table
+    purge_history(t, keep_version=case.keep)
+    _transient(t, "cov", os.getpid())  # alive: this process
+    with pytest.raises(IndexBusyError):
+        purge_indexes(t)
+    t.cancel_index("cov")
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    _transient(t, "by_k", dead.pid)
+    report = purge_indexes(t)
+    assert {i.name: i.state for i in report.indexes} == dict.fromkeys(
+        ("by_k", "cov", "skip_k"), li.IndexState.ACTIVE
+    )
+    check_purged(case, t)

@@ -28,6 +28,7 @@ from types import ModuleType
 from lakehouse_index.errors import PurgeRefusedError
 from lakehouse_index.io import join_uri
 from lakehouse_index.log.entry import IndexState
+from lakehouse_index.workflows import sync
 from lakehouse_index.workflows.erasure import purge_delta, purge_iceberg
 from lakehouse_index.workflows.erasure.history import HistoryPurge, pause_point
 from lakehouse_index.workflows.facade import IndexedTable
@@ -108,7 +109,8 @@ class IndexPurge:
 def purge_indexes(table: IndexedTable) -> IndexPurge:
     """Rewrite every index of the table so nothing of removed data remains, and drop its history.
 
-    For each index: an operation left in progress (a killed purge) is cancelled; an ACTIVE
+    For each index: an operation left in progress by a dead process of this host (a killed
+    purge) is cancelled (a live one makes the index's operations raise ``IndexBusyError``); an ACTIVE
     index is refreshed to the latest version (nothing to do when the caller already did),
     optimized ``full`` (a new base of the live entries: no DEL entries, tombstones, moved
     or removed files; covering and skipping files rewritten) and vacuumed with zero
@@ -120,9 +122,7 @@ def purge_indexes(table: IndexedTable) -> IndexPurge:
         log = table._log(info.name)
         index_dir = join_uri(table.index_root, info.name)
         before = {s.path for s in table.storage.list_tree(join_uri(index_dir, "data"))}
-        latest = log.latest()
-        if latest is not None and not latest.state.is_stable:
-            table.cancel_index(info.name)
+        sync.cancel_if_dead(table, log, info.name)  # left by a killed purge; a live operation is not
         stable = log.latest_stable()
         assert stable is not None
         if stable.state is IndexState.ACTIVE:
