@@ -1,16 +1,8 @@
-"""Hand-made Iceberg delete manifests for tests (pyiceberg 0.12 writes no merge-on-read deletes)."""
+"""Hand-made Iceberg delete manifests for tests (pyiceberg 0.12 writes no merge-on-read deletes):
+the library's writer, which the erasure purge uses for the delete manifests it rewrites."""
 
 from __future__ import annotations
 
-from pyiceberg.manifest import ManifestContent, ManifestWriterV2
+from lakehouse_index.workflows.erasure.iceberg_manifests import DeleteManifestWriter
 
-
-class DeleteManifestWriter(ManifestWriterV2):
-    """pyiceberg's v2 manifest writer, declaring delete content."""
-
-    def content(self) -> ManifestContent:
-        return ManifestContent.DELETES
-
-    @property
-    def _meta(self) -> dict[str, str]:
-        return {**super()._meta, "content": "deletes"}
+__all__ = ["DeleteManifestWriter"]

@@ -191,7 +191,7 @@ def purge(table: IndexedTable, keep: int, dry_run: bool) -> HistoryPurge:
     )
     pause_point("recorded")
     _checkpoint(table, keep)
-    old_log = _old_log_files(table, keep)  # the first run's tombstone-free rewrite left no temporary
+    old_log = _old_log_files(table, keep)  # again: with any temporary a killed rewrite left
     for i, status in enumerate(old_log):
         table.storage.delete(status.path)
         if i == len(old_log) // 2:

@@ -93,29 +93,13 @@ def _is_replace_of(snapshot: Any, keep: int) -> bool:
     return bool(props.get(PURGE_OF) == str(keep))
 
 
-class _DeleteManifestWriter:
-    """pyiceberg's v2 manifest writer declaring delete content (it has none of its own)."""
-
-    @staticmethod
-    def make(*args: Any) -> Any:
-        from pyiceberg.manifest import ManifestContent, ManifestWriterV2
-
-        class Writer(ManifestWriterV2):
-            def content(self) -> ManifestContent:
-                return ManifestContent.DELETES
-
-            @property
-            def _meta(self) -> dict[str, str]:
-                return {**super()._meta, "content": "deletes"}
-
-        return Writer(*args)
-
-
 def _commit_replace(tbl: Any, keep: int, snapshot_id: int) -> None:
     """Step 1: the ``replace`` snapshot listing the kept snapshot's live entries as EXISTING."""
     from pyiceberg.manifest import ManifestContent, ManifestWriterV2, write_manifest_list
     from pyiceberg.table import TableProperties, snapshots, update
     from pyiceberg.table.refs import SnapshotRefType
+
+    from lakehouse_index.workflows.erasure.iceberg_manifests import DeleteManifestWriter
 
     # pyiceberg's metadata classes are pydantic models with aliased fields, which mypy reads badly.
     sn: Any = snapshots
@@ -138,7 +122,7 @@ def _commit_replace(tbl: Any, keep: int, snapshot_id: int) -> None:
         out = io.new_output(locations.new_metadata_location(f"{commit}-m{i}.avro"))
         args = (meta.specs()[spec_id], meta.schema(), out, snapshot_id, compression)
         data = content == ManifestContent.DATA
-        writer = ManifestWriterV2(*args) if data else _DeleteManifestWriter.make(*args)
+        writer = (ManifestWriterV2 if data else DeleteManifestWriter)(*args)
         with writer:
             for e in entries:
                 writer.existing(e)
