@@ -346,12 +346,14 @@ def erase(
                 f"{table.uri}; nothing was purged. Rerun the erase"
             )
         if purge:
-            purge_report, verification = _purge_and_verify(table, keys, say)
+            purge_report, verification = _purge_and_verify(table, keys, say, force)
             now = lap("purge+verify", now)
     elif purge:
         from lakehouse_index.workflows.erasure.purge import purge_history
 
-        purge_report = _as_json(purge_history(table, keep_version=table.latest_version(), dry_run=True))
+        purge_report = _as_json(
+            purge_history(table, keep_version=table.latest_version(), dry_run=True, force=force)
+        )
 
     timings["total"] = round(time.perf_counter() - t0, 6)
     result = EraseResult(
@@ -410,13 +412,13 @@ def _as_json(report: Any) -> dict[str, Any]:
 
 
 def _purge_and_verify(
-    table: IndexedTable, keys: Sequence[Any], say: Callable[[str], None]
+    table: IndexedTable, keys: Sequence[Any], say: Callable[[str], None], force: bool
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     from lakehouse_index.workflows.erasure.purge import purge_history, purge_indexes
     from lakehouse_index.workflows.erasure.residue import find_residue
 
     say("purging older table versions and index data")
-    history = purge_history(table, keep_version=table.latest_version())
+    history = purge_history(table, keep_version=table.latest_version(), force=force)
     indexes = purge_indexes(table)
     say("verifying: decoding every file of the table and its indexes")
     values = [v for k in keys for v in (k if isinstance(k, tuple) else (k,))]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow.fs as pafs
 
@@ -100,6 +101,19 @@ class RemovedFiles:
             + self.metadata
         )
 
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (camelCase keys)."""
+        return {
+            "data": list(self.data),
+            "deletes": list(self.deletes),
+            "changeData": list(self.change_data),
+            "log": list(self.log),
+            "manifests": list(self.manifests),
+            "manifestLists": list(self.manifest_lists),
+            "metadata": list(self.metadata),
+            "bytes": self.bytes,
+        }
+
     @staticmethod
     def of(files: list[tuple[str, FileStatus]]) -> RemovedFiles:
         """From ``(category, file)`` pairs; the category is a field name."""
@@ -143,3 +157,16 @@ class HistoryPurge:
     def versions_purged(self) -> tuple[int, ...]:
         """The purged versions / snapshot ids."""
         return tuple(p.version for p in self.purged)
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (camelCase keys), as the erase's audit record stores it."""
+        return {
+            "format": self.format,
+            "keepVersion": self.keep_version,
+            "keptVersion": self.kept_version,
+            "versionsPurged": [{"version": p.version, "timestampMs": p.timestamp_ms} for p in self.purged],
+            "refsRemoved": list(self.refs_removed),
+            "removed": self.removed.to_json(),
+            "dryRun": self.dry_run,
+            "record": self.record,
+        }

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 from lakehouse_index.errors import PurgeRefusedError
 from lakehouse_index.io import join_uri
@@ -97,6 +98,18 @@ class IndexPurged:
     log_entries_expired: tuple[int, ...]
     #: Index data files removed (URIs).
     files_removed: tuple[str, ...]
+    #: Index data files written (the rewritten index: URIs).
+    files_written: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (camelCase keys)."""
+        return {
+            "name": self.name,
+            "state": self.state.value,
+            "logEntriesExpired": list(self.log_entries_expired),
+            "filesRemoved": list(self.files_removed),
+            "filesWritten": list(self.files_written),
+        }
 
 
 @dataclass(frozen=True)
@@ -104,6 +117,14 @@ class IndexPurge:
     """The result of :func:`purge_indexes`: one report per index."""
 
     indexes: tuple[IndexPurged, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON form (camelCase keys), as the erase's audit record stores it."""
+        return {
+            "indexes": [i.to_json() for i in self.indexes],
+            "filesWritten": [f for i in self.indexes for f in i.files_written],
+            "filesRemoved": [f for i in self.indexes for f in i.files_removed],
+        }
 
 
 def purge_indexes(table: IndexedTable) -> IndexPurge:
@@ -134,5 +155,13 @@ def purge_indexes(table: IndexedTable) -> IndexPurge:
         assert newest is not None
         expired = log.expire([e.id for e in log.entries()], min_retention_s=0)
         after = {s.path for s in table.storage.list_tree(join_uri(index_dir, "data"))}
-        out.append(IndexPurged(info.name, newest.state, tuple(expired), tuple(sorted(before - after))))
+        out.append(
+            IndexPurged(
+                info.name,
+                newest.state,
+                tuple(expired),
+                tuple(sorted(before - after)),
+                tuple(sorted(after - before)),
+            )
+        )
     return IndexPurge(tuple(out))

@@ -89,8 +89,10 @@ def blockers(table: IndexedTable) -> list[str]:
 
 
 def _is_replace_of(snapshot: Any, keep: int) -> bool:
+    """Whether ``snapshot`` is a purge's ``replace`` of ``keep`` (or ``keep`` is itself one: a
+    rerun that names the latest version after the first run's replace commit)."""
     props = snapshot.summary.additional_properties if snapshot.summary is not None else {}
-    return bool(props.get(PURGE_OF) == str(keep))
+    return PURGE_OF in props and (props[PURGE_OF] == str(keep) or snapshot.snapshot_id == keep)
 
 
 def _commit_replace(tbl: Any, keep: int, snapshot_id: int) -> None:
