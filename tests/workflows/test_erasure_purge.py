@@ -183,7 +183,9 @@ def _finish(t: li.Table) -> None:
         t.refresh_index(info.name)
 
 
-def delta_case(tmp: Path, partitioned: bool, configuration: dict[str, str] | None = None) -> Case:
+def delta_case(
+    tmp: Path, partitioned: bool, configuration: dict[str, str] | None = None, via_erase: bool = False
+) -> Case:
     from deltalake import DeltaTable, write_deltalake
 
     root = tmp / "delta"
@@ -198,14 +200,21 @@ def delta_case(tmp: Path, partitioned: bool, configuration: dict[str, str] | Non
         )
     t = li.open_table(str(root))
     _index(t)
-    DeltaTable(str(root)).delete("k IN ('" + "', '".join(SUBJECTS) + "')")  # commitInfo holds the keys
-    write_deltalake(str(root), _rows(900, ["gina"]), mode="append", partition_by=parts)
-    _finish(t)
+    if via_erase:  # the erase workflow's commit is the kept version
+        # No audit record: the purge does not own it (it lists removed paths, which for a table
+        # partitioned by the subject column hold the subject's value).
+        t.erase("by_k", SUBJECTS, retain_audit=False)
+    else:
+        DeltaTable(str(root)).delete("k IN ('" + "', '".join(SUBJECTS) + "')")  # commitInfo holds the keys
+        write_deltalake(str(root), _rows(900, ["gina"]), mode="append", partition_by=parts)
+        _finish(t)
     keep = t.latest_version()
     return Case("delta", root, t, keep, t.scan(use_indexes=False), list(range(keep)))
 
 
-def iceberg_case(tmp: Path, partitioned: bool, properties: dict[str, str] | None = None) -> Case:
+def iceberg_case(
+    tmp: Path, partitioned: bool, properties: dict[str, str] | None = None, via_erase: bool = False
+) -> Case:
     from pyiceberg.expressions import In
 
     uri, warehouse = f"sqlite:///{tmp}/catalog.db", f"file://{tmp}/wh"
@@ -220,19 +229,24 @@ def iceberg_case(tmp: Path, partitioned: bool, properties: dict[str, str] | None
         tbl.append(batch)
     t = li.open_table("db.t", catalog=cat)
     _index(t)
-    tbl = cat.load_table("db.t")
-    tbl.delete(In("k", SUBJECTS))
-    tbl = cat.load_table("db.t")
-    tbl.append(_rows(900, ["gina"]))
-    _finish(t)
+    if via_erase:
+        t.erase("by_k", SUBJECTS, retain_audit=False)  # as for Delta
+    else:
+        tbl = cat.load_table("db.t")
+        tbl.delete(In("k", SUBJECTS))
+        tbl = cat.load_table("db.t")
+        tbl.append(_rows(900, ["gina"]))
+        _finish(t)
     keep = t.latest_version()
     older = [s.snapshot_id for s in cat.load_table("db.t").metadata.snapshots if s.snapshot_id != keep]
     root = Path(tbl.location().removeprefix("file://"))
     return Case("iceberg", root, t, keep, t.scan(use_indexes=False), older, uri, warehouse)
 
 
-def make_case(fmt: str, tmp: Path, partitioned: bool) -> Case:
-    return delta_case(tmp, partitioned) if fmt == "delta" else iceberg_case(tmp, partitioned)
+def make_case(fmt: str, tmp: Path, partitioned: bool, via_erase: bool = False) -> Case:
+    if fmt == "delta":
+        return delta_case(tmp, partitioned, via_erase=via_erase)
+    return iceberg_case(tmp, partitioned, via_erase=via_erase)
 
 
 def listing(root: Path) -> dict[str, tuple[int, int]]:
@@ -265,12 +279,15 @@ def check_purged(case: Case, t: li.Table) -> None:
         t.scan(version_as_of=case.older[-1])
 
 
+@pytest.mark.parametrize("via_erase", [False, True], ids=["native-delete", "erase"])
 @pytest.mark.parametrize("partitioned", [False, True], ids=["flat", "partitioned"])
 @pytest.mark.parametrize("fmt", ["delta", "iceberg"])
 def test_purge_removes_every_trace_and_keeps_every_other_row(
-    tmp_path: Path, fmt: str, partitioned: bool
+    tmp_path: Path, fmt: str, partitioned: bool, via_erase: bool
 ) -> None:
-    case = make_case(fmt, tmp_path, partitioned)
+    """After a native delete plus one later commit, or after the erase workflow's commit
+    (``Table.erase`` without purge: its commit is the kept version)."""
+    case = make_case(fmt, tmp_path, partitioned, via_erase)
     t = case.table
     index_root = Path(t.index_root.removeprefix("file://"))
     before = decoded_hits([case.root], SUBJECTS)
@@ -469,7 +486,7 @@ def _kill_at(case: Case, step: str, tmp: Path) -> None:
 def test_kill_at_each_step_leaves_the_table_readable_and_a_rerun_completes(
     tmp_path: Path, fmt: str, step: str
 ) -> None:
-    case = make_case(fmt, tmp_path, partitioned=True)
+    case = make_case(fmt, tmp_path, partitioned=True, via_erase=True)
     _kill_at(case, step, tmp_path)
     # Killed: the latest version still reads with exactly the kept rows, natively and through us.
     assert multiset(case.native()) == multiset(case.expected)

@@ -28,6 +28,7 @@ STEPS = {
         "tombstones-dropped",
         "log-half-removed",
         "log-removed",
+        "commit-scrubbed",
         "files-half-removed",
     ),
     "iceberg": ("recorded", "replaced", "indexes-refreshed", "expired", "files-half-removed"),

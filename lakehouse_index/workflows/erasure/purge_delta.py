@@ -10,17 +10,22 @@ throughout, because the checkpoint at that version is complete before anything i
    (atomic), and ``_last_checkpoint`` is rewritten to match;
 3. every ``_delta_log`` file of an older version (commits, checkpoints, checksums,
    compactions) and every other checkpoint of the kept version;
-4. every file under the table that the kept version does not reference: removed data files,
+4. the kept commit rewritten (by rename) without ``remove`` and ``cdc`` actions that name
+   partition values or statistics (the erase's commit removes the subjects' files: in a table
+   partitioned by a subject column, their paths hold the subject's value). Done once no older
+   commit is left, so no reader can replay an older state onto the rewritten commit;
+5. every file under the table that the kept version does not reference: removed data files,
    deletion-vector files, all ``_change_data/`` files. Top-level folders starting with ``_`` or
    ``.`` other than ``_change_data`` (``_lakehouse_index``, other tools' folders) are not touched,
    nor is the index root.
 
-The kept version's commit JSON stays (its commit time is the version's timestamp).
+The kept version's commit JSON stays otherwise (its commit time is the version's timestamp).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from typing import Any
 
@@ -177,6 +182,38 @@ def _checkpoint(table: IndexedTable, keep: int) -> None:
     pause_point("tombstones-dropped")
 
 
+def _traces(line: str) -> bool:
+    """Whether a commit line is a ``remove`` or ``cdc`` action naming values: partition values
+    (also embedded in its path) or statistics."""
+    action = json.loads(line) if line.strip() else {}
+    for kind in ("remove", "cdc"):
+        body = action.get(kind)
+        if body is not None and (body.get("partitionValues") or body.get("stats")):
+            return True
+    return False
+
+
+def _scrub_kept_commit(table: IndexedTable, keep: int) -> None:
+    """Step 4: the kept commit without ``remove``/``cdc`` actions naming values.
+
+    The erase's commit removes the subjects' files: for a table partitioned by a subject
+    column their paths and partition values are the subject's. The checkpoint at ``keep``
+    already holds the version's state, so no reader needs those actions (their files are
+    gone; the change data of this version goes with them). Rewritten by rename; a local
+    file keeps its modification time (the version's timestamp without in-commit timestamps).
+    """
+    name = f"{keep:020d}.json"
+    uri = _log_uri(table, name)
+    lines = table.storage.read_bytes(uri).decode().splitlines()
+    kept = [line for line in lines if not _traces(line)]
+    if len(kept) == len(lines):
+        return
+    mtime_ns = os.stat(local_path(uri)).st_mtime_ns if uri.startswith("file:") else None
+    _replace(table, name, ("\n".join(kept) + "\n").encode())
+    if mtime_ns is not None:
+        os.utime(local_path(uri), ns=(mtime_ns, mtime_ns))
+
+
 def purge(table: IndexedTable, keep: int, dry_run: bool) -> HistoryPurge:
     """Make ``keep`` (the latest version) the only readable version; remove every older trace."""
     check_supported(table)
@@ -197,5 +234,8 @@ def purge(table: IndexedTable, keep: int, dry_run: bool) -> HistoryPurge:
         if i == len(old_log) // 2:
             pause_point("log-half-removed")
     pause_point("log-removed")
+    # After the older commits: no reader can replay onto the kept commit any more.
+    _scrub_kept_commit(table, keep)
+    pause_point("commit-scrubbed")
     remove_files(table.storage, table.uri, [status.path for _, status in files])
     return HistoryPurge("delta", keep, keep, record.purged, (), removed, False, path)
