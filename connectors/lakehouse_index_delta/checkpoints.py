@@ -43,8 +43,11 @@ _ADD_FIELDS = (
 )
 
 
-#: Rows of ``add`` decoded at a time.
-_BATCH_ROWS = 32_768
+#: Rows decoded at a time.
+_BATCH_ROWS = 8192
+
+#: The actions read besides ``add`` (a handful of non-null rows among the adds' rows).
+_OTHER_ACTIONS = ("metaData", "protocol", "sidecar", "checkpointMetadata")
 
 
 def _has_field(t: pa.DataType, dotted: str) -> bool:
@@ -57,62 +60,65 @@ def _has_field(t: pa.DataType, dotted: str) -> bool:
 
 
 def _read_parquet(
-    io: FileIO, uri: str, table_root: str, wanted: tuple[str, ...]
-) -> tuple[pa.Table, AddColumns | None]:
-    """The ``wanted`` columns other than ``add``, and the ``add`` rows as columns (None without).
+    io: FileIO, uri: str, table_root: str, *, adds_only: bool = False
+) -> tuple[dict[str, list[dict[str, Any]]], AddColumns | None]:
+    """The non-null rows of the other actions (dicts by action), and the ``add`` rows as columns.
 
-    ``add`` is read a batch of rows at a time, selecting only the fields used (its stats
-    and tags are most of the file), and each batch is converted before the next is read:
-    for a 100,000-file checkpoint this keeps ~20 MB less resident than one read. One
-    thread: decoding in the pool's threads kept ~15 MB more resident and was not faster.
+    The file is read a batch of rows at a time, selecting only the fields of ``add`` that
+    are used (its stats and tags are most of the file); each batch is reduced before the
+    next is read: the adds to their compact columns, the other actions (null in almost
+    every row) to their few rows. One thread: decoding in the pool's threads kept more
+    resident and was not faster.
     """
     fs, path = io.arrow(uri)
     try:
         pf = pq.ParquetFile(path, filesystem=fs)
-        schema = pf.schema_arrow
-        table = pf.read(columns=[c for c in wanted if c in schema.names and c != "add"], use_threads=False)
-        if "add" not in wanted or "add" not in schema.names:
-            return table, None
-        add_type = schema.field("add").type
-        fields = [f"add.{f}" for f in _ADD_FIELDS if _has_field(add_type, f)]
-        batches = pf.iter_batches(_BATCH_ROWS, columns=fields or ["add"], use_threads=False)
-        pieces = [add_columns(b.column(0), table_root, uri) for b in batches]
-        return table, AddColumns.concat(pieces) if pieces else None
+        names = pf.schema_arrow.names
+        other = [] if adds_only else [c for c in _OTHER_ACTIONS if c in names]
+        columns = list(other)
+        if "add" in names:
+            add_type = pf.schema_arrow.field("add").type
+            columns += [f"add.{f}" for f in _ADD_FIELDS if _has_field(add_type, f)] or ["add"]
+        rows: dict[str, list[dict[str, Any]]] = {c: [] for c in other}
+        pieces: list[AddColumns] = []
+        pool = pa.default_memory_pool()
+        if columns:
+            for batch in pf.iter_batches(_BATCH_ROWS, columns=columns, use_threads=False):
+                for c in other:
+                    rows[c] += _non_null_rows(batch.column(c))
+                if "add" in names:
+                    pieces.append(add_columns(batch.column("add"), table_root, uri))
+                del batch
+                pool.release_unused()
+        return rows, AddColumns.concat(pieces) if pieces else None
     except FileNotFoundError as e:
         raise TableFormatError(f"checkpoint file {uri} is missing") from e
     except (OSError, pa.ArrowInvalid) as e:
         raise TableFormatError(f"checkpoint file {uri} is not readable Parquet: {e}") from e
 
 
-def _rows(table: pa.Table, column: str, fields: tuple[str, ...] | None = None) -> list[dict[str, Any]]:
-    """Non-null rows of a struct column as dicts (only ``fields`` when given)."""
-    if column not in table.column_names:
+def _non_null_rows(arr: pa.StructArray) -> list[dict[str, Any]]:
+    """The non-null rows of a struct column as dicts."""
+    if arr.null_count == len(arr):
         return []
-    arr = table.column(column).combine_chunks()
     arr = arr.filter(arr.is_valid())
-    if len(arr) == 0:
-        return []
     names = [arr.type.field(i).name for i in range(arr.type.num_fields)]
-    keep = [n for n in names if fields is None or n in fields]
     # Column-wise conversion is several times faster than StructArray.to_pylist().
-    values = {n: arr.field(n).to_pylist() for n in keep}
-    return [{n: values[n][i] for n in keep} for i in range(len(arr))]
+    values = {n: arr.field(n).to_pylist() for n in names}
+    return [{n: values[n][i] for n in names} for i in range(len(arr))]
 
 
 def _parquet_actions(io: FileIO, uri: str, table_root: str) -> tuple[Actions, AddColumns | None]:
-    wanted = ("add", "metaData", "protocol", "sidecar", "checkpointMetadata")
-    table, adds = _read_parquet(io, uri, table_root, wanted)
-    meta = _rows(table, "metaData")
-    proto = _rows(table, "protocol")
-    sidecars = _rows(table, "sidecar")
-    extra = parse_action_objects([{"sidecar": s} for s in sidecars], table_root, uri)
+    rows, adds = _read_parquet(io, uri, table_root)
+    meta, proto = rows.get("metaData"), rows.get("protocol")
+    extra = parse_action_objects([{"sidecar": s} for s in rows.get("sidecar", ())], table_root, uri)
     metadata: Metadata | None = parse_metadata(meta[-1], uri) if meta else None
     protocol: Protocol | None = parse_protocol(proto[-1], uri) if proto else None
     actions = Actions(
         metadata=metadata,
         protocol=protocol,
         sidecars=extra.sidecars,
-        has_checkpoint_metadata=bool(_rows(table, "checkpointMetadata")),
+        has_checkpoint_metadata=bool(rows.get("checkpointMetadata")),
     )
     return actions, adds
 
@@ -150,7 +156,7 @@ def read_checkpoint(
         metadata = part.metadata or metadata
         for sc in part.sidecars:
             uri = _sidecar_uri(log_uri, table_root, sc.path)
-            _, sidecar = _read_parquet(io, uri, table_root, ("add",))
+            _, sidecar = _read_parquet(io, uri, table_root, adds_only=True)
             if sidecar is not None:
                 columns.append(sidecar)
     names = ", ".join(s.path for s in cp.files)

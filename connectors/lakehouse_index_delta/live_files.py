@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, ItemsView, Iterator, Sequence, ValuesView
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -24,7 +23,14 @@ import pyarrow.compute as pc
 
 from lakehouse_index.source import FileEntry, FileMap, TableFormatError
 from lakehouse_index_delta.actions import Actions, AddFile
-from lakehouse_index_delta.arrays import bool_scalar, int_array, int_scalar, string_array, string_scalar
+from lakehouse_index_delta.arrays import (
+    bool_scalar,
+    int_array,
+    int_scalar,
+    int_values,
+    string_array,
+    string_scalar,
+)
 from lakehouse_index_delta.deletion_vectors import DeletionVectorDescriptor
 from lakehouse_index_delta.paths import resolve_path
 
@@ -42,10 +48,10 @@ class AddColumns:
 
     ``paths`` are canonical absolute URIs and ``dv_ids`` the deletion vectors' unique
     ids (null without one). ``part_codes`` index ``part_values``, the distinct raw
-    partition values (tuples sorted by column; null code: none). ``stats`` (JSON) and
-    ``stats_records`` (``stats_parsed.numRecords``) give the record count, extracted
-    only for the rows made into objects. ``dvs`` are the descriptors of the rows that
-    have one.
+    partition values (tuples sorted by column; null code: none). ``num_records`` is
+    ``stats_parsed.numRecords``, else the ``numRecords`` of the JSON ``stats``, which
+    are not kept (they are most of an ``add``). ``dvs`` are the descriptors of the rows
+    that have one.
     """
 
     paths: pa.StringArray
@@ -53,8 +59,7 @@ class AddColumns:
     sizes: pa.Int64Array
     mtimes: pa.Int64Array
     data_change: pa.BooleanArray
-    stats: pa.StringArray
-    stats_records: pa.Int64Array
+    num_records: pa.Int64Array
     base_row_ids: pa.Int64Array
     default_row_commit_versions: pa.Int64Array
     part_codes: pa.Int32Array
@@ -66,43 +71,34 @@ class AddColumns:
         return len(self.paths)
 
     @staticmethod
-    def concat(pieces: Sequence[AddColumns]) -> AddColumns:
-        """The rows of several checkpoint parts, in order."""
+    def concat(pieces: list[AddColumns]) -> AddColumns:
+        """The rows of several batches or checkpoint parts, in order; empties ``pieces``.
+
+        Column by column, each column's pieces released once joined: the peak is the
+        pieces plus one joined column, not twice the whole.
+        """
         if len(pieces) == 1:
-            return pieces[0]
+            return pieces.pop()
         dvs: dict[int, DeletionVectorDescriptor] = {}
         codes: list[pa.Array] = []
         offset = 0
-        values = 0
-        for p in pieces:
-            dvs.update({offset + i: d for i, d in p.dvs.items()})
-            codes.append(pc.add(p.part_codes, int_scalar(values, np.int32)))
-            offset += len(p)
-            values += len(p.part_values)
-
-        def cat(name: str) -> Any:
-            return pa.concat_arrays([getattr(p, name) for p in pieces])
-
+        part_values: list[PartitionRaw] = []
+        for piece in pieces:
+            dvs.update({offset + i: d for i, d in piece.dvs.items()})
+            codes.append(pc.add(piece.part_codes, int_scalar(len(part_values), np.int32)))
+            offset += len(piece)
+            part_values += piece.part_values
+        chunks = {n: [getattr(piece, n) for piece in pieces] for n in _ROW_COLUMNS}
+        del piece
+        pieces.clear()
+        joined = {n: pa.concat_arrays(chunks.pop(n)) for n in _ROW_COLUMNS}
         return AddColumns(
-            cat("paths"),
-            cat("dv_ids"),
-            cat("sizes"),
-            cat("mtimes"),
-            cat("data_change"),
-            cat("stats"),
-            cat("stats_records"),
-            cat("base_row_ids"),
-            cat("default_row_commit_versions"),
-            pa.concat_arrays(codes),
-            tuple(pv for p in pieces for pv in p.part_values),
-            dvs,
+            **joined, part_codes=pa.concat_arrays(codes), part_values=tuple(part_values), dvs=dvs
         )
 
     def files(self, rows: Sequence[int]) -> list[AddFile]:
         """The rows ``rows`` as :class:`AddFile` objects."""
         idx = int_array(rows)
-        from_json = pc.struct_field(pc.extract_regex(self.stats.take(idx), _NUM_RECORDS), "n")
-        records = pc.coalesce(self.stats_records.take(idx), from_json.cast(pa.int64()))
         cols = [
             c.take(idx).to_pylist()
             for c in (
@@ -113,9 +109,10 @@ class AddColumns:
                 self.base_row_ids,
                 self.default_row_commit_versions,
                 self.part_codes,
+                self.num_records,
             )
         ]
-        paths, sizes, mtimes, changes, row_ids, versions, codes = cols
+        paths, sizes, mtimes, changes, row_ids, versions, codes, records = cols
         return [
             AddFile(
                 paths[j],
@@ -128,24 +125,43 @@ class AddColumns:
                 row_ids[j],
                 versions[j],
             )
-            for j, (i, n) in enumerate(zip(rows, records.to_pylist(), strict=True))
+            for j, (i, n) in enumerate(zip(rows, records, strict=True))
         ]
 
     def find(
         self, paths: Collection[str], among: pa.Array | None = None, *, tailing: bool = False
     ) -> dict[Key, int]:
-        """Key → row of the rows whose path is in ``paths`` (only rows in ``among`` when given).
+        """Key → row of the rows whose path is in ``paths`` (only rows in ``among``, ascending, when given).
 
         ``tailing``: the caller looks up at every commit (see :class:`_PathLookup`).
         """
         if not paths or len(self) == 0:
             return {}
         rows = self.lookup.rows(self.paths, paths, tailing=tailing)
-        if among is not None:
-            rows = pc.filter(rows, pc.is_in(rows, value_set=among))
+        if among is not None and len(rows):
+            # A binary search of the few rows found: hashing ``among`` (10^5 rows) costs megabytes.
+            found = int_values(rows).astype(np.int64)
+            live = int_values(among)
+            at = np.searchsorted(live, found)
+            hit = at < len(live)
+            hit[hit] = live[at[hit]] == found[hit]
+            rows = int_array(found[hit])
         found = rows.to_pylist()
         keys = zip(self.paths.take(rows).to_pylist(), self.dv_ids.take(rows).to_pylist(), strict=True)
         return dict(zip(keys, found, strict=True))
+
+
+#: The fields of :class:`AddColumns` holding one value per row, other than the partition codes.
+_ROW_COLUMNS = (
+    "paths",
+    "dv_ids",
+    "sizes",
+    "mtimes",
+    "data_change",
+    "num_records",
+    "base_row_ids",
+    "default_row_commit_versions",
+)
 
 
 class _PathLookup:
@@ -202,9 +218,12 @@ def add_columns(arr: pa.StructArray, table_root: str, source: str) -> AddColumns
     if sizes.null_count:
         raise TableFormatError(f"{source}: an add action has no size")
     paths = _resolve_paths(raw_paths, table_root)
-    stats_records = pa.nulls(n, pa.int64())
+    num_records = pa.nulls(n, pa.int64())
     if "stats_parsed" in names and "numRecords" in {f.name for f in arr.type.field("stats_parsed").type}:
-        stats_records = child("stats_parsed").field("numRecords").cast(pa.int64())
+        num_records = child("stats_parsed").field("numRecords").cast(pa.int64())
+    if "stats" in names and num_records.null_count:
+        from_json = pc.struct_field(pc.extract_regex(child("stats").cast(pa.string()), _NUM_RECORDS), "n")
+        num_records = pc.coalesce(num_records, from_json.cast(pa.int64()))
     part_codes: pa.Array = pa.nulls(n, pa.int32())
     part_values: tuple[PartitionRaw, ...] = ()
     if "partitionValues" in names:
@@ -230,8 +249,7 @@ def add_columns(arr: pa.StructArray, table_root: str, source: str) -> AddColumns
         sizes,
         column("modificationTime", pa.int64(), int_scalar(0)),
         column("dataChange", pa.bool_(), bool_scalar(True)),
-        column("stats", pa.string()),
-        stats_records,
+        num_records,
         column("baseRowId", pa.int64()),
         column("defaultRowCommitVersion", pa.int64()),
         part_codes,
@@ -366,15 +384,12 @@ class LiveFiles:
         out: dict[PartitionRaw, str] = {}
         if self.base is not None:
             rows = self.base_rows()
-            codes = self.base.part_codes.take(rows)
-            present = pc.unique(codes.drop_null())
-            firsts = pc.take(rows, pc.index_in(present, value_set=codes))
-            paths = self.base.paths.take(firsts).to_pylist()
-            raws = [self.base.part_values[c] for c in present.to_pylist()]
-            out.update(zip(raws, paths, strict=True))
-            if codes.null_count:
-                first_null = pc.index(codes.is_null(), True).as_py()
-                out.setdefault((), self.base.paths[rows[first_null].as_py()].as_py())
+            # Sorting the codes (numpy) finds each one's first row without a hash table of 10^5 codes.
+            codes = int_values(pc.fill_null(self.base.part_codes.take(rows), int_scalar(-1, np.int32)))
+            present, firsts = np.unique(codes, return_index=True)
+            paths = self.base.paths.take(rows.take(int_array(firsts))).to_pylist()
+            for code, path in zip(present.tolist(), paths, strict=True):
+                out.setdefault(self.base.part_values[code] if code >= 0 else (), path)
         for a in self.extra.values():
             out.setdefault(a.partition_values, a.path)
         return out
