@@ -60,41 +60,40 @@ def _has_field(t: pa.DataType, dotted: str) -> bool:
 
 
 def _read_parquet(
-    io: FileIO, uri: str, table_root: str, *, adds_only: bool = False
-) -> tuple[dict[str, list[dict[str, Any]]], AddColumns | None]:
-    """The non-null rows of the other actions (dicts by action), and the ``add`` rows as columns.
+    io: FileIO, uri: str, table_root: str, adds: list[AddColumns], *, adds_only: bool = False
+) -> dict[str, list[dict[str, Any]]]:
+    """The non-null rows of the other actions (dicts by action); the ``add`` rows go to ``adds``.
 
     The file is read a batch of rows at a time, selecting only the fields of ``add`` that
     are used (its stats and tags are most of the file); each batch is reduced before the
     next is read: the adds to their compact columns, the other actions (null in almost
-    every row) to their few rows. One thread: decoding in the pool's threads kept more
-    resident and was not faster.
+    every row) to their few rows, and the pages it freed are returned to the OS. One
+    thread: decoding in the pool's threads kept more resident and was not faster.
     """
     fs, path = io.arrow(uri)
+    pool = pa.default_memory_pool()
     try:
-        pf = pq.ParquetFile(path, filesystem=fs)
-        names = pf.schema_arrow.names
-        other = [] if adds_only else [c for c in _OTHER_ACTIONS if c in names]
-        columns = list(other)
-        if "add" in names:
-            add_type = pf.schema_arrow.field("add").type
-            columns += [f"add.{f}" for f in _ADD_FIELDS if _has_field(add_type, f)] or ["add"]
-        rows: dict[str, list[dict[str, Any]]] = {c: [] for c in other}
-        pieces: list[AddColumns] = []
-        pool = pa.default_memory_pool()
-        if columns:
-            for batch in pf.iter_batches(_BATCH_ROWS, columns=columns, use_threads=False):
+        with pq.ParquetFile(path, filesystem=fs) as pf:
+            names = pf.schema_arrow.names
+            other = [] if adds_only else [c for c in _OTHER_ACTIONS if c in names]
+            columns = list(other)
+            if "add" in names:
+                add_type = pf.schema_arrow.field("add").type
+                columns += [f"add.{f}" for f in _ADD_FIELDS if _has_field(add_type, f)] or ["add"]
+            rows: dict[str, list[dict[str, Any]]] = {c: [] for c in other}
+            for batch in pf.iter_batches(_BATCH_ROWS, columns=columns, use_threads=False) if columns else ():
                 for c in other:
                     rows[c] += _non_null_rows(batch.column(c))
                 if "add" in names:
-                    pieces.append(add_columns(batch.column("add"), table_root, uri))
+                    adds.append(add_columns(batch.column("add"), table_root, uri))
                 del batch
                 pool.release_unused()
-        return rows, AddColumns.concat(pieces) if pieces else None
     except FileNotFoundError as e:
         raise TableFormatError(f"checkpoint file {uri} is missing") from e
     except (OSError, pa.ArrowInvalid) as e:
         raise TableFormatError(f"checkpoint file {uri} is not readable Parquet: {e}") from e
+    pool.release_unused()  # the reader's buffers of the whole file
+    return rows
 
 
 def _non_null_rows(arr: pa.StructArray) -> list[dict[str, Any]]:
@@ -108,19 +107,16 @@ def _non_null_rows(arr: pa.StructArray) -> list[dict[str, Any]]:
     return [{n: values[n][i] for n in names} for i in range(len(arr))]
 
 
-def _parquet_actions(io: FileIO, uri: str, table_root: str) -> tuple[Actions, AddColumns | None]:
-    rows, adds = _read_parquet(io, uri, table_root)
+def _parquet_actions(io: FileIO, uri: str, table_root: str, adds: list[AddColumns]) -> Actions:
+    rows = _read_parquet(io, uri, table_root, adds)
     meta, proto = rows.get("metaData"), rows.get("protocol")
     extra = parse_action_objects([{"sidecar": s} for s in rows.get("sidecar", ())], table_root, uri)
-    metadata: Metadata | None = parse_metadata(meta[-1], uri) if meta else None
-    protocol: Protocol | None = parse_protocol(proto[-1], uri) if proto else None
-    actions = Actions(
-        metadata=metadata,
-        protocol=protocol,
+    return Actions(
+        metadata=parse_metadata(meta[-1], uri) if meta else None,
+        protocol=parse_protocol(proto[-1], uri) if proto else None,
         sidecars=extra.sidecars,
         has_checkpoint_metadata=bool(rows.get("checkpointMetadata")),
     )
-    return actions, adds
 
 
 def _sidecar_uri(log_uri: str, table_root: str, path: str) -> str:
@@ -149,16 +145,11 @@ def read_checkpoint(
             part = parse_json_lines(data, table_root, st.path)
             json_adds.extend(part.adds)
         else:
-            part, adds = _parquet_actions(io, st.path, table_root)
-            if adds is not None:
-                columns.append(adds)
+            part = _parquet_actions(io, st.path, table_root, columns)
         protocol = part.protocol or protocol
         metadata = part.metadata or metadata
         for sc in part.sidecars:
-            uri = _sidecar_uri(log_uri, table_root, sc.path)
-            _, sidecar = _read_parquet(io, uri, table_root, adds_only=True)
-            if sidecar is not None:
-                columns.append(sidecar)
+            _read_parquet(io, _sidecar_uri(log_uri, table_root, sc.path), table_root, columns, adds_only=True)
     names = ", ".join(s.path for s in cp.files)
     if protocol is None or metadata is None:
         raise TableFormatError(f"checkpoint {names} has no protocol or metaData action")

@@ -453,8 +453,12 @@ class SnapshotFiles(FileMap):
         self._index: dict[str, int] | None = None
 
     def _paths(self) -> list[str]:
-        base = self._base.paths.take(self._rows).to_pylist() if self._base is not None else []
-        return base + [a.path for a in self._extra]
+        """Every live path, base rows first (converted a chunk at a time: no copy of the column)."""
+        out: list[str] = []
+        if self._base is not None:
+            for start in range(0, len(self._rows), _CHUNK):
+                out += self._base.paths.take(self._rows[start : start + _CHUNK]).to_pylist()
+        return out + [a.path for a in self._extra]
 
     def _position(self, path: str) -> int | None:
         if self._index is None:

@@ -108,8 +108,9 @@ def peak_kb():
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
-import pyarrow
-if mode == "deltalake":
+if mode.startswith("deltalake"):
+    if mode == "deltalake+pyarrow":
+        import pyarrow
     import deltalake
 else:
     from lakehouse_index_delta import DeltaSource
@@ -117,8 +118,8 @@ else:
 base = peak_kb()
 t0 = time.perf_counter()
 if mode == "connector":
-    src = DeltaSource.open(path, Storage.for_uri(path))
-    n = len(src.snapshot().files)
+    snapshot = DeltaSource.open(path, Storage.for_uri(path)).snapshot()
+    n = len(list(snapshot.files))
 elif mode == "connector-diff":
     src = DeltaSource.open(path, Storage.for_uri(path))
     latest = src.latest_version()
@@ -131,9 +132,16 @@ peak = peak_kb()
 print(json.dumps({"seconds": secs, "files": n, "peak_mb": peak / 1024, "delta_mb": (peak - base) / 1024}))
 """
 
+#: The checkout this script belongs to, and its connectors: what the subprocesses must import.
+_ROOT = Path(__file__).resolve().parents[2]
+
 
 def cold(mode: str, path: Path, runs: int, *extra: str) -> dict[str, Any]:
-    """Medians of ``runs`` fresh subprocesses (the machine may be shared: single runs are noisy)."""
+    """Medians of ``runs`` fresh subprocesses (the machine may be shared: single runs are noisy).
+
+    Each subprocess runs this checkout's code, not an installed copy.
+    """
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(_ROOT), str(_ROOT / "connectors")])}
     results = []
     for _ in range(runs):
         out = subprocess.run(
@@ -141,7 +149,8 @@ def cold(mode: str, path: Path, runs: int, *extra: str) -> dict[str, Any]:
             check=True,
             capture_output=True,
             text=True,
-            cwd=Path(__file__).resolve().parents[2],
+            cwd=_ROOT,
+            env=env,
         )
         results.append(json.loads(out.stdout.strip().splitlines()[-1]))
     return {k: statistics.median(r[k] for r in results) for k in results[0]}
