@@ -27,7 +27,6 @@ from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs as pafs
 from pyroaring import BitMap64
 
 from lakehouse_index.source import (
@@ -504,11 +503,10 @@ class DeltaSource(TableSource):
         return mtime
 
     def _stat_mtime(self, uri: str) -> int | None:
-        fs, path = self._io.arrow(uri)
-        info = fs.get_file_info(path)
-        if info.type != pafs.FileType.File:
+        try:
+            return self._io.stat(uri).mtime_ms
+        except FileNotFoundError:
             return None
-        return int(info.mtime.timestamp() * 1000) if info.mtime else 0
 
     def _latest_metadata(self) -> Metadata | None:
         listing = self._listing or self._list()

@@ -29,9 +29,12 @@ class UnsupportedSchemeError(LakehouseIndexError, ValueError):
     """No storage implementation is registered for a URI scheme."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class FileStatus:
-    """One object in a listing: full URI, size in bytes, modification time (ms)."""
+    """One object in a listing: full URI, size in bytes, modification time (ms, truncated).
+
+    Slots: a Delta log lists 10^4+ of them.
+    """
 
     path: str
     size: int
