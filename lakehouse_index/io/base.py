@@ -29,12 +29,9 @@ class UnsupportedSchemeError(LakehouseIndexError, ValueError):
     """No storage implementation is registered for a URI scheme."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True)
 class FileStatus:
-    """One object in a listing: full URI, size in bytes, modification time (ms, truncated).
-
-    Slots: a Delta log lists 10^4+ of them.
-    """
+    """One object in a listing: full URI, size in bytes, modification time (ms, truncated)."""
 
     path: str
     size: int
