@@ -456,7 +456,8 @@ class Table:
         def body(ctx: OpContext) -> OpResult | None:
             if ctx.stable is not None and ctx.stable.state is IndexState.DELETED:
                 vacuum.vacuum_deleted(log)
-                return OpResult(ctx.stable.source, Content(), None)
+                # No file map either: its paths (partition values) are table data the index no longer needs.
+                return OpResult(replace(ctx.stable.source, files=()), Content(), None)
             vacuum.vacuum_active(log, retention_hours)
             return None
 

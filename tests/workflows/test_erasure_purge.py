@@ -267,9 +267,8 @@ def check_purged(case: Case, t: li.Table) -> None:
         want = Counter(r for r in multiset(case.expected).elements() if r[1] == "carol")
         assert multiset(t.lookup(name, ["carol"], columns=COLUMNS)) == want
     assert t.scan(where="k IN ('" + "', '".join(SUBJECTS) + "')").num_rows == 0
-    assert {i.name: i.state for i in t.indexes()} == dict.fromkeys(
-        ("by_k", "cov", "skip_k"), li.IndexState.ACTIVE
-    )
+    states = {i.name: i.state for i in t.indexes()}
+    assert {"by_k", "cov", "skip_k"} <= states.keys() and set(states.values()) == {li.IndexState.ACTIVE}
     for v in case.older:
         with pytest.raises(VersionPurgedError, match="purged for erasure"):
             t.snapshot(version_as_of=v)
@@ -611,5 +610,33 @@ def test_an_index_operation_of_a_dead_process_is_cancelled_a_live_one_is_not(tmp
     report = purge_indexes(t)
     assert {i.name: i.state for i in report.indexes} == dict.fromkeys(
         ("by_k", "cov", "skip_k"), li.IndexState.ACTIVE
+    )
+    check_purged(case, t)
+
+
+def test_soft_deleted_and_quick_indexes_are_purged_too(tmp_path: Path) -> None:
+    """A soft-deleted index is vacuumed away (log included); a quick-refreshed one is refreshed."""
+    from deltalake import write_deltalake
+
+    root = tmp_path / "delta"
+    for batch in _batches():
+        write_deltalake(str(root), batch, mode="append", partition_by=["k"])
+    t = li.open_table(str(root))
+    _index(t)
+    t.create_index(li.SecondaryIndex("gone", key="k"))
+    t.create_index(li.SecondaryIndex("quick", key="k", auto_refresh="quick"))
+    t.delete_index("gone")
+    t.erase("by_k", SUBJECTS, retain_audit=False)  # refreshes the active indexes (quick: pending)
+    case = Case(
+        "delta", root, t, t.latest_version(), t.scan(use_indexes=False), list(range(t.latest_version()))
+    )
+    purge_history(t, keep_version=case.keep)
+    report = purge_indexes(t)
+    states = {i.name: i.state for i in report.indexes}
+    assert states["gone"] is li.IndexState.DOES_NOT_EXIST and states["quick"] is li.IndexState.ACTIVE
+    assert [i.name for i in t.indexes()] == ["by_k", "cov", "quick", "skip_k"]
+    assert len(list((root / "_lakehouse_index" / "gone" / "_log").iterdir())) == 1
+    assert t.lookup("quick", ["carol"]).num_rows == sum(
+        1 for r in multiset(case.expected).elements() if r[1] == "carol"
     )
     check_purged(case, t)
