@@ -276,6 +276,12 @@ def check_purged(case: Case, t: li.Table) -> None:
         t.lookup("by_k", SUBJECTS, version_as_of=case.older[0])
     with pytest.raises(VersionPurgedError):
         t.scan(version_as_of=case.older[-1])
+    with pytest.raises(VersionPurgedError):
+        t.locate("cov", SUBJECTS, version_as_of=case.older[-1])
+    with pytest.raises(VersionPurgedError):
+        t.explain(where="k = 'carol'", version_as_of=case.older[0])
+    with pytest.raises(VersionPurgedError):  # refused before any Spark session is asked for
+        t.read(version_as_of=case.older[0], where="k = 'carol'")
 
 
 @pytest.mark.parametrize("via_erase", [False, True], ids=["native-delete", "erase"])
