@@ -421,6 +421,21 @@ def test_iceberg_v3_is_refused_whatever_force_says(tmp_path: Path) -> None:
     assert listing(tmp_path / "wh") == before
 
 
+def test_iceberg_files_outside_the_table_location_are_refused(tmp_path: Path) -> None:
+    (tmp_path / "wh").mkdir()
+    cat = _catalog(f"sqlite:///{tmp_path}/catalog.db", f"file://{tmp_path}/wh")
+    cat.create_namespace("db")
+    tbl = cat.create_table(
+        "db.t", schema=SCHEMA, properties={"write.data.path": f"file://{tmp_path}/elsewhere"}
+    )
+    tbl.append(_rows(0, OTHERS))
+    t = li.open_table("db.t", catalog=cat)
+    before = listing(tmp_path)
+    with pytest.raises(UnsupportedFeatureError, match=r"write\.data\.path"):
+        purge_history(t, keep_version=t.latest_version(), force=True)
+    assert listing(tmp_path) == before
+
+
 def test_delta_v2_checkpoints_are_refused_whatever_force_says(tmp_path: Path) -> None:
     case = delta_case(tmp_path, False)
     protocol = {

@@ -53,9 +53,26 @@ def _table(table: IndexedTable) -> Any:
     return iceberg_commit.open_for_write(table.source, table.uri)
 
 
+#: Table properties that put files outside the table location, where the purge does not look.
+OUTSIDE_LOCATION = (
+    "write.data.path",
+    "write.metadata.path",
+    "write.object-storage.path",
+    "write.folder-storage.path",
+)
+
+
 def check_supported(table: IndexedTable) -> None:
-    """UnsupportedFeatureError for a table this purge cannot rewrite (format v1 or v3)."""
-    version = _table(table).metadata.format_version
+    """UnsupportedFeatureError for a table this purge cannot rewrite (format v1 or v3) or
+    cannot clean completely (files written outside the table location)."""
+    tbl = _table(table)
+    outside = [key for key in OUTSIDE_LOCATION if key in tbl.metadata.properties]
+    if outside:
+        raise UnsupportedFeatureError(
+            f"{table.uri}: the table property {outside[0]} puts files outside the table location, "
+            "where the purge does not look for files older snapshots left; nothing was changed"
+        )
+    version = tbl.metadata.format_version
     if version != 2:
         raise UnsupportedFeatureError(
             f"{table.uri}: Iceberg format version {version}; the purge rewrites manifests with "
