@@ -1,0 +1,457 @@
+"""The values a residue scan looks for, in every form a file can hold them, and the matchers.
+
+The matching policy is described in :mod:`lakehouse_index.workflows.erasure.residue`; this
+module implements it. Each value becomes:
+
+* a **typed key** (``("num", 12)``, ``("str", "a")``, ``("date", d)``, ``("ts", micros)`` …)
+  that decoded values are compared with by equality. Numbers compare by numeric value across
+  int, float and Decimal (``12 == 12.0 == Decimal("12.00")``); booleans only with booleans;
+  naive and aware datetimes by their UTC wall clock in microseconds;
+* **words**: its text forms (the string itself and its JSON- and SQL-escaped spellings, ISO
+  dates and times, UUID text, hex of bytes) found in free text at token boundaries (the
+  characters around it are not letters or digits);
+* **numerals**: the text forms of a number, found in free text as whole numeric tokens (also
+  not next to a ``.`` that continues the number: ``12`` is not in ``3.12`` nor ``12.5``);
+* **raw forms**: the UTF-8 bytes of the words, found in raw bytes at ASCII token boundaries,
+  and a bytes value itself (4 bytes or more) anywhere. Numbers are never searched in raw
+  bytes (their binary forms are too short to mean anything there);
+* **Iceberg bound forms**: its Iceberg single-value binary serializations (little-endian
+  int/long/float/double, days, microseconds, nanoseconds, UTF-8, big-endian unscaled
+  decimals at every scale, UUID bytes) and, for strings and bytes longer than 16, the
+  16-character truncations Iceberg writes as lower and upper bounds. A bytes field equal to
+  one of them is a hit.
+
+Free text and raw bytes are matched columnar, with RE2 through pyarrow's
+``match_substring_regex`` on whole arrays: one combined pattern for all values, then one
+pattern per value only over the strings that matched.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+import json
+import math
+import re
+import struct
+import urllib.parse
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+__all__ = ["Needles", "typed_key"]
+
+#: A value's identity for equality with decoded values.
+TypedKey = tuple[str, Any]
+
+_EPOCH = dt.datetime(1970, 1, 1)
+_EPOCH_DAY = dt.date(1970, 1, 1)
+#: Raw forms shorter than this are not searched in raw bytes (they would be everywhere).
+MIN_RAW_BYTES = 4
+#: Needles per combined RE2 pattern.
+_CHUNK = 256
+#: Iceberg truncates string and binary bounds to this many characters (bytes).
+ICEBERG_TRUNCATE = 16
+
+# RE2 boundaries. Text: Unicode letters and digits continue a token. Numbers: a '.' next to
+# a digit continues the number too. Raw bytes (Latin-1 mode): ASCII letters and digits.
+_WORD = (r"(?:^|[^\pL\pN])(?:", r")(?:$|[^\pL\pN])")
+_NUMERAL = (r"(?:^|[^\pL\pN.]|[^\pN]\.)(?:", r")(?:$|[^\pL\pN.]|\.[^\pN]|\.$)")
+_RAW_WORD = (r"(?:^|[^0-9A-Za-z])(?:", r")(?:$|[^0-9A-Za-z])")
+_RAW_ANY = ("(?:", ")")
+_WHOLE = ("^(?:", ")$")
+
+
+def _micros(value: dt.datetime) -> int:
+    """Microseconds since the epoch of the value's UTC wall clock (naive values taken as UTC)."""
+    if value.tzinfo is not None:
+        value = value.astimezone(dt.timezone.utc).replace(tzinfo=None)
+    delta = value - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _time_micros(value: dt.time) -> int:
+    return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
+
+
+def _plain(value: Any) -> Any:
+    """numpy scalars and bytes-likes as the Python values they stand for."""
+    if isinstance(value, (bytearray, memoryview)):
+        return bytes(value)
+    item = getattr(value, "item", None)
+    if item is not None and type(value).__module__ == "numpy":
+        return item()
+    return value
+
+
+def typed_key(value: Any) -> TypedKey | None:
+    """The key a decoded value is compared by (None for a value that never matches: null, NaN)."""
+    value = _plain(value)
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return ("bool", value)
+    if isinstance(value, (int, float, decimal.Decimal)):
+        try:
+            finite = math.isfinite(value)
+        except (TypeError, ValueError):  # signalling NaN Decimals
+            return None
+        return ("num", value) if finite else None
+    if isinstance(value, str):
+        return ("str", value)
+    if isinstance(value, bytes):
+        return ("bytes", value)
+    if isinstance(value, uuid.UUID):
+        return ("bytes", value.bytes)
+    if isinstance(value, dt.datetime):
+        return ("ts", _micros(value))
+    if isinstance(value, dt.date):
+        return ("date", value)
+    if isinstance(value, dt.time):
+        return ("time", _time_micros(value))
+    return None
+
+
+def _re2_text(s: str) -> str:
+    """``s`` as an RE2 literal (UTF-8 mode)."""
+    return "".join(c if c.isalnum() or ord(c) > 127 else f"\\x{{{ord(c):02x}}}" for c in s)
+
+
+def _re2_bytes(b: bytes) -> str:
+    """``b`` as an RE2 literal in Latin-1 mode (pyarrow matches binary arrays byte-wise)."""
+    return "".join(chr(c) if chr(c).isascii() and chr(c).isalnum() else f"\\x{c:02x}" for c in b)
+
+
+def _number_texts(value: int | float | decimal.Decimal) -> list[str]:
+    if isinstance(value, int):
+        return [str(value)]
+    forms = [str(value)] if isinstance(value, decimal.Decimal) else [repr(value)]
+    d = decimal.Decimal(value)
+    if d == d.to_integral_value():
+        forms.append(str(int(d)))
+    forms.append(format(d.normalize(), "f"))
+    return forms
+
+
+def _fraction_forms(base: str, micros: int) -> list[str]:
+    if micros == 0:
+        return [base]
+    six = f"{micros:06d}"
+    forms = [f"{base}.{six}", f"{base}.{six.rstrip('0')}"]
+    if micros % 1000 == 0:
+        forms.append(f"{base}.{six[:3]}")
+    return forms
+
+
+def _words(value: Any) -> list[str]:
+    """Text forms of a value found at token boundaries (numbers have numerals instead)."""
+    if isinstance(value, str):
+        forms = [value, json.dumps(value)[1:-1], json.dumps(value, ensure_ascii=False)[1:-1]]
+        if "'" in value:
+            forms.append(value.replace("'", "''"))
+        return forms
+    if isinstance(value, uuid.UUID):
+        return [str(value), str(value).upper(), value.hex]
+    if isinstance(value, bytes):
+        return [value.hex(), value.hex().upper()] if len(value) >= MIN_RAW_BYTES else []
+    if isinstance(value, dt.datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(dt.timezone.utc)
+        forms = []
+        for sep in ("T", " "):
+            forms += _fraction_forms(value.strftime(f"%Y-%m-%d{sep}%H:%M:%S"), value.microsecond)
+        return forms
+    if isinstance(value, dt.date):
+        return [value.isoformat()]
+    if isinstance(value, dt.time):
+        return _fraction_forms(value.strftime("%H:%M:%S"), value.microsecond)
+    return []
+
+
+def _signed(n: int) -> bytes:
+    """Minimal big-endian two's complement (Iceberg's decimal bound form)."""
+    length = max(1, (n + (n < 0)).bit_length() // 8 + 1)
+    return n.to_bytes(length, "big", signed=True)
+
+
+def _iceberg_forms(value: Any) -> list[tuple[bytes, str]]:
+    """Iceberg single-value binary serializations of a value, each with a note on its form."""
+    forms: list[tuple[bytes, str]] = []
+    if isinstance(value, bool):
+        return forms
+    note = ""
+    if isinstance(value, int):
+        if -(2**31) <= value < 2**31:
+            forms.append((struct.pack("<i", value), ""))
+        if -(2**63) <= value < 2**63:
+            forms.append((struct.pack("<q", value), ""))
+    elif isinstance(value, float):
+        if struct.unpack("<f", struct.pack("<f", value))[0] == value:
+            forms.append((struct.pack("<f", value), ""))
+        forms.append((struct.pack("<d", value), ""))
+    elif isinstance(value, decimal.Decimal):
+        exponent = value.as_tuple().exponent
+        assert isinstance(exponent, int)  # finite (checked by typed_key)
+        for scale in range(max(0, -exponent), 39):
+            forms.append((_signed(int(value.scaleb(scale))), ""))
+    elif isinstance(value, (str, bytes)):
+        raw = value.encode() if isinstance(value, str) else value
+        forms.append((raw, ""))
+        if len(value) > ICEBERG_TRUNCATE:
+            lower = value[:ICEBERG_TRUNCATE]
+            note = f" (bound truncated to {ICEBERG_TRUNCATE})"
+            forms.append((lower.encode() if isinstance(lower, str) else lower, note))
+            if isinstance(value, str) and ord(value[ICEBERG_TRUNCATE - 1]) < 0x10FFFF:
+                upper = value[: ICEBERG_TRUNCATE - 1] + chr(ord(value[ICEBERG_TRUNCATE - 1]) + 1)
+                forms.append((upper.encode(errors="surrogatepass"), note))
+            elif isinstance(value, bytes) and value[ICEBERG_TRUNCATE - 1] < 255:
+                forms.append((value[: ICEBERG_TRUNCATE - 1] + bytes([value[ICEBERG_TRUNCATE - 1] + 1]), note))
+    elif isinstance(value, uuid.UUID):
+        forms.append((value.bytes, ""))
+    elif isinstance(value, dt.datetime):
+        micros = _micros(value)
+        forms += [(struct.pack("<q", micros), ""), (struct.pack("<q", micros * 1000), "")]
+    elif isinstance(value, dt.date):
+        forms.append((struct.pack("<i", (value - _EPOCH_DAY).days), ""))
+    elif isinstance(value, dt.time):
+        forms.append((struct.pack("<q", _time_micros(value)), ""))
+    return forms
+
+
+def _patterns(needles: Sequence[str], bounds: tuple[str, str]) -> list[str]:
+    """Combined patterns of ``needles`` (already RE2 literals), at most ``_CHUNK`` per pattern."""
+    unique = sorted(set(needles))
+    return [bounds[0] + "|".join(unique[i : i + _CHUNK]) + bounds[1] for i in range(0, len(unique), _CHUNK)]
+
+
+@dataclass(frozen=True)
+class _Matcher:
+    """Patterns of one kind: combined over every value, and one per value number."""
+
+    combined: tuple[str, ...]
+    per_value: tuple[tuple[int, str], ...]
+    #: Raw matchers: each value's byte forms (to place a match that began at a boundary byte).
+    forms: tuple[tuple[int, tuple[bytes, ...]], ...] = ()
+
+    @classmethod
+    def build(cls, literals: dict[int, list[str]], bounds: tuple[str, str]) -> _Matcher:
+        every = [lit for lits in literals.values() for lit in lits]
+        per = tuple((n, _patterns(lits, bounds)[0]) for n, lits in sorted(literals.items()) if lits)
+        return cls(tuple(_patterns(every, bounds)), per)
+
+    @classmethod
+    def build_raw(cls, forms: dict[int, list[bytes]], bounds: tuple[str, str]) -> _Matcher:
+        literals = {n: [_re2_bytes(f) for f in fs] for n, fs in forms.items()}
+        built = cls.build(literals, bounds)
+        return cls(built.combined, built.per_value, tuple((n, tuple(fs)) for n, fs in forms.items()))
+
+    def hits(self, array: pa.Array) -> list[tuple[int, int]]:
+        """(row, value number) of every row of ``array`` that holds a value."""
+        if not self.combined or len(array) == 0:
+            return []
+        mask = None
+        for pattern in self.combined:
+            m = pc.match_substring_regex(array, pattern)
+            mask = m if mask is None else pc.or_kleene(mask, m)
+        rows = pc.indices_nonzero(pc.fill_null(mask, False))
+        if len(rows) == 0:
+            return []
+        subset = array.take(rows)
+        found = []
+        for number, pattern in self.per_value:
+            for i in pc.indices_nonzero(pc.fill_null(pc.match_substring_regex(subset, pattern), False)):
+                found.append((rows[i.as_py()].as_py(), number))
+        return found
+
+    def first_offset(self, blob: pa.Array, number: int) -> int:
+        """Byte offset of the first match of value ``number`` in a one-element binary array."""
+        pattern = dict(self.per_value)[number]
+        pos = int(pc.find_substring_regex(blob, pattern)[0].as_py())
+        data = blob[0].as_py()
+        return pos if any(data.startswith(f, pos) for f in dict(self.forms)[number]) else pos + 1
+
+
+class Needles:
+    """Every form of the values to find (see the module docstring), by value number."""
+
+    def __init__(self, values: Sequence[object]) -> None:
+        if not values:
+            raise ValueError("find_residue needs at least one value to look for")
+        self.count = len(values)
+        self.typed: dict[TypedKey, list[int]] = {}
+        self.iceberg: dict[bytes, list[tuple[int, str, bool]]] = {}
+        words: dict[int, list[str]] = {}
+        self._redactors: list[tuple[re.Pattern[str], int]] = []
+        numerals: dict[int, list[str]] = {}
+        raw_words: dict[int, list[bytes]] = {}
+        raw_any: dict[int, list[bytes]] = {}
+        for number, original in enumerate(values):
+            value = _plain(original)
+            key = typed_key(value)
+            if key is None:
+                # The message names the position and type, never the value (reports are audited).
+                raise ValueError(f"value #{number} ({type(original).__name__}) can never match: null or NaN")
+            if not isinstance(
+                value, (bool, int, float, decimal.Decimal, str, bytes, uuid.UUID, dt.date, dt.time)
+            ):
+                raise TypeError(f"value #{number} has a type the residue scan cannot look for: {type(value)}")
+            self.typed.setdefault(key, []).append(number)
+            if isinstance(value, uuid.UUID):
+                self.typed.setdefault(("str", str(value)), []).append(number)
+            numeric = isinstance(value, (int, float, decimal.Decimal)) and not isinstance(value, bool)
+            for form, note in _iceberg_forms(value):
+                self.iceberg.setdefault(form, []).append((number, note, numeric))
+            text = [w for w in dict.fromkeys(_words(value)) if w]
+            words[number] = [_re2_text(w) for w in text]
+            spelled = _number_texts(value) if isinstance(value, (int, float, decimal.Decimal)) else []
+            if numeric:
+                numerals[number] = [_re2_text(t) for t in dict.fromkeys(spelled)]
+            plain = text + spelled if numeric else text
+            if plain:
+                alternatives = "|".join(re.escape(t) for t in sorted(plain, key=len, reverse=True))
+                self._redactors.append((re.compile(rf"(?<![^\W_])(?:{alternatives})(?![^\W_])"), number))
+            if not isinstance(value, bytes):
+                raws = [w.encode("utf-8", errors="surrogatepass") for w in text]
+                raw_words[number] = [r for r in raws if len(r) >= MIN_RAW_BYTES]
+            elif len(value) >= MIN_RAW_BYTES:
+                raw_any[number] = [value]
+        self.words = _Matcher.build(words, _WORD)
+        self.numerals = _Matcher.build(numerals, _NUMERAL)
+        self.whole_numerals = _Matcher.build(numerals, _WHOLE)
+        self.raw_words = _Matcher.build_raw(raw_words, _RAW_WORD)
+        self.raw_any = _Matcher.build_raw(raw_any, _RAW_ANY)
+        self.has_raw = bool(self.raw_words.combined or self.raw_any.combined)
+        self._arrow: dict[pa.DataType, list[tuple[int, pa.Scalar]]] = {}
+
+    def redact(self, text: str) -> str:
+        """``text`` (a path or location) with every value's text forms replaced by its number.
+
+        A percent-encoded path is decoded first when that reveals a value.
+        """
+        decoded = urllib.parse.unquote(text)
+        for source in (text, decoded) if decoded != text else (text,):
+            out = source
+            for pattern, number in self._redactors:
+                out = pattern.sub(f"<value #{number}>", out)
+            if out != source:
+                return out
+        return text
+
+    # ------------------------------------------------------------------ typed values
+
+    def numbers_of(self, value: Any, *, numbers: bool = True) -> list[int]:
+        """Value numbers equal to one decoded Python value (numbers skipped unless ``numbers``)."""
+        key = typed_key(value)
+        if key is None or (key[0] == "num" and not numbers):
+            return []
+        return self.typed.get(key, [])
+
+    def bound_numbers(self, data: bytes, *, numbers: bool = True) -> list[tuple[int, str]]:
+        """Value numbers whose Iceberg single-value form is exactly ``data``, with a note on the
+        form (numbers' forms skipped unless ``numbers``)."""
+        return [(n, note) for n, note, numeric in self.iceberg.get(data, []) if numbers or not numeric]
+
+    def _scalars(self, t: pa.DataType) -> list[tuple[int, pa.Scalar]]:
+        """The values comparable with an Arrow column of type ``t``, as scalars of that type."""
+        found = self._arrow.get(t)
+        if found is not None:
+            return found
+        found = []
+        for (kind, v), numbers in self.typed.items():
+            candidate: Any = None
+            if kind == "num" and pa.types.is_integer(t) and v == int(v):
+                candidate = int(v)
+            elif kind == "num" and pa.types.is_floating(t) and float(v) == v:
+                candidate = float(v)
+            elif kind == "num" and pa.types.is_decimal(t):
+                candidate = decimal.Decimal(v)
+            elif (
+                (kind == "bool" and pa.types.is_boolean(t))
+                or (kind == "date" and (pa.types.is_date(t)))
+                or (kind == "bytes" and (pa.types.is_binary(t) or pa.types.is_large_binary(t)))
+                or (kind == "bytes" and pa.types.is_fixed_size_binary(t))
+            ):
+                candidate = v
+            if candidate is None:
+                continue
+            try:
+                scalar = pa.scalar(candidate, t)
+            except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError, TypeError, ValueError):
+                continue
+            found += [(n, scalar) for n in numbers]
+        self._arrow[t] = found
+        return found
+
+    def arrow_numbers(self, array: pa.Array, *, numbers: bool = True, free_text: bool = False) -> set[int]:
+        """Value numbers held by a flat (non-nested) Arrow array, typed or as text.
+
+        Strings are searched for text forms at token boundaries; for numbers, a string must be
+        the number's text as a whole, unless ``free_text`` (metadata strings such as Delta
+        checkpoint ``stats``), where numeric tokens inside count.
+        """
+        t = array.type
+        if pa.types.is_dictionary(t):
+            return self.arrow_numbers(array.dictionary, numbers=numbers, free_text=free_text)
+        if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+            if pa.types.is_string_view(t):
+                array = array.cast(pa.large_string())
+            found = {n for _, n in self.words.hits(array)}
+            if numbers:
+                numerals = self.numerals if free_text else self.whole_numerals
+                found |= {n for _, n in numerals.hits(array)}
+            return found
+        if pa.types.is_timestamp(t) or pa.types.is_time(t):
+            return self._temporal_numbers(array)
+        found = set()
+        if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+            as_binary = array.cast(pa.large_binary())
+            found |= {n for _, n, _ in self.raw_hits(as_binary, offsets=False)}
+        numeric = pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+        scalars = self._scalars(t) if numbers or not numeric else []
+        if scalars:
+            value_set = pa.array([s.as_py() for _, s in scalars], t)
+            present = pc.unique(array.filter(pc.is_in(array, value_set=value_set)))
+            for n, s in scalars:
+                if len(present) and pc.any(pc.equal(present, s)).as_py():
+                    found.add(n)
+        return found
+
+    def _temporal_numbers(self, array: pa.Array) -> set[int]:
+        t = array.type
+        kind = "ts" if pa.types.is_timestamp(t) else "time"
+        per_micro = {"s": None, "ms": None, "us": 1, "ns": 1000}[t.unit]
+        divisor = {"s": 1_000_000, "ms": 1000}.get(t.unit)
+        wanted: dict[int, list[int]] = {}
+        for (k, micros), numbers in self.typed.items():
+            if k != kind:
+                continue
+            if per_micro is not None:
+                wanted.setdefault(micros * per_micro, []).extend(numbers)
+            elif divisor is not None and micros % divisor == 0:
+                wanted.setdefault(micros // divisor, []).extend(numbers)
+        if not wanted:
+            return set()
+        ints = array.cast(pa.int64() if t.bit_width == 64 else pa.int32()).cast(pa.int64())
+        present = pc.unique(ints.filter(pc.is_in(ints, value_set=pa.array(list(wanted), pa.int64()))))
+        return {n for v in present.to_pylist() for n in wanted[v]}
+
+    # ------------------------------------------------------------------ free text and raw bytes
+
+    def text_hits(self, strings: pa.Array, *, numbers: bool = True) -> list[tuple[int, int]]:
+        """(row, value number) of the strings holding a value's text form at token boundaries."""
+        found = self.words.hits(strings)
+        return found + self.numerals.hits(strings) if numbers else found
+
+    def raw_hits(self, blobs: pa.Array, *, offsets: bool = True) -> list[tuple[int, int, int]]:
+        """(row, value number, byte offset or -1) of the binary ``blobs`` holding a value's raw form."""
+        out = []
+        for matcher in (self.raw_words, self.raw_any):
+            for row, number in matcher.hits(blobs):
+                out.append(
+                    (row, number, matcher.first_offset(blobs.slice(row, 1), number) if offsets else -1)
+                )
+        return out
