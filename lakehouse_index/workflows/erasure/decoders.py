@@ -77,13 +77,13 @@ STRUCTURAL = frozenset(
         "summary", "first-row-id", "added-rows", "file-size-in-bytes", "blobs", "blob-metadata",
         # Iceberg manifests and manifest lists
         "status", "content", "record_count", "file_size_in_bytes", "column_sizes", "value_counts",
-        "null_value_counts", "nan_value_counts", "lower_bounds", "upper_bounds", "split_offsets",
+        "null_value_counts", "nan_value_counts", "split_offsets",
         "equality_ids", "sort_order_id", "snapshot_id", "sequence_number", "data_sequence_number",
         "file_sequence_number", "min_sequence_number", "added_snapshot_id", "manifest_length",
         "partition_spec_id", "added_files_count", "existing_files_count", "deleted_files_count",
         "added_data_files_count", "existing_data_files_count", "deleted_data_files_count",
         "added_rows_count", "existing_rows_count", "deleted_rows_count", "first_row_id",
-        "content_offset", "content_size_in_bytes", "partitions",
+        "content_offset", "content_size_in_bytes",
         # lakehouse-index log
         "formatVersion", "id", "spec", "mtimeMs", "deletesId", "deletedCount", "addedOrdinal",
         "removedOrdinal", "moves", "nextFileId", "rows", "level", "minOrdinal", "maxOrdinal",
@@ -191,12 +191,15 @@ class Findings:
     def walk(self, location: str, node: Any, state: int) -> None:
         """Every leaf and member name of a decoded document (JSON, Avro record, Puffin footer)."""
         if isinstance(node, dict):
-            reserved = node.keys() == {"key", "value"} and _reserved_id(node["key"])
+            if node.keys() == {"key", "value"} and _is_int(node["key"]):
+                # An Avro map with int keys (Iceberg bounds, sizes, counts): keys are field ids.
+                reserved = node["key"] >= ICEBERG_RESERVED_IDS
+                self.walk(f"{location}.value", node["value"], _STRUCT if reserved else state)
+                return
             for name, child in node.items():
                 name = str(name)
                 self.text(f"{location}.{name} (name)", name, numbers=True)
-                child_state = _STRUCT if reserved else _child(state, name)
-                self.walk(f"{location}.{name}", child, child_state)
+                self.walk(f"{location}.{name}", child, _child(state, name))
         elif isinstance(node, (list, tuple)):
             for i, child in enumerate(node):
                 self.walk(f"{location}[{i}]", child, state)
@@ -239,8 +242,8 @@ class Findings:
         blobs.clear()
 
 
-def _reserved_id(key: Any) -> bool:
-    return isinstance(key, int) and not isinstance(key, bool) and key >= ICEBERG_RESERVED_IDS
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 # --------------------------------------------------------------------------- Parquet

@@ -10,8 +10,9 @@ module implements it. Each value becomes:
 * **words**: its text forms (the string itself and its JSON- and SQL-escaped spellings, ISO
   dates and times, UUID text, hex of bytes) found in free text at token boundaries (the
   characters around it are not letters or digits);
-* **numerals**: the text forms of a number, found in free text as whole numeric tokens (also
-  not next to a ``.`` that continues the number: ``12`` is not in ``3.12`` nor ``12.5``);
+* **numerals**: the text forms of a number, found in free text as whole numeric tokens: not
+  next to a ``.`` that continues the number (``12`` is not in ``3.12`` nor ``12.5``), nor
+  joined to a letter or digit by ``-`` or ``_`` (not in ``subject-12``, ``2024-01-12``);
 * **raw forms**: the UTF-8 bytes of the words, found in raw bytes at ASCII token boundaries,
   and a bytes value itself (4 bytes or more) anywhere. Numbers are never searched in raw
   bytes (their binary forms are too short to mean anything there);
@@ -58,9 +59,14 @@ _CHUNK = 256
 ICEBERG_TRUNCATE = 16
 
 # RE2 boundaries. Text: Unicode letters and digits continue a token. Numbers: a '.' next to
-# a digit continues the number too. Raw bytes (Latin-1 mode): ASCII letters and digits.
+# a digit continues the number too, and a '-' or '_' joining it to a letter or digit makes
+# it part of a word (subject-12, 2024-01-12, file_12). Raw bytes (Latin-1 mode): ASCII
+# letters and digits.
 _WORD = (r"(?:^|[^\pL\pN])(?:", r")(?:$|[^\pL\pN])")
-_NUMERAL = (r"(?:^|[^\pL\pN.]|[^\pN]\.)(?:", r")(?:$|[^\pL\pN.]|\.[^\pN]|\.$)")
+_NUMERAL = (
+    r"(?:^|[^\pL\pN.\-_]|[^\pN]\.|(?:^|[^\pL\pN])[\-_])(?:",
+    r")(?:$|[^\pL\pN.\-_]|\.[^\pN]|\.$|[\-_](?:$|[^\pL\pN]))",
+)
 _RAW_WORD = (r"(?:^|[^0-9A-Za-z])(?:", r")(?:$|[^0-9A-Za-z])")
 _RAW_ANY = ("(?:", ")")
 _WHOLE = ("^(?:", ")$")
@@ -114,6 +120,9 @@ def typed_key(value: Any) -> TypedKey | None:
     if isinstance(value, dt.time):
         return ("time", _time_micros(value))
     return None
+
+
+_SUPPORTED = (bool, int, float, decimal.Decimal, str, bytes, uuid.UUID, dt.date, dt.time)
 
 
 def _re2_text(s: str) -> str:
@@ -291,14 +300,12 @@ class Needles:
         raw_any: dict[int, list[bytes]] = {}
         for number, original in enumerate(values):
             value = _plain(original)
+            # Messages name the position and type, never the value (reports are audited).
+            if value is not None and not isinstance(value, _SUPPORTED):
+                raise TypeError(f"value #{number} has a type the residue scan cannot look for: {type(value)}")
             key = typed_key(value)
             if key is None:
-                # The message names the position and type, never the value (reports are audited).
                 raise ValueError(f"value #{number} ({type(original).__name__}) can never match: null or NaN")
-            if not isinstance(
-                value, (bool, int, float, decimal.Decimal, str, bytes, uuid.UUID, dt.date, dt.time)
-            ):
-                raise TypeError(f"value #{number} has a type the residue scan cannot look for: {type(value)}")
             self.typed.setdefault(key, []).append(number)
             if isinstance(value, uuid.UUID):
                 self.typed.setdefault(("str", str(value)), []).append(number)
@@ -310,10 +317,16 @@ class Needles:
             spelled = _number_texts(value) if isinstance(value, (int, float, decimal.Decimal)) else []
             if numeric:
                 numerals[number] = [_re2_text(t) for t in dict.fromkeys(spelled)]
-            plain = text + spelled if numeric else text
-            if plain:
-                alternatives = "|".join(re.escape(t) for t in sorted(plain, key=len, reverse=True))
+            if text:
+                alternatives = "|".join(re.escape(t) for t in sorted(text, key=len, reverse=True))
                 self._redactors.append((re.compile(rf"(?<![^\W_])(?:{alternatives})(?![^\W_])"), number))
+            if numeric:
+                # A number is redacted only as a whole name or value ("g=12", "$.12"), not in
+                # the report's own numbers ("row group 0", "line 12").
+                alternatives = "|".join(re.escape(t) for t in sorted(set(spelled), key=len, reverse=True))
+                self._redactors.append(
+                    (re.compile(rf"(?<=[=./])(?:{alternatives})(?=$|[/ \[]|\.[^\d])"), number)
+                )
             if not isinstance(value, bytes):
                 raws = [w.encode("utf-8", errors="surrogatepass") for w in text]
                 raw_words[number] = [r for r in raws if len(r) >= MIN_RAW_BYTES]

@@ -38,8 +38,11 @@ Matching policy:
   string, date, time, timestamp or UUID value only at **token boundaries**: the characters
   before and after are not letters or digits, so ``subject-1`` is not found in
   ``subject-10``. JSON- and SQL-escaped spellings are searched too.
-* Numbers in free text match as whole numeric tokens: ``12`` is not in ``123``, ``3.12``
-  or ``12.5`` (it is in ``-12`` and ``id=12``). A float or Decimal is looked for in its
+* Numbers in free text match as whole numeric tokens: ``12`` is not in ``123``, ``3.12``,
+  ``12.5``, ``subject-12`` or ``2024-01-12`` (a ``-`` or ``_`` joining digits to a letter
+  or digit makes a word), and is in ``id=12``, ``(12, 13)`` and ``-12`` (signs are not
+  told apart). In typed string columns of data and index files a number must be the whole
+  string (``"12"``). A float or Decimal is looked for in its
   ``repr``/``str`` and normalized forms.
 * Raw bytes: the UTF-8 forms of text values of 4 bytes or more at ASCII token boundaries,
   and bytes values of 4 bytes or more anywhere. Numbers are **not** searched in raw bytes
