@@ -365,12 +365,19 @@ def test_formats_by_content(tmp_path: Path) -> None:
     assert PuffinFile(puffin).get_blob_payload(PuffinFile(puffin).footer.blobs[0]) == zstd_blob  # the oracle
     (root / "stats.bin").write_bytes(puffin)  # no telling extension
     (root / "lz4footer.puffin").write_bytes(_puffin([(zstd_blob, "lz4")], footer_lz4=True))
-    (root / "doc.dat").write_bytes(gzip.compress(json.dumps({"a": [{"b": SUBJECT}], "c": 12}).encode()))
+    doc = '{"a": [{"b": "%s"}], "c": 12, "price": 0.10, "other": 0.1000001}' % SUBJECT
+    (root / "doc.dat").write_bytes(gzip.compress(doc.encode()))
     ndjson = "\n".join(json.dumps({"x": {"when": "2024-01-02T03:04:05.000Z"}, "n": i}) for i in range(3))
     (root / "log").write_bytes(pa.compress(ndjson.encode(), codec="zstd", asbytes=True))
     (root / "raw.bin").write_bytes(b"\x00\xff" + SUBJECT.encode() + b"\x01\x02")
     (root / "notes.txt").write_text(f"erase {SUBJECT}, keep {SUBJECT}0")
-    values: list[object] = [SUBJECT, dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc), 12]
+    values: list[object] = [
+        SUBJECT,
+        dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc),
+        12,
+        decimal.Decimal("0.1"),
+        0.1,
+    ]
     report = find_residue([root.as_uri()], values)
     got = {
         (h.path.rsplit("/", 1)[-1], h.decoder, h.location.split(" at byte")[0], h.value_number)
@@ -381,6 +388,11 @@ def test_formats_by_content(tmp_path: Path) -> None:
     assert ("lz4footer.puffin", "puffin", "blob 0 (test-blob-v1)", 0) in got
     assert ("doc.dat", "gzip/json", "$.a[0].b", 0) in got
     assert ("doc.dat", "gzip/json", "$.c", 2) in got  # a plain JSON file: numbers are data
+    # 0.10 in JSON is the Decimal 0.1 and the float 0.1 (exactly, not 0.1000001).
+    assert {(loc, n) for name, _, loc, n in got if name == "doc.dat" and n in (3, 4)} == {
+        ("$.price", 3),
+        ("$.price", 4),
+    }
     assert ("log", "zstd/ndjson", "line 1: $.x.when", 1) in got
     assert ("raw.bin", "raw", "bytes", 0) in got
     assert ("notes.txt", "text", "text", 0) in got
@@ -479,3 +491,30 @@ def test_undecodable_file_is_not_ok(tmp_path: Path) -> None:
     assert report.unreadable == ((root / "broken.parquet").as_uri(),)
     assert not report.ok
     assert [(h.decoder, h.location.split(" at byte")[0]) for h in report.hits] == [("raw", "bytes")]
+
+
+def test_s3_root_equals_local(tmp_path: Path) -> None:
+    """The same table on S3 (moto on loopback, read through lakehouse_index.io) gives the same
+    hits as the local copy, partition folders (implicit on S3) included."""
+    from lakehouse_index.io import Storage
+    from tests.support.moto import moto_s3, s3_client
+
+    delta_table = tmp_path / "t"
+    write_deltalake(str(delta_table), rows(9), partition_by=["k"])
+    DeltaTable(str(delta_table)).delete(f"k = '{SUBJECT}'")
+    values: list[object] = [SUBJECT, "subject-9", 6000]
+    local = find_residue([str(delta_table)], values)
+    with moto_s3("residue") as options:
+        client: Any = s3_client(options)
+        for p in delta_table.rglob("*"):
+            if p.is_file():
+                client.put_object(Bucket="residue", Key=f"t/{p.relative_to(delta_table)}", Body=p.read_bytes())
+        remote = find_residue(["s3://residue/t"], values, storage=Storage.for_uri("s3://residue/t", options))
+
+    def relative(report: ResidueReport, root: str) -> set[tuple[str, str, str, int]]:
+        return {(h.path.removeprefix(root), h.decoder, h.location, h.value_number) for h in report.hits}
+
+    assert any(h.decoder == "path" for h in local.hits)
+    assert relative(remote, "s3://residue/t") == relative(local, delta_table.as_uri())
+    assert (remote.files_checked, remote.bytes_checked) == (local.files_checked, local.bytes_checked)
+    assert remote.files_by_decoder == local.files_by_decoder

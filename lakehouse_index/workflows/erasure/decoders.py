@@ -23,6 +23,7 @@ files are matched whole. Strings, dates, bytes are matched everywhere, whatever 
 from __future__ import annotations
 
 import base64
+import decimal
 import bz2
 import gzip
 import json
@@ -137,6 +138,8 @@ class Findings:
         self.needles = needles
         self.role = role
         self.hits: set[tuple[str, int]] = set()
+        #: Bytes fields are Iceberg bounds (set for Iceberg manifests and manifest lists).
+        self.iceberg_bounds = False
         self._texts: dict[bool, tuple[list[str], list[str]]] = {True: ([], []), False: ([], [])}
         self._blobs: tuple[list[str], list[bytes]] = ([], [])
 
@@ -183,9 +186,14 @@ class Findings:
             self.add(location, number)
 
     def binary(self, location: str, data: bytes, *, numbers: bool) -> None:
-        """A decoded bytes value: an Iceberg bound form of a value, the value itself, or raw text."""
-        for number, note in self.needles.bound_numbers(data, numbers=numbers):
-            self.add(location + note, number)
+        """A decoded bytes value: the value itself, raw text, or in Iceberg metadata (where bytes
+        are bounds) a value's Iceberg single-value serialization."""
+        if self.iceberg_bounds:
+            for number, note in self.needles.bound_numbers(data, numbers=numbers):
+                self.add(location + note, number)
+        else:
+            for number in self.needles.numbers_of(data):
+                self.add(location, number)
         self.blob(location, data)
 
     def walk(self, location: str, node: Any, state: int) -> None:
@@ -216,7 +224,7 @@ class Findings:
         head = text.lstrip()[:1]
         if head in ("{", "["):
             try:
-                doc = json.loads(text)
+                doc = _json(text)
             except ValueError:
                 pass
             else:
@@ -240,6 +248,11 @@ class Findings:
                 self.add(f"{locations[row]} at byte {offset}", number)
         locations.clear()
         blobs.clear()
+
+
+def _json(text: str | bytes) -> Any:
+    """Parsed JSON with fractional numbers as exact Decimals (``0.10`` equals ``Decimal("0.1")``)."""
+    return json.loads(text, parse_float=decimal.Decimal)
 
 
 def _is_int(value: Any) -> bool:
@@ -365,6 +378,7 @@ def _avro(f: Findings, data: bytes) -> None:
         for k in container.metadata
     ):
         f.role = METADATA
+        f.iceberg_bounds = True
     for key, value in container.metadata.items():
         f.text("header (name)", key, numbers=True)
         try:
@@ -399,7 +413,7 @@ def _puffin(f: Findings, data: bytes) -> None:
     if size < 0 or start < 8 or data[start - 4 : start] != _PUFFIN:
         raise ValueError("malformed Puffin footer")
     payload = data[start : start + size]
-    footer = json.loads(_lz4_frame(payload) if flags & 1 else payload)
+    footer = _json(_lz4_frame(payload) if flags & 1 else payload)
     f.walk("footer $", footer, _NEUTRAL)
     for i, blob in enumerate(footer.get("blobs", [])):
         body = data[int(blob["offset"]) : int(blob["offset"]) + int(blob["length"])]
@@ -456,7 +470,7 @@ def _text(f: Findings, data: bytes) -> str:
         return "raw"
     if text.lstrip()[:1] in ("{", "["):
         try:
-            doc = json.loads(text)
+            doc = _json(text)
         except ValueError:
             pass
         else:
@@ -465,7 +479,7 @@ def _text(f: Findings, data: bytes) -> str:
     lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
     if lines and all(line.lstrip()[:1] in ("{", "[") for _, line in lines):
         try:
-            docs = [(n, json.loads(line)) for n, line in lines]
+            docs = [(n, _json(line)) for n, line in lines]
         except ValueError:
             pass
         else:

@@ -106,7 +106,10 @@ def typed_key(value: Any) -> TypedKey | None:
             finite = math.isfinite(value)
         except (TypeError, ValueError):  # signalling NaN Decimals
             return None
-        return ("num", value) if finite else None
+        if not finite:
+            return None
+        # A float by its shortest repr, so that 0.1 equals the 0.1 of JSON or Decimal text.
+        return ("num", decimal.Decimal(repr(value)) if isinstance(value, float) else value)
     if isinstance(value, str):
         return ("str", value)
     if isinstance(value, bytes):
@@ -123,6 +126,10 @@ def typed_key(value: Any) -> TypedKey | None:
 
 
 _SUPPORTED = (bool, int, float, decimal.Decimal, str, bytes, uuid.UUID, dt.date, dt.time)
+
+
+def _is_binary(t: pa.DataType) -> bool:
+    return bool(pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t))
 
 
 def _re2_text(s: str) -> str:
@@ -378,15 +385,14 @@ class Needles:
             candidate: Any = None
             if kind == "num" and pa.types.is_integer(t) and v == int(v):
                 candidate = int(v)
-            elif kind == "num" and pa.types.is_floating(t) and float(v) == v:
+            elif kind == "num" and pa.types.is_floating(t) and decimal.Decimal(repr(float(v))) == v:
                 candidate = float(v)
             elif kind == "num" and pa.types.is_decimal(t):
                 candidate = decimal.Decimal(v)
             elif (
                 (kind == "bool" and pa.types.is_boolean(t))
-                or (kind == "date" and (pa.types.is_date(t)))
-                or (kind == "bytes" and (pa.types.is_binary(t) or pa.types.is_large_binary(t)))
-                or (kind == "bytes" and pa.types.is_fixed_size_binary(t))
+                or (kind == "date" and pa.types.is_date(t))
+                or (kind == "bytes" and (_is_binary(t)))
             ):
                 candidate = v
             if candidate is None:
@@ -420,7 +426,7 @@ class Needles:
         if pa.types.is_timestamp(t) or pa.types.is_time(t):
             return self._temporal_numbers(array)
         found = set()
-        if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
+        if _is_binary(t):
             as_binary = array.cast(pa.large_binary())
             found |= {n for _, n, _ in self.raw_hits(as_binary, offsets=False)}
         numeric = pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
