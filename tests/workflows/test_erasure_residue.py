@@ -365,7 +365,7 @@ def test_formats_by_content(tmp_path: Path) -> None:
     assert PuffinFile(puffin).get_blob_payload(PuffinFile(puffin).footer.blobs[0]) == zstd_blob  # the oracle
     (root / "stats.bin").write_bytes(puffin)  # no telling extension
     (root / "lz4footer.puffin").write_bytes(_puffin([(zstd_blob, "lz4")], footer_lz4=True))
-    doc = '{"a": [{"b": "%s"}], "c": 12, "price": 0.10, "other": 0.1000001}' % SUBJECT
+    doc = '{"a": [{"b": "SUBJECT"}], "c": 12, "price": 0.10, "other": 0.1000001}'.replace("SUBJECT", SUBJECT)
     (root / "doc.dat").write_bytes(gzip.compress(doc.encode()))
     ndjson = "\n".join(json.dumps({"x": {"when": "2024-01-02T03:04:05.000Z"}, "n": i}) for i in range(3))
     (root / "log").write_bytes(pa.compress(ndjson.encode(), codec="zstd", asbytes=True))
@@ -508,7 +508,8 @@ def test_s3_root_equals_local(tmp_path: Path) -> None:
         client: Any = s3_client(options)
         for p in delta_table.rglob("*"):
             if p.is_file():
-                client.put_object(Bucket="residue", Key=f"t/{p.relative_to(delta_table)}", Body=p.read_bytes())
+                key = f"t/{p.relative_to(delta_table)}"
+                client.put_object(Bucket="residue", Key=key, Body=p.read_bytes())
         remote = find_residue(["s3://residue/t"], values, storage=Storage.for_uri("s3://residue/t", options))
 
     def relative(report: ResidueReport, root: str) -> set[tuple[str, str, str, int]]:

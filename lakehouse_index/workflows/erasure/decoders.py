@@ -23,8 +23,8 @@ files are matched whole. Strings, dates, bytes are matched everywhere, whatever 
 from __future__ import annotations
 
 import base64
-import decimal
 import bz2
+import decimal
 import gzip
 import json
 import lzma
