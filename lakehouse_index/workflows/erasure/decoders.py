@@ -67,7 +67,8 @@ STRUCTURAL = frozenset(
         "sizeInBytes", "numOfAddFiles", "parts", "tableSizeBytes", "numFiles", "numMetadata",
         "numProtocol", "fileSizeHistogram", "deletedRecordCountsHistogramOpt", "lastUpdated",
         "numDeletedRecordsOpt", "numDeletionVectorsOpt", "delta.columnMapping.id",
-        "delta.columnMapping.maxColumnId", "fields",
+        "delta.columnMapping.maxColumnId", "fields", "type", "configuration", "histogramOpt",
+        "inCommitTimestampOpt",
         # Iceberg table metadata and Puffin footers
         "format-version", "last-sequence-number", "last-updated-ms", "last-column-id",
         "current-schema-id", "schemas", "partition-specs", "default-spec-id", "last-partition-id",
@@ -76,6 +77,7 @@ STRUCTURAL = frozenset(
         "encryption-keys", "schema-id", "spec-id", "field-id", "source-id", "source-ids",
         "order-id", "snapshot-id", "parent-snapshot-id", "sequence-number", "timestamp-ms",
         "summary", "first-row-id", "added-rows", "file-size-in-bytes", "blobs", "blob-metadata",
+        "properties", "partition-spec-id",
         # Iceberg manifests and manifest lists
         "status", "content", "record_count", "file_size_in_bytes", "column_sizes", "value_counts",
         "null_value_counts", "nan_value_counts", "split_offsets",
@@ -88,7 +90,7 @@ STRUCTURAL = frozenset(
         # lakehouse-index log
         "formatVersion", "id", "spec", "mtimeMs", "deletesId", "deletedCount", "addedOrdinal",
         "removedOrdinal", "moves", "nextFileId", "rows", "level", "minOrdinal", "maxOrdinal",
-        "bucket", "timestampMs", "baseId", "ordinal",
+        "bucket", "timestampMs", "baseId", "ordinal", "baseOrdinal", "removed", "fieldId",
     }
 )  # fmt: skip
 #: Members below which user columns' values live (numbers matched again).
@@ -355,7 +357,9 @@ def _parquet(f: Findings, data: bytes) -> None:
                     else:
                         f.walk(at, value, f.column_state(path))
             if f.needles.has_raw and cc.compression != "UNCOMPRESSED":
-                start = cc.dictionary_page_offset if cc.has_dictionary_page else cc.data_page_offset
+                # Some writers record a dictionary page offset of 0 for none: the chunk starts at its
+                # first page, whichever that is.
+                start = min(o for o in (cc.dictionary_page_offset, cc.data_page_offset) if o)
                 pages = _chunk_pages(data, start, cc.total_compressed_size, cc.compression)
                 f.blob(f"{where} pages (uncompressed)", pages)
     for key, value in (md.metadata or {}).items():
@@ -364,7 +368,8 @@ def _parquet(f: Findings, data: bytes) -> None:
         if key == b"ARROW:schema":
             f.blob("key-value metadata ARROW:schema", base64.b64decode(value))
         else:
-            f.string(f"key-value metadata {name}", value.decode("utf-8", errors="replace"), f.root_state())
+            # Numbers here describe the file (pandas ranges, field ids), strings may be values.
+            f.string(f"key-value metadata {name}", value.decode("utf-8", errors="replace"), _STRUCT)
     f.blob("file bytes", data)
 
 
@@ -382,7 +387,7 @@ def _avro(f: Findings, data: bytes) -> None:
     for key, value in container.metadata.items():
         f.text("header (name)", key, numbers=True)
         try:
-            f.string(f"header {key}", value.decode("utf-8"), f.root_state())
+            f.string(f"header {key}", value.decode("utf-8"), _child(f.root_state(), key))
         except UnicodeDecodeError:
             f.blob(f"header {key}", value)
     for n, record in enumerate(container.records()):

@@ -22,9 +22,9 @@ module implements it. Each value becomes:
   16-character truncations Iceberg writes as lower and upper bounds. A bytes field equal to
   one of them is a hit.
 
-Free text and raw bytes are matched columnar, with RE2 through pyarrow's
-``match_substring_regex`` on whole arrays: one combined pattern for all values, then one
-pattern per value only over the strings that matched.
+Free text and raw bytes are matched columnar, with RE2 through pyarrow's ``extract_regex``
+on whole arrays: one combined pattern for all values whose capture names the value found,
+repeated only over the rows that matched (without the values already found in them).
 """
 
 from __future__ import annotations
@@ -41,6 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -62,14 +63,22 @@ ICEBERG_TRUNCATE = 16
 # a digit continues the number too, and a '-' or '_' joining it to a letter or digit makes
 # it part of a word (subject-12, 2024-01-12, file_12). Raw bytes (Latin-1 mode): ASCII
 # letters and digits.
-_WORD = (r"(?:^|[^\pL\pN])(?:", r")(?:$|[^\pL\pN])")
-_NUMERAL = (
-    r"(?:^|[^\pL\pN.\-_]|[^\pN]\.|(?:^|[^\pL\pN])[\-_])(?:",
-    r")(?:$|[^\pL\pN.\-_]|\.[^\pN]|\.$|[\-_](?:$|[^\pL\pN]))",
+#: Letters and digits for token boundaries: ASCII, and the Unicode blocks of letters and
+#: digits (Latin-1 letters on; not the punctuation and space blocks). RE2's ``\pL\pN`` would
+#: be exact but costs ~12 ms to compile, and pyarrow compiles a pattern on every call.
+_ALNUM = (
+    r"0-9A-Za-z\x{aa}\x{b5}\x{ba}\x{c0}-\x{d6}\x{d8}-\x{f6}\x{f8}-\x{1fff}\x{2070}-\x{218f}"
+    r"\x{2c00}-\x{2dff}\x{3040}-\x{d7ff}\x{f900}-\x{fdff}\x{fe70}-\x{fefe}\x{ff10}-\x{ff19}"
+    r"\x{ff21}-\x{ff3a}\x{ff41}-\x{ff5a}\x{ff66}-\x{ffdc}\x{10000}-\x{10ffff}"
 )
-_RAW_WORD = (r"(?:^|[^0-9A-Za-z])(?:", r")(?:$|[^0-9A-Za-z])")
-_RAW_ANY = ("(?:", ")")
-_WHOLE = ("^(?:", ")$")
+_WORD = (rf"(?:^|[^{_ALNUM}])", rf"(?:$|[^{_ALNUM}])")
+_NUMERAL = (
+    rf"(?:^|[^{_ALNUM}.\-_]|[^0-9]\.|(?:^|[^{_ALNUM}])[\-_])",
+    rf"(?:$|[^{_ALNUM}.\-_]|\.[^0-9]|\.$|[\-_](?:$|[^{_ALNUM}]))",
+)
+_RAW_WORD = (r"(?:^|[^0-9A-Za-z])", r"(?:$|[^0-9A-Za-z])")
+_RAW_ANY = ("", "")
+_WHOLE = ("^", "$")
 
 
 def _micros(value: dt.datetime) -> int:
@@ -238,57 +247,72 @@ def _iceberg_forms(value: Any) -> list[tuple[bytes, str]]:
     return forms
 
 
-def _patterns(needles: Sequence[str], bounds: tuple[str, str]) -> list[str]:
-    """Combined patterns of ``needles`` (already RE2 literals), at most ``_CHUNK`` per pattern."""
-    unique = sorted(set(needles))
-    return [bounds[0] + "|".join(unique[i : i + _CHUNK]) + bounds[1] for i in range(0, len(unique), _CHUNK)]
+#: A literal form of a value: text (strings, text arrays) or bytes (binary arrays).
+Literal = str | bytes
 
 
 @dataclass(frozen=True)
 class _Matcher:
-    """Patterns of one kind: combined over every value, and one per value number."""
+    """Every value's literal forms of one kind, between one kind of boundaries.
 
-    combined: tuple[str, ...]
-    per_value: tuple[tuple[int, str], ...]
-    #: Raw matchers: each value's byte forms (to place a match that began at a boundary byte).
-    forms: tuple[tuple[int, tuple[bytes, ...]], ...] = ()
+    :meth:`hits` runs one combined pattern with a capture group over an array; the captured
+    literal names the value. The rows that matched are searched again without the values
+    found in them until nothing more matches, so a row holding several values yields each.
+    """
 
-    @classmethod
-    def build(cls, literals: dict[int, list[str]], bounds: tuple[str, str]) -> _Matcher:
-        every = [lit for lits in literals.values() for lit in lits]
-        per = tuple((n, _patterns(lits, bounds)[0]) for n, lits in sorted(literals.items()) if lits)
-        return cls(tuple(_patterns(every, bounds)), per)
+    bounds: tuple[str, str]
+    #: Literal form → the value numbers spelled that way.
+    forms: dict[Literal, tuple[int, ...]]
 
     @classmethod
-    def build_raw(cls, forms: dict[int, list[bytes]], bounds: tuple[str, str]) -> _Matcher:
-        literals = {n: [_re2_bytes(f) for f in fs] for n, fs in forms.items()}
-        built = cls.build(literals, bounds)
-        return cls(built.combined, built.per_value, tuple((n, tuple(fs)) for n, fs in forms.items()))
+    def build(cls, literals: dict[int, list[Literal]], bounds: tuple[str, str]) -> _Matcher:
+        forms: dict[Literal, list[int]] = {}
+        for number, lits in literals.items():
+            for lit in lits:
+                forms.setdefault(lit, []).append(number)
+        return cls(bounds, {lit: tuple(numbers) for lit, numbers in forms.items()})
+
+    def _patterns(self, literals: list[Literal]) -> list[str]:
+        """Combined patterns (longest literals first), at most ``_CHUNK`` literals each."""
+        ordered = sorted(literals, key=len, reverse=True)
+        escaped = [_re2_bytes(lit) if isinstance(lit, bytes) else _re2_text(lit) for lit in ordered]
+        head, tail = self.bounds
+        return [
+            f"{head}(?P<m>{'|'.join(escaped[i : i + _CHUNK])}){tail}" for i in range(0, len(escaped), _CHUNK)
+        ]
 
     def hits(self, array: pa.Array) -> list[tuple[int, int]]:
-        """(row, value number) of every row of ``array`` that holds a value."""
-        if not self.combined or len(array) == 0:
-            return []
-        mask = None
-        for pattern in self.combined:
-            m = pc.match_substring_regex(array, pattern)
-            mask = m if mask is None else pc.or_kleene(mask, m)
-        rows = pc.indices_nonzero(pc.fill_null(mask, False))
-        if len(rows) == 0:
-            return []
-        subset = array.take(rows)
-        found = []
-        for number, pattern in self.per_value:
-            for i in pc.indices_nonzero(pc.fill_null(pc.match_substring_regex(subset, pattern), False)):
-                found.append((rows[i.as_py()].as_py(), number))
+        """(row, value number) for every value held by a row of ``array``."""
+        found: list[tuple[int, int]] = []
+        remaining = list(self.forms)
+        rows = np.arange(len(array))
+        while remaining and len(rows):
+            numbers: set[int] = set()
+            matched: set[int] = set()
+            for pattern in self._patterns(remaining):
+                extracted = pc.extract_regex(array, pattern)
+                at = pc.indices_nonzero(extracted.is_valid())
+                if len(at) == 0:
+                    continue
+                texts = pc.struct_field(extracted.take(at), [0]).to_pylist()
+                for i, text in zip(at.to_numpy(), texts, strict=True):
+                    for number in self.forms[text]:
+                        found.append((int(rows[i]), number))
+                        numbers.add(number)
+                    matched.add(int(i))
+            if not matched:
+                break
+            remaining = [lit for lit in remaining if numbers.isdisjoint(self.forms[lit])]
+            keep = np.array(sorted(matched))
+            array, rows = array.take(pa.array(keep)), rows[keep]
         return found
 
-    def first_offset(self, blob: pa.Array, number: int) -> int:
-        """Byte offset of the first match of value ``number`` in a one-element binary array."""
-        pattern = dict(self.per_value)[number]
-        pos = int(pc.find_substring_regex(blob, pattern)[0].as_py())
-        data = blob[0].as_py()
-        return pos if any(data.startswith(f, pos) for f in dict(self.forms)[number]) else pos + 1
+    def first_offset(self, data: bytes, number: int) -> int:
+        """Byte offset of the first match of value ``number`` in raw ``data``."""
+        literals = [lit for lit, numbers in self.forms.items() if number in numbers]
+        pattern = self._patterns(literals)[0]
+        pos = int(pc.find_substring_regex(pa.array([data], pa.large_binary()), pattern)[0].as_py())
+        return pos if any(isinstance(f, bytes) and data.startswith(f, pos) for f in literals) else pos + 1
 
 
 class Needles:
@@ -300,11 +324,11 @@ class Needles:
         self.count = len(values)
         self.typed: dict[TypedKey, list[int]] = {}
         self.iceberg: dict[bytes, list[tuple[int, str, bool]]] = {}
-        words: dict[int, list[str]] = {}
+        words: dict[int, list[Literal]] = {}
         self._redactors: list[tuple[re.Pattern[str], int]] = []
-        numerals: dict[int, list[str]] = {}
-        raw_words: dict[int, list[bytes]] = {}
-        raw_any: dict[int, list[bytes]] = {}
+        numerals: dict[int, list[Literal]] = {}
+        raw_words: dict[int, list[Literal]] = {}
+        raw_any: dict[int, list[Literal]] = {}
         for number, original in enumerate(values):
             value = _plain(original)
             # Messages name the position and type, never the value (reports are audited).
@@ -320,10 +344,10 @@ class Needles:
             for form, note in _iceberg_forms(value):
                 self.iceberg.setdefault(form, []).append((number, note, numeric))
             text = [w for w in dict.fromkeys(_words(value)) if w]
-            words[number] = [_re2_text(w) for w in text]
+            words[number] = list(text)
             spelled = _number_texts(value) if isinstance(value, (int, float, decimal.Decimal)) else []
             if numeric:
-                numerals[number] = [_re2_text(t) for t in dict.fromkeys(spelled)]
+                numerals[number] = list(dict.fromkeys(spelled))
             if text:
                 alternatives = "|".join(re.escape(t) for t in sorted(text, key=len, reverse=True))
                 self._redactors.append((re.compile(rf"(?<![^\W_])(?:{alternatives})(?![^\W_])"), number))
@@ -342,9 +366,9 @@ class Needles:
         self.words = _Matcher.build(words, _WORD)
         self.numerals = _Matcher.build(numerals, _NUMERAL)
         self.whole_numerals = _Matcher.build(numerals, _WHOLE)
-        self.raw_words = _Matcher.build_raw(raw_words, _RAW_WORD)
-        self.raw_any = _Matcher.build_raw(raw_any, _RAW_ANY)
-        self.has_raw = bool(self.raw_words.combined or self.raw_any.combined)
+        self.raw_words = _Matcher.build(raw_words, _RAW_WORD)
+        self.raw_any = _Matcher.build(raw_any, _RAW_ANY)
+        self.has_raw = bool(self.raw_words.forms or self.raw_any.forms)
         self._arrow: dict[pa.DataType, list[tuple[int, pa.Scalar]]] = {}
 
     def redact(self, text: str) -> str:
@@ -470,7 +494,6 @@ class Needles:
         out = []
         for matcher in (self.raw_words, self.raw_any):
             for row, number in matcher.hits(blobs):
-                out.append(
-                    (row, number, matcher.first_offset(blobs.slice(row, 1), number) if offsets else -1)
-                )
+                offset = matcher.first_offset(blobs[row].as_py(), number) if offsets else -1
+                out.append((row, number, offset))
         return out
