@@ -39,7 +39,7 @@ import pyarrow.parquet as pq
 
 from lakehouse_index.read.parquet_pages import decode_struct
 from lakehouse_index.workflows.erasure import avro
-from lakehouse_index.workflows.erasure.needles import MIN_RAW_BYTES, Needles
+from lakehouse_index.workflows.erasure.needles import MIN_RAW_BYTES, NO_NUMBERS, TOKENS, WHOLE, Needles
 
 __all__ = [
     "DATA",
@@ -142,8 +142,10 @@ class Findings:
         self.hits: set[tuple[str, int]] = set()
         #: Bytes fields are Iceberg bounds (set for Iceberg manifests and manifest lists).
         self.iceberg_bounds = False
-        self._texts: dict[bool, tuple[list[str], list[str]]] = {True: ([], []), False: ([], [])}
-        self._blobs: tuple[list[str], list[bytes]] = ([], [])
+        self._texts: dict[str, tuple[list[str], list[str]]] = {
+            m: ([], []) for m in (TOKENS, WHOLE, NO_NUMBERS)
+        }
+        self._blobs: tuple[list[tuple[str, int]], list[bytes]] = ([], [])
 
     def root_state(self) -> int:
         """Walk state at the top of a document of this file."""
@@ -162,16 +164,17 @@ class Findings:
     def add(self, location: str, number: int) -> None:
         self.hits.add((location, number))
 
-    def text(self, location: str, text: str, *, numbers: bool) -> None:
-        """Queue free text (numbers matched as numeric tokens when ``numbers``)."""
-        locations, texts = self._texts[numbers]
+    def text(self, location: str, text: str, *, numbers: bool, whole: bool = False) -> None:
+        """Queue free text (numbers matched as numeric tokens when ``numbers``), or with
+        ``whole`` a typed string value (a number must be all of it)."""
+        locations, texts = self._texts[(WHOLE if whole else TOKENS) if numbers else NO_NUMBERS]
         locations.append(location)
         texts.append(text)
 
-    def blob(self, location: str, data: bytes) -> None:
-        """Queue raw bytes."""
+    def blob(self, location: str, data: bytes, base: int = 0) -> None:
+        """Queue raw bytes (found at ``base`` of what ``location`` names)."""
         if self.needles.has_raw and len(data) >= MIN_RAW_BYTES:
-            self._blobs[0].append(location)
+            self._blobs[0].append((location, base))
             self._blobs[1].append(data)
 
     def arrow(self, location: str, array: pa.Array, state: int) -> None:
@@ -236,19 +239,18 @@ class Findings:
 
     def flush(self) -> None:
         """Match the queued free text and raw bytes."""
-        for numbers, (locations, texts) in self._texts.items():
+        for mode, (locations, texts) in self._texts.items():
             if texts:
-                for row, number in self.needles.text_hits(
-                    pa.array(texts, pa.large_string()), numbers=numbers
-                ):
+                for row, number in self.needles.text_hits(pa.array(texts, pa.large_string()), numbers=mode):
                     self.add(locations[row], number)
             locations.clear()
             texts.clear()
-        locations, blobs = self._blobs
+        places, blobs = self._blobs
         if blobs:
             for row, number, offset in self.needles.raw_hits(pa.array(blobs, pa.large_binary())):
-                self.add(f"{locations[row]} at byte {offset}", number)
-        locations.clear()
+                where, base = places[row]
+                self.add(f"{where} at byte {base + offset}", number)
+        places.clear()
         blobs.clear()
 
 
@@ -337,6 +339,7 @@ def _parquet(f: Findings, data: bytes) -> None:
         f.role = INDEX_DATA
     pf = pq.ParquetFile(pa.BufferReader(data))
     md = pf.metadata
+    compressed: list[tuple[int, int]] = []
     for i in range(md.num_row_groups):
         table = pf.read_row_group(i)
         for name, column in zip(table.column_names, table.columns, strict=False):
@@ -353,7 +356,8 @@ def _parquet(f: Findings, data: bytes) -> None:
                 for which, value in (("min", stats.min), ("max", stats.max)):
                     at = f"{where} statistics {which}"
                     if isinstance(value, str):  # a typed string, like the column's values
-                        f.arrow(at, pa.array([value], pa.large_string()), f.column_state(path))
+                        state = f.column_state(path)
+                        f.text(at, value, numbers=state != _STRUCT, whole=f.role != METADATA)
                     else:
                         f.walk(at, value, f.column_state(path))
             if f.needles.has_raw and cc.compression != "UNCOMPRESSED":
@@ -362,6 +366,7 @@ def _parquet(f: Findings, data: bytes) -> None:
                 start = min(o for o in (cc.dictionary_page_offset, cc.data_page_offset) if o)
                 pages = _chunk_pages(data, start, cc.total_compressed_size, cc.compression)
                 f.blob(f"{where} pages (uncompressed)", pages)
+                compressed.append((start, start + cc.total_compressed_size))
     for key, value in (md.metadata or {}).items():
         name = key.decode("utf-8", errors="replace")
         f.text("key-value metadata (name)", name, numbers=True)
@@ -370,7 +375,14 @@ def _parquet(f: Findings, data: bytes) -> None:
         else:
             # Numbers here describe the file (pandas ranges, field ids), strings may be values.
             f.string(f"key-value metadata {name}", value.decode("utf-8", errors="replace"), _STRUCT)
-    f.blob("file bytes", data)
+    # The rest of the file as it is (footer, page indexes, bloom filters, uncompressed
+    # chunks): compressed pages were searched decompressed above.
+    pos = 0
+    for start, end in sorted(compressed):
+        if start > pos:
+            f.blob("file bytes", data[pos:start], pos)
+        pos = max(pos, end)
+    f.blob("file bytes", data[pos:], pos)
 
 
 # --------------------------------------------------------------------------- Avro, Puffin

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import functools
 import json
 import math
 import re
@@ -45,7 +46,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["Needles", "typed_key"]
+__all__ = ["NO_NUMBERS", "TOKENS", "WHOLE", "Needles", "typed_key"]
+
+#: How numbers are found in text: as numeric tokens (free text), as the whole string (typed
+#: string values), or not at all (bookkeeping).
+TOKENS, WHOLE, NO_NUMBERS = "tokens", "whole", "none"
 
 #: A value's identity for equality with decoded values.
 TypedKey = tuple[str, Any]
@@ -272,6 +277,11 @@ class _Matcher:
                 forms.setdefault(lit, []).append(number)
         return cls(bounds, {lit: tuple(numbers) for lit, numbers in forms.items()})
 
+    @functools.cached_property
+    def all_patterns(self) -> list[str]:
+        """The combined patterns of every literal."""
+        return self._patterns(list(self.forms))
+
     def _patterns(self, literals: list[Literal]) -> list[str]:
         """Combined patterns (longest literals first), at most ``_CHUNK`` literals each."""
         ordered = sorted(literals, key=len, reverse=True)
@@ -286,10 +296,11 @@ class _Matcher:
         found: list[tuple[int, int]] = []
         remaining = list(self.forms)
         rows = np.arange(len(array))
+        patterns = self.all_patterns
         while remaining and len(rows):
             numbers: set[int] = set()
             matched: set[int] = set()
-            for pattern in self._patterns(remaining):
+            for pattern in patterns:
                 extracted = pc.extract_regex(array, pattern)
                 at = pc.indices_nonzero(extracted.is_valid())
                 if len(at) == 0:
@@ -303,6 +314,7 @@ class _Matcher:
             if not matched:
                 break
             remaining = [lit for lit in remaining if numbers.isdisjoint(self.forms[lit])]
+            patterns = self._patterns(remaining)
             keep = np.array(sorted(matched))
             array, rows = array.take(pa.array(keep)), rows[keep]
         return found
@@ -442,11 +454,8 @@ class Needles:
         if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
             if pa.types.is_string_view(t):
                 array = array.cast(pa.large_string())
-            found = {n for _, n in self.words.hits(array)}
-            if numbers:
-                numerals = self.numerals if free_text else self.whole_numerals
-                found |= {n for _, n in numerals.hits(array)}
-            return found
+            mode = (TOKENS if free_text else WHOLE) if numbers else NO_NUMBERS
+            return {n for _, n in self.text_hits(array, numbers=mode)}
         if pa.types.is_timestamp(t) or pa.types.is_time(t):
             return self._temporal_numbers(array)
         found = set()
@@ -484,10 +493,16 @@ class Needles:
 
     # ------------------------------------------------------------------ free text and raw bytes
 
-    def text_hits(self, strings: pa.Array, *, numbers: bool = True) -> list[tuple[int, int]]:
-        """(row, value number) of the strings holding a value's text form at token boundaries."""
+    def text_hits(self, strings: pa.Array, *, numbers: str = TOKENS) -> list[tuple[int, int]]:
+        """(row, value number) of the strings holding a value's text form at token boundaries,
+        or a number as a numeric token (:data:`TOKENS`), as the whole string (:data:`WHOLE`)
+        or not at all (:data:`NO_NUMBERS`)."""
         found = self.words.hits(strings)
-        return found + self.numerals.hits(strings) if numbers else found
+        if numbers == TOKENS:
+            found += self.numerals.hits(strings)
+        elif numbers == WHOLE:
+            found += self.whole_numerals.hits(strings)
+        return found
 
     def raw_hits(self, blobs: pa.Array, *, offsets: bool = True) -> list[tuple[int, int, int]]:
         """(row, value number, byte offset or -1) of the binary ``blobs`` holding a value's raw form."""
