@@ -371,12 +371,15 @@ def test_formats_by_content(tmp_path: Path) -> None:
     (root / "log").write_bytes(pa.compress(ndjson.encode(), codec="zstd", asbytes=True))
     (root / "raw.bin").write_bytes(b"\x00\xff" + SUBJECT.encode() + b"\x01\x02")
     (root / "notes.txt").write_text(f"erase {SUBJECT}, keep {SUBJECT}0")
+    # One string holding two values, another only the second: each value at each place.
+    (root / "two.json").write_text(json.dumps({"x": f"{SUBJECT} and subject-8", "y": "subject-8"}))
     values: list[object] = [
         SUBJECT,
         dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc),
         12,
         decimal.Decimal("0.1"),
         0.1,
+        "subject-8",
     ]
     report = find_residue([root.as_uri()], values)
     got = {
@@ -396,7 +399,15 @@ def test_formats_by_content(tmp_path: Path) -> None:
     assert ("log", "zstd/ndjson", "line 1: $.x.when", 1) in got
     assert ("raw.bin", "raw", "bytes", 0) in got
     assert ("notes.txt", "text", "text", 0) in got
-    assert report.files_by_decoder == {"puffin": 2, "gzip/json": 1, "zstd/ndjson": 1, "raw": 1, "text": 1}
+    assert {(loc, n) for name, _, loc, n in got if name == "two.json"} == {("$.x", 0), ("$.x", 5), ("$.y", 5)}
+    assert report.files_by_decoder == {
+        "puffin": 2,
+        "gzip/json": 1,
+        "zstd/ndjson": 1,
+        "raw": 1,
+        "text": 1,
+        "json": 1,
+    }
     # The Puffin blob's offset is where the value is in the decompressed blob.
     (offset,) = [
         int(h.location.rsplit(" ", 1)[-1])

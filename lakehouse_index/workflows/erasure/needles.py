@@ -59,18 +59,18 @@ _EPOCH = dt.datetime(1970, 1, 1)
 _EPOCH_DAY = dt.date(1970, 1, 1)
 #: Raw forms shorter than this are not searched in raw bytes (they would be everywhere).
 MIN_RAW_BYTES = 4
-#: Needles per combined RE2 pattern.
+#: Literals per combined RE2 pattern.
 _CHUNK = 256
 #: Iceberg truncates string and binary bounds to this many characters (bytes).
 ICEBERG_TRUNCATE = 16
 
-# RE2 boundaries. Text: Unicode letters and digits continue a token. Numbers: a '.' next to
-# a digit continues the number too, and a '-' or '_' joining it to a letter or digit makes
-# it part of a word (subject-12, 2024-01-12, file_12). Raw bytes (Latin-1 mode): ASCII
-# letters and digits.
-#: Letters and digits for token boundaries: ASCII, and the Unicode blocks of letters and
-#: digits (Latin-1 letters on; not the punctuation and space blocks). RE2's ``\pL\pN`` would
-#: be exact but costs ~12 ms to compile, and pyarrow compiles a pattern on every call.
+# RE2 boundaries (head, tail) around the literals. Text: letters and digits continue a token.
+# Numbers: a '.' next to a digit continues the number too, and a '-' or '_' joining it to a
+# letter or digit makes it part of a word (subject-12, 2024-01-12, file_12). Raw bytes
+# (pyarrow matches binary arrays in Latin-1 mode): ASCII letters and digits.
+#: Letters and digits: ASCII, and the Unicode blocks of letters and digits (not the
+#: punctuation, symbol and space blocks). RE2's ``\pL\pN`` would be exact but costs ~12 ms
+#: to compile, and pyarrow compiles a pattern on every call.
 _ALNUM = (
     r"0-9A-Za-z\x{aa}\x{b5}\x{ba}\x{c0}-\x{d6}\x{d8}-\x{f6}\x{f8}-\x{1fff}\x{2070}-\x{218f}"
     r"\x{2c00}-\x{2dff}\x{3040}-\x{d7ff}\x{f900}-\x{fdff}\x{fe70}-\x{fefe}\x{ff10}-\x{ff19}"
@@ -213,14 +213,13 @@ def _iceberg_forms(value: Any) -> list[tuple[bytes, str]]:
     forms: list[tuple[bytes, str]] = []
     if isinstance(value, bool):
         return forms
-    note = ""
     if isinstance(value, int):
         if -(2**31) <= value < 2**31:
             forms.append((struct.pack("<i", value), ""))
         if -(2**63) <= value < 2**63:
             forms.append((struct.pack("<q", value), ""))
     elif isinstance(value, float):
-        if struct.unpack("<f", struct.pack("<f", value))[0] == value:
+        if abs(value) < 3.4e38 and struct.unpack("<f", struct.pack("<f", value))[0] == value:
             forms.append((struct.pack("<f", value), ""))
         forms.append((struct.pack("<d", value), ""))
     elif isinstance(value, decimal.Decimal):
@@ -244,7 +243,7 @@ def _iceberg_forms(value: Any) -> list[tuple[bytes, str]]:
         forms.append((value.bytes, ""))
     elif isinstance(value, dt.datetime):
         micros = _micros(value)
-        forms += [(struct.pack("<q", micros), ""), (struct.pack("<q", micros * 1000), "")]
+        forms += [(struct.pack("<q", n), "") for n in (micros, micros * 1000) if -(2**63) <= n < 2**63]
     elif isinstance(value, dt.date):
         forms.append((struct.pack("<i", (value - _EPOCH_DAY).days), ""))
     elif isinstance(value, dt.time):
@@ -293,30 +292,31 @@ class _Matcher:
 
     def hits(self, array: pa.Array) -> list[tuple[int, int]]:
         """(row, value number) for every value held by a row of ``array``."""
+        return self._hits(array, np.arange(len(array)), list(self.forms), self.all_patterns)
+
+    def _hits(
+        self, array: pa.Array, rows: np.ndarray, remaining: list[Literal], patterns: list[str]
+    ) -> list[tuple[int, int]]:
         found: list[tuple[int, int]] = []
-        remaining = list(self.forms)
-        rows = np.arange(len(array))
-        patterns = self.all_patterns
-        while remaining and len(rows):
-            numbers: set[int] = set()
-            matched: set[int] = set()
-            for pattern in patterns:
-                extracted = pc.extract_regex(array, pattern)
-                at = pc.indices_nonzero(extracted.is_valid())
-                if len(at) == 0:
-                    continue
-                texts = pc.struct_field(extracted.take(at), [0]).to_pylist()
-                for i, text in zip(at.to_numpy(), texts, strict=True):
-                    for number in self.forms[text]:
-                        found.append((int(rows[i]), number))
-                        numbers.add(number)
-                    matched.add(int(i))
-            if not matched:
-                break
-            remaining = [lit for lit in remaining if numbers.isdisjoint(self.forms[lit])]
-            patterns = self._patterns(remaining)
-            keep = np.array(sorted(matched))
-            array, rows = array.take(pa.array(keep)), rows[keep]
+        by_row: dict[int, set[int]] = {}
+        for pattern in patterns:
+            extracted = pc.extract_regex(array, pattern)
+            at = pc.indices_nonzero(extracted.is_valid())
+            if len(at) == 0:
+                continue
+            texts = pc.struct_field(extracted.take(at), [0]).to_pylist()
+            for i, text in zip(at.to_numpy(), texts, strict=True):
+                by_row.setdefault(int(i), set()).update(self.forms[text])
+        # Search the rows again for the other values, grouped by the values found in them.
+        groups: dict[frozenset[int], list[int]] = {}
+        for i, numbers in by_row.items():
+            found += [(int(rows[i]), n) for n in numbers]
+            groups.setdefault(frozenset(numbers), []).append(i)
+        for seen, members in groups.items():
+            rest = [lit for lit in remaining if seen.isdisjoint(self.forms[lit])]
+            if rest:
+                keep = np.array(sorted(members))
+                found += self._hits(array.take(pa.array(keep)), rows[keep], rest, self._patterns(rest))
         return found
 
     def first_offset(self, data: bytes, number: int) -> int:
