@@ -530,3 +530,33 @@ def test_s3_root_equals_local(tmp_path: Path) -> None:
     assert relative(remote, "s3://residue/t") == relative(local, delta_table.as_uri())
     assert (remote.files_checked, remote.bytes_checked) == (local.files_checked, local.bytes_checked)
     assert remote.files_by_decoder == local.files_by_decoder
+
+
+def test_bookkeeping_numbers_are_not_hits(delta_table: Path, tmp_path: Path) -> None:
+    """Small integers are everywhere in the formats' own metadata (versions, counts, sizes,
+    field ids, row addresses, bucket folders): none of them is a hit when the data never held
+    them, in Delta (CDF, DELETE, checkpoint, secondary/covering/skipping indexes) or Iceberg."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    t = li.open_table(str(delta_table))
+    t.create_index(li.SecondaryIndex("by_k", key="k", record_key="id"))
+    t.create_index(li.CoveringIndex("cov", indexed="n", included=["k"], num_buckets=2))
+    t.create_index(li.SkippingIndex("skip", columns=["n"]))
+    write_deltalake(str(delta_table), rows(3), mode="append")
+    t.refresh_index("by_k")
+    catalog = SqlCatalog("c", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=(tmp_path / "wh").as_uri())
+    catalog.create_namespace("db")
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("d", pa.date32())])
+    iceberg = catalog.create_table("db.t", schema)
+    for i in range(3):
+        iceberg.append(
+            pa.table({"id": pa.array([1000 + i], pa.int64()), "d": [dt.date(2020, 1, 1 + i)]}, schema=schema)
+        )
+    iceberg.delete("id == 1000")
+    small: list[object] = list(range(40))
+    for root in (str(delta_table), catalog.load_table("db.t").location()):
+        assert find_residue([root], small).hits == ()
+    # Positive control: a number the data holds is found, in data and index files alike.
+    found = find_residue([str(delta_table)], [1001])
+    assert {h.path.split("/t/", 1)[1].split("/")[0] for h in found.hits} >= {"_lakehouse_index"}
+    assert any(h.decoder == "parquet" and h.location == "row group 0 column id" for h in found.hits)

@@ -13,11 +13,14 @@ In files of the **metadata** role (under ``_delta_log/``, an Iceberg ``metadata/
 the JSON log of ``_lakehouse_index/``, and Iceberg Avro manifests) numbers are not matched
 below the members named in :data:`STRUCTURAL` (e.g. ``size``, ``numRecords``, ``nullCount``,
 ``operationMetrics``, ``snapshots``, ``record_count``), unless a member named in
-:data:`DATA` came first on the path (``minValues``, ``maxValues``, ``partitionValues``,
-``partition``, ``minKey`` …: user column names live only below those). In index data files
-(Parquet under ``_lakehouse_index/``) only the reserved columns (``_file_id``, ``_row``,
-``_version``, ``_op``, ``_rows``, a skipping column's ``nulls``/``nans``) are exempt. Data
-files are matched whole. Strings, dates, bytes are matched everywhere, whatever the role.
+:data:`DATA_MEMBERS` came first on the path (``minValues``, ``maxValues``,
+``partitionValues``, ``partition``, ``minKey`` …: user column names live only below those).
+In index data files (Parquet under ``_lakehouse_index/``) only the reserved columns
+(``_file_id``, ``_row``, ``_version``, ``_op``, ``_rows``, a skipping column's
+``nulls``/``nans``) are exempt. Numbers in Parquet key-value metadata (pandas ranges, field
+ids) are not matched. Data files are matched whole. Strings, dates and bytes are matched
+everywhere, whatever the role. Bytes fields are compared with the values' Iceberg bound
+serializations only in Iceberg manifests and manifest lists.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ from lakehouse_index.workflows.erasure.needles import MIN_RAW_BYTES, NO_NUMBERS,
 
 __all__ = [
     "DATA",
+    "DATA_MEMBERS",
     "DECODE_ERRORS",
     "INDEX_DATA",
     "METADATA",
@@ -355,11 +359,16 @@ def _parquet(f: Findings, data: bytes) -> None:
             if stats is not None and stats.has_min_max:
                 for which, value in (("min", stats.min), ("max", stats.max)):
                     at = f"{where} statistics {which}"
-                    if isinstance(value, str):  # a typed string, like the column's values
-                        state = f.column_state(path)
-                        f.text(at, value, numbers=state != _STRUCT, whole=f.role != METADATA)
+                    state = f.column_state(path)
+                    if isinstance(value, str) and f.role == METADATA:
+                        # Bounds of e.g. a checkpoint's stats JSON, often truncated (so not
+                        # JSON): its numbers are bookkeeping, and every value the column
+                        # holds was matched above.
+                        f.text(at, value, numbers=False)
+                    elif isinstance(value, str):  # a typed string, like the column's values
+                        f.text(at, value, numbers=state != _STRUCT, whole=True)
                     else:
-                        f.walk(at, value, f.column_state(path))
+                        f.walk(at, value, state)
             if f.needles.has_raw and cc.compression != "UNCOMPRESSED":
                 # Some writers record a dictionary page offset of 0 for none: the chunk starts at its
                 # first page, whichever that is.

@@ -91,6 +91,8 @@ PATH_DECODER = "path"
 #: Folders whose files are table metadata (see the decoders' bookkeeping rule).
 _METADATA_FOLDERS = frozenset({"_delta_log", "metadata"})
 _SIDECAR_FOLDER = "_lakehouse_index"
+#: The folders of a covering index's hash buckets: ``bucket=<n>``.
+_SIDECAR_BUCKET = "bucket"
 _NUMBER = re.compile(r"-?\d+(\.\d+)?")
 
 
@@ -196,6 +198,8 @@ def _check_names(needles: Needles, entries: Sequence[_Entry]) -> list[ResidueHit
         if decoded != name:
             f.text(e.uri, decoded, numbers=False)
         column, eq, value = decoded.partition("=")
+        if e.role == SIDECAR and column == _SIDECAR_BUCKET:
+            continue  # a covering index's hash bucket number, not a value
         if eq and column and _NUMBER.fullmatch(value):
             for number in needles.numbers_of(decimal.Decimal(value)):
                 f.add(e.uri, number)
