@@ -105,6 +105,9 @@ DATA_MEMBERS = frozenset(
 INDEX_RESERVED = frozenset({"_file_id", "_row", "_version", "_op", "_rows"})
 #: Iceberg's reserved field ids (metadata columns such as a position delete's ``pos``) start here.
 ICEBERG_RESERVED_IDS = 2**31 - 1 - 200
+#: Iceberg metadata columns holding positions and row lineage, not values: ``pos`` of a
+#: position delete file, ``_row_id``, ``_last_updated_sequence_number``.
+ICEBERG_ADDRESS_IDS = frozenset({2**31 - 1 - 102, 2**31 - 1 - 107, 2**31 - 1 - 108})
 
 # Walk states: numbers matched (data), not matched (bookkeeping), undecided (metadata so far).
 _DATA, _STRUCT, _NEUTRAL = 0, 1, 2
@@ -155,8 +158,11 @@ class Findings:
         """Walk state at the top of a document of this file."""
         return _NEUTRAL if self.role in (METADATA, SIDECAR) else _DATA
 
-    def column_state(self, path: tuple[str, ...]) -> int:
-        """Walk state of the column at ``path`` of a Parquet file of this role."""
+    def column_state(self, path: tuple[str, ...], field_id: int | None = None) -> int:
+        """Walk state of the column at ``path`` (with Parquet field id ``field_id``) of a
+        Parquet file of this role."""
+        if field_id in ICEBERG_ADDRESS_IDS:
+            return _STRUCT
         if self.role == INDEX_DATA:
             reserved = path[0] in INDEX_RESERVED or (len(path) == 2 and path[1] in ("nulls", "nans"))
             return _STRUCT if reserved else _DATA
@@ -263,6 +269,12 @@ def _json(text: str | bytes) -> Any:
     return json.loads(text, parse_float=decimal.Decimal)
 
 
+def _field_id(field: pa.Field) -> int | None:
+    """The Parquet field id of an Arrow field read from Parquet (None without one)."""
+    raw = (field.metadata or {}).get(b"PARQUET:field_id")
+    return int(raw) if raw is not None else None
+
+
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -346,20 +358,22 @@ def _parquet(f: Findings, data: bytes) -> None:
     compressed: list[tuple[int, int]] = []
     for i in range(md.num_row_groups):
         table = pf.read_row_group(i)
-        for name, column in zip(table.column_names, table.columns, strict=False):
+        for field, column in zip(table.schema, table.columns, strict=True):
+            state = f.column_state((field.name,), _field_id(field))
             for chunk in column.chunks:
-                for path, leaf in _leaves((name,), chunk):
+                for path, leaf in _leaves((field.name,), chunk):
                     where = f"row group {i} column {'.'.join(path)}"
-                    f.arrow(where, leaf, f.column_state(path))
+                    f.arrow(where, leaf, _STRUCT if state == _STRUCT else f.column_state(path))
         for j in range(md.num_columns):
             cc = md.row_group(i).column(j)
             path = tuple(cc.path_in_schema.split("."))
             where = f"row group {i} column {cc.path_in_schema}"
+            top = pf.schema_arrow.field(path[0]) if path[0] in pf.schema_arrow.names else None
             stats = cc.statistics
             if stats is not None and stats.has_min_max:
                 for which, value in (("min", stats.min), ("max", stats.max)):
                     at = f"{where} statistics {which}"
-                    state = f.column_state(path)
+                    state = f.column_state(path, None if top is None else _field_id(top))
                     if isinstance(value, str) and f.role == METADATA:
                         # Bounds of e.g. a checkpoint's stats JSON, often truncated (so not
                         # JSON): its numbers are bookkeeping, and every value the column
