@@ -48,7 +48,8 @@ Matching policy:
   and bytes values of 4 bytes or more anywhere. Numbers are **not** searched in raw bytes
   (their binary forms are everywhere); typed decoding covers them.
 * Bookkeeping numbers of the formats' own metadata (sizes, counts, ids, versions,
-  timestamps) are not matched: see :mod:`lakehouse_index.workflows.erasure.decoders`.
+  timestamps, row positions, bucket folders) are not matched: see
+  :mod:`lakehouse_index.workflows.erasure.decoders`.
 
 Not covered: bloom filters and sketches (hashes: they can only say a value *may* be
 present), encrypted Parquet files (reported as unreadable), compression other than the
