@@ -432,6 +432,7 @@ def test_parquet_nested_stats_and_metadata(tmp_path: Path) -> None:
             "ts": pa.array([when], pa.timestamp("ms")),
             "d": pa.array([decimal.Decimal("12.50")], pa.decimal128(6, 2)),
             "b": pa.array([b"\x01\x02\x03\x04\x05"], pa.binary()),
+            "note": [f"call {SUBJECT} back"],
         }
     ).replace_schema_metadata({"origin": json.dumps({"who": SUBJECT})})
     pq.write_table(table, root / "x.parquet", compression="zstd", use_dictionary=True, write_page_index=True)
@@ -445,6 +446,9 @@ def test_parquet_nested_stats_and_metadata(tmp_path: Path) -> None:
     assert ("row group 0 column b", 4) in locations
     assert ("key-value metadata origin (json).who", 0) in locations
     assert ("row group 0 column s.a.list.element statistics min", 0) in locations
+    # A typed string column matches by equality; free text inside it is found in its pages.
+    assert ("row group 0 column note", 0) not in locations
+    assert ("row group 0 column note pages (uncompressed)", 0) in locations
     assert not [h for h in report.hits if h.value_number == 5]
 
 

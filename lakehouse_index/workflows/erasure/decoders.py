@@ -42,7 +42,7 @@ import pyarrow.parquet as pq
 
 from lakehouse_index.read.parquet_pages import decode_struct
 from lakehouse_index.workflows.erasure import avro
-from lakehouse_index.workflows.erasure.needles import MIN_RAW_BYTES, NO_NUMBERS, TOKENS, WHOLE, Needles
+from lakehouse_index.workflows.erasure.needles import MIN_RAW_BYTES, Needles
 
 __all__ = [
     "DATA",
@@ -103,6 +103,8 @@ DATA_MEMBERS = frozenset(
 )
 #: Columns of index data files that hold addresses and counts, not keys.
 INDEX_RESERVED = frozenset({"_file_id", "_row", "_version", "_op", "_rows"})
+#: Queued free text and raw bytes are matched once more than this many bytes are queued.
+FLUSH_BYTES = 64 << 20
 #: Iceberg's reserved field ids (metadata columns such as a position delete's ``pos``) start here.
 ICEBERG_RESERVED_IDS = 2**31 - 1 - 200
 #: Iceberg metadata columns holding positions and row lineage, not values: ``pos`` of a
@@ -137,22 +139,32 @@ def _child(state: int, name: str) -> int:
 
 
 class Findings:
-    """What one file holds of the values: hits as (location, value number).
+    """What the files of one scan hold of the values: hits as (file, location, value number).
 
-    Free text and raw bytes are queued and matched in batches (:meth:`flush`); typed values
-    and Arrow columns are matched at once.
+    :meth:`begin` starts a file (its URI and role). Typed values and Arrow columns are matched
+    at once; free text and raw bytes are queued across files and matched in batches (one
+    regular-expression pass per batch, not per file): :meth:`begin` flushes once more than
+    :data:`FLUSH_BYTES` are queued, and the scan flushes at its end.
     """
 
-    def __init__(self, needles: Needles, role: str) -> None:
+    def __init__(self, needles: Needles) -> None:
         self.needles = needles
-        self.role = role
-        self.hits: set[tuple[str, int]] = set()
+        self.file = ""
+        self.role = DATA
         #: Bytes fields are Iceberg bounds (set for Iceberg manifests and manifest lists).
         self.iceberg_bounds = False
-        self._texts: dict[str, tuple[list[str], list[str]]] = {
-            m: ([], []) for m in (TOKENS, WHOLE, NO_NUMBERS)
-        }
-        self._blobs: tuple[list[tuple[str, int]], list[bytes]] = ([], [])
+        self.hits: set[tuple[str, str, int]] = set()
+        #: (numbers, free text) → ([(file, location)], [text]).
+        self._texts: dict[tuple[bool, bool], tuple[list[tuple[str, str]], list[str]]] = {}
+        #: ([(file, location, base offset)], [bytes]).
+        self._blobs: tuple[list[tuple[str, str, int]], list[bytes]] = ([], [])
+        self._queued = 0
+
+    def begin(self, file: str, role: str) -> None:
+        """Start collecting what ``file`` (of ``role``) holds."""
+        if self._queued > FLUSH_BYTES:
+            self.flush()
+        self.file, self.role, self.iceberg_bounds = file, role, False
 
     def root_state(self) -> int:
         """Walk state at the top of a document of this file."""
@@ -172,20 +184,23 @@ class Findings:
         return state
 
     def add(self, location: str, number: int) -> None:
-        self.hits.add((location, number))
+        """A hit in the current file."""
+        self.hits.add((self.file, location, number))
 
-    def text(self, location: str, text: str, *, numbers: bool, whole: bool = False) -> None:
+    def text(self, location: str, text: str, *, numbers: bool, typed: bool = False) -> None:
         """Queue free text (numbers matched as numeric tokens when ``numbers``), or with
-        ``whole`` a typed string value (a number must be all of it)."""
-        locations, texts = self._texts[(WHOLE if whole else TOKENS) if numbers else NO_NUMBERS]
-        locations.append(location)
+        ``typed`` a typed string value (equal to a value's text form)."""
+        places, texts = self._texts.setdefault((numbers, not typed), ([], []))
+        places.append((self.file, location))
         texts.append(text)
+        self._queued += len(text)
 
     def blob(self, location: str, data: bytes, base: int = 0) -> None:
         """Queue raw bytes (found at ``base`` of what ``location`` names)."""
         if self.needles.has_raw and len(data) >= MIN_RAW_BYTES:
-            self._blobs[0].append((location, base))
+            self._blobs[0].append((self.file, location, base))
             self._blobs[1].append(data)
+            self._queued += len(data)
 
     def arrow(self, location: str, array: pa.Array, state: int) -> None:
         """Match a flat Arrow array now. In metadata files its strings are free text, and
@@ -249,19 +264,21 @@ class Findings:
 
     def flush(self) -> None:
         """Match the queued free text and raw bytes."""
-        for mode, (locations, texts) in self._texts.items():
+        for (numbers, free_text), (places, texts) in self._texts.items():
             if texts:
-                for row, number in self.needles.text_hits(pa.array(texts, pa.large_string()), numbers=mode):
-                    self.add(locations[row], number)
-            locations.clear()
+                strings = pa.array(texts, pa.large_string())
+                for row, number in self.needles.text_hits(strings, numbers=numbers, free_text=free_text):
+                    self.hits.add((*places[row], number))
+            places.clear()
             texts.clear()
-        places, blobs = self._blobs
+        spots, blobs = self._blobs
         if blobs:
             for row, number, offset in self.needles.raw_hits(pa.array(blobs, pa.large_binary())):
-                where, base = places[row]
-                self.add(f"{where} at byte {base + offset}", number)
-        places.clear()
+                file, where, base = spots[row]
+                self.hits.add((file, f"{where} at byte {base + offset}", number))
+        spots.clear()
         blobs.clear()
+        self._queued = 0
 
 
 def _json(text: str | bytes) -> Any:
@@ -380,16 +397,17 @@ def _parquet(f: Findings, data: bytes) -> None:
                         # holds was matched above.
                         f.text(at, value, numbers=False)
                     elif isinstance(value, str):  # a typed string, like the column's values
-                        f.text(at, value, numbers=state != _STRUCT, whole=True)
+                        f.text(at, value, numbers=state != _STRUCT, typed=True)
                     else:
                         f.walk(at, value, state)
             if f.needles.has_raw and cc.compression != "UNCOMPRESSED":
-                # Some writers record a dictionary page offset of 0 for none: the chunk starts at its
-                # first page, whichever that is.
+                # Some writers record a dictionary page offset of 0 for none: the chunk starts
+                # at its first page, whichever that is.
                 start = min(o for o in (cc.dictionary_page_offset, cc.data_page_offset) if o)
-                pages = _chunk_pages(data, start, cc.total_compressed_size, cc.compression)
-                f.blob(f"{where} pages (uncompressed)", pages)
                 compressed.append((start, start + cc.total_compressed_size))
+                if cc.physical_type in ("BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY"):  # pages that hold text
+                    pages = _chunk_pages(data, start, cc.total_compressed_size, cc.compression)
+                    f.blob(f"{where} pages (uncompressed)", pages)
     for key, value in (md.metadata or {}).items():
         name = key.decode("utf-8", errors="replace")
         f.text("key-value metadata (name)", name, numbers=True)

@@ -46,11 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-__all__ = ["NO_NUMBERS", "TOKENS", "WHOLE", "Needles", "typed_key"]
-
-#: How numbers are found in text: as numeric tokens (free text), as the whole string (typed
-#: string values), or not at all (bookkeeping).
-TOKENS, WHOLE, NO_NUMBERS = "tokens", "whole", "none"
+__all__ = ["Needles", "typed_key"]
 
 #: A value's identity for equality with decoded values.
 TypedKey = tuple[str, Any]
@@ -83,7 +79,6 @@ _NUMERAL = (
 )
 _RAW_WORD = (r"(?:^|[^0-9A-Za-z])", r"(?:$|[^0-9A-Za-z])")
 _RAW_ANY = ("", "")
-_WHOLE = ("^", "$")
 
 
 def _micros(value: dt.datetime) -> int:
@@ -377,7 +372,13 @@ class Needles:
                 raw_any[number] = [value]
         self.words = _Matcher.build(words, _WORD)
         self.numerals = _Matcher.build(numerals, _NUMERAL)
-        self.whole_numerals = _Matcher.build(numerals, _WHOLE)
+        #: Typed strings equal to a value's text form (with numbers' forms, without them).
+        self._equal: dict[bool, dict[str, list[int]]] = {True: {}, False: {}}
+        for with_numbers, kinds in ((False, (words,)), (True, (words, numerals))):
+            for kind in kinds:
+                for number, lits in kind.items():
+                    for lit in lits:
+                        self._equal[with_numbers].setdefault(str(lit), []).append(number)
         self.raw_words = _Matcher.build(raw_words, _RAW_WORD)
         self.raw_any = _Matcher.build(raw_any, _RAW_ANY)
         self.has_raw = bool(self.raw_words.forms or self.raw_any.forms)
@@ -444,9 +445,8 @@ class Needles:
     def arrow_numbers(self, array: pa.Array, *, numbers: bool = True, free_text: bool = False) -> set[int]:
         """Value numbers held by a flat (non-nested) Arrow array, typed or as text.
 
-        Strings are searched for text forms at token boundaries; for numbers, a string must be
-        the number's text as a whole, unless ``free_text`` (metadata strings such as Delta
-        checkpoint ``stats``), where numeric tokens inside count.
+        Strings are typed values (a string must be a value's text form), or with ``free_text``
+        (metadata strings such as Delta checkpoint paths) free text: see :meth:`text_hits`.
         """
         t = array.type
         if pa.types.is_dictionary(t):
@@ -454,8 +454,7 @@ class Needles:
         if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
             if pa.types.is_string_view(t):
                 array = array.cast(pa.large_string())
-            mode = (TOKENS if free_text else WHOLE) if numbers else NO_NUMBERS
-            return {n for _, n in self.text_hits(array, numbers=mode)}
+            return {n for _, n in self.text_hits(array, numbers=numbers, free_text=free_text)}
         if pa.types.is_timestamp(t) or pa.types.is_time(t):
             return self._temporal_numbers(array)
         found = set()
@@ -493,16 +492,20 @@ class Needles:
 
     # ------------------------------------------------------------------ free text and raw bytes
 
-    def text_hits(self, strings: pa.Array, *, numbers: str = TOKENS) -> list[tuple[int, int]]:
-        """(row, value number) of the strings holding a value's text form at token boundaries,
-        or a number as a numeric token (:data:`TOKENS`), as the whole string (:data:`WHOLE`)
-        or not at all (:data:`NO_NUMBERS`)."""
+    def text_hits(self, strings: pa.Array, *, numbers: bool, free_text: bool) -> list[tuple[int, int]]:
+        """(row, value number) of the strings holding a value.
+
+        Free text holds a value's text form at token boundaries, or a number as a numeric
+        token (with ``numbers``). Otherwise the strings are typed values: one must *be* a
+        value's text form (its string, ISO date, UUID, number spelled out with ``numbers``).
+        """
+        if not free_text:
+            forms = self._equal[numbers]
+            rows = pc.indices_nonzero(pc.is_in(strings, value_set=pa.array(list(forms), strings.type)))
+            values = strings.take(rows).to_pylist()
+            return [(r, n) for r, v in zip(rows.to_pylist(), values, strict=True) for n in forms[v]]
         found = self.words.hits(strings)
-        if numbers == TOKENS:
-            found += self.numerals.hits(strings)
-        elif numbers == WHOLE:
-            found += self.whole_numerals.hits(strings)
-        return found
+        return found + self.numerals.hits(strings) if numbers else found
 
     def raw_hits(self, blobs: pa.Array, *, offsets: bool = True) -> list[tuple[int, int, int]]:
         """(row, value number, byte offset or -1) of the binary ``blobs`` holding a value's raw form."""

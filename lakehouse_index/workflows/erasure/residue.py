@@ -33,17 +33,20 @@ Matching policy:
 
 * Decoded typed values match by **equality**: ``12`` matches ``12`` (and ``12.0``,
   ``Decimal("12")``), never ``123``; booleans only booleans; dates, times, timestamps (naive
-  ones as UTC wall clock), UUIDs, bytes, strings by value.
-* Free text (string values, JSON strings, predicate text, file names, raw bytes) matches a
-  string, date, time, timestamp or UUID value only at **token boundaries**: the characters
-  before and after are not letters or digits, so ``subject-1`` is not found in
-  ``subject-10``. JSON- and SQL-escaped spellings are searched too.
+  ones as UTC wall clock), UUIDs, bytes, strings by value. The string columns (and their
+  statistics) of data and index files are typed: a string there matches when it is a
+  value's text form (the string, an ISO date, a number spelled out); text *inside* such
+  strings is found by the raw search of their decompressed pages.
+* Free text (JSON strings, predicate text, Avro strings, strings of metadata files, file
+  names, raw bytes) matches a string, date, time, timestamp or UUID value only at **token
+  boundaries**: the characters before and after are not letters or digits, so
+  ``subject-1`` is not found in ``subject-10``. JSON- and SQL-escaped spellings are
+  searched too.
 * Numbers in free text match as whole numeric tokens: ``12`` is not in ``123``, ``3.12``,
   ``12.5``, ``subject-12`` or ``2024-01-12`` (a ``-`` or ``_`` joining digits to a letter
   or digit makes a word), and is in ``id=12``, ``(12, 13)`` and ``-12`` (signs are not
-  told apart). In typed string columns of data and index files a number must be the whole
-  string (``"12"``). A float or Decimal is looked for in its
-  ``repr``/``str`` and normalized forms.
+  told apart). A float or Decimal is looked for in its ``repr``/``str`` and normalized
+  forms.
 * Raw bytes: the UTF-8 forms of text values of 4 bytes or more at ASCII token boundaries,
   and bytes values of 4 bytes or more anywhere. Numbers are **not** searched in raw bytes
   (their binary forms are everywhere); typed decoding covers them.
@@ -191,21 +194,22 @@ def _list(storage: Storage, root: str) -> list[_Entry]:
 
 def _check_names(needles: Needles, entries: Sequence[_Entry]) -> list[ResidueHit]:
     """Hits in the names of files and directories (below their roots)."""
-    f = Findings(needles, DATA)
+    f = Findings(needles)
     for e in entries:
+        f.begin(e.uri, e.role)
         name = e.parts[-1]
         decoded = urllib.parse.unquote(name)
-        f.text(e.uri, name, numbers=False)
+        f.text("name", name, numbers=False)
         if decoded != name:
-            f.text(e.uri, decoded, numbers=False)
+            f.text("name", decoded, numbers=False)
         column, eq, value = decoded.partition("=")
         if e.role == SIDECAR and column == _SIDECAR_BUCKET:
             continue  # a covering index's hash bucket number, not a value
         if eq and column and _NUMBER.fullmatch(value):
             for number in needles.numbers_of(decimal.Decimal(value)):
-                f.add(e.uri, number)
+                f.add("name", number)
     f.flush()
-    return [ResidueHit(needles.redact(uri), PATH_DECODER, "name", n) for uri, n in f.hits]
+    return [ResidueHit(needles.redact(uri), PATH_DECODER, loc, n) for uri, loc, n in f.hits]
 
 
 def find_residue(
@@ -235,24 +239,25 @@ def find_residue(
     # Names below the roots (a root's own name is the caller's choice of where to look).
     hits = _check_names(needles, [e for _, e in entries.values() if len(e.parts) > 1])
     files = sorted((e.uri, st, e) for st, e in entries.values() if e.is_file)
-    by_decoder: Counter[str] = Counter()
+    decoders: dict[str, str] = {}
     unreadable: list[str] = []
     size = 0
+    f = Findings(needles)
     for done, (uri, st, e) in enumerate(files, 1):
         data = st.read_bytes(uri)
         size += len(data)
-        f = Findings(needles, e.role)
+        f.begin(uri, e.role)
         try:
-            decoder = decode(f, data)
+            decoders[uri] = decode(f, data)
         except DECODE_ERRORS:
             unreadable.append(needles.redact(uri))
             f.blob("bytes", data)
-            decoder = "raw"
-        f.flush()
-        by_decoder[decoder] += 1
-        hits += [ResidueHit(needles.redact(uri), decoder, needles.redact(loc), n) for loc, n in f.hits]
+            decoders[uri] = "raw"
         if progress is not None:
             progress(done, len(files))
+    f.flush()
+    by_decoder = Counter(decoders.values())
+    hits += [ResidueHit(needles.redact(u), decoders[u], needles.redact(loc), n) for u, loc, n in f.hits]
     return ResidueReport(
         files_checked=len(files),
         bytes_checked=size,
