@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakehouse_index.read.parquet_pages import decode_struct
+from lakehouse_index.read.parquet_pages import Bytes, decode_struct
 from lakehouse_index.workflows.erasure import avro
 from lakehouse_index.workflows.erasure.needles import MIN_RAW_BYTES, Needles
 
@@ -156,8 +156,11 @@ class Findings:
         self.hits: set[tuple[str, str, int]] = set()
         #: (numbers, free text) → ([(file, location)], [text]).
         self._texts: dict[tuple[bool, bool], tuple[list[tuple[str, str]], list[str]]] = {}
-        #: ([(file, location, base offset)], [bytes]).
-        self._blobs: tuple[list[tuple[str, str, int]], list[bytes]] = ([], [])
+        #: Queued raw bytes: where each came from (file, location, base offset), and all of
+        #: them back to back with their end offsets (one copy, handed to Arrow as is).
+        self._spots: list[tuple[str, str, int]] = []
+        self._blob_data = bytearray()
+        self._blob_ends: list[int] = []
         self._queued = 0
 
     def begin(self, file: str, role: str) -> None:
@@ -195,12 +198,15 @@ class Findings:
         texts.append(text)
         self._queued += len(text)
 
-    def blob(self, location: str, data: bytes, base: int = 0) -> None:
-        """Queue raw bytes (found at ``base`` of what ``location`` names)."""
-        if self.needles.has_raw and len(data) >= MIN_RAW_BYTES:
-            self._blobs[0].append((self.file, location, base))
-            self._blobs[1].append(data)
-            self._queued += len(data)
+    def blob(self, location: str, *parts: Bytes, base: int = 0) -> None:
+        """Queue raw bytes, given as consecutive ``parts`` (found at ``base`` of ``location``)."""
+        size = sum(len(p) for p in parts)
+        if self.needles.has_raw and size >= MIN_RAW_BYTES:
+            self._spots.append((self.file, location, base))
+            for part in parts:
+                self._blob_data += part
+            self._blob_ends.append(len(self._blob_data))
+            self._queued += size
 
     def arrow(self, location: str, array: pa.Array, state: int) -> None:
         """Match a flat Arrow array now. In metadata files its strings are free text, and
@@ -271,13 +277,17 @@ class Findings:
                     self.hits.add((*places[row], number))
             places.clear()
             texts.clear()
-        spots, blobs = self._blobs
-        if blobs:
-            for row, number, offset in self.needles.raw_hits(pa.array(blobs, pa.large_binary())):
-                file, where, base = spots[row]
+        if self._spots:
+            offsets = pa.array([0, *self._blob_ends], pa.int64()).buffers()[1]
+            data = pa.py_buffer(self._blob_data)
+            blobs = pa.Array.from_buffers(pa.large_binary(), len(self._spots), [None, offsets, data])
+            for row, number, offset in self.needles.raw_hits(blobs):
+                file, where, base = self._spots[row]
                 self.hits.add((file, f"{where} at byte {base + offset}", number))
-        spots.clear()
-        blobs.clear()
+            del blobs, data
+        self._spots = []
+        self._blob_data = bytearray()
+        self._blob_ends = []
         self._queued = 0
 
 
@@ -334,37 +344,40 @@ _PH_UNCOMPRESSED, _PH_COMPRESSED, _PH_DATA_V2 = 2, 3, 8
 _V2_DEF_LEN, _V2_REP_LEN, _V2_COMPRESSED = 5, 6, 7
 
 
-def _uncompress(codec: str, body: bytes, size: int) -> bytes:
+def _uncompress(codec: str, body: Bytes, size: int) -> list[Bytes]:
+    """A page body uncompressed (as parts to be read back to back)."""
     if codec == "LZ4":  # Hadoop framing: blocks of (uncompressed size, compressed size, lz4 raw)
-        out, pos = bytearray(), 0
+        out, pos = [], 0
         while pos < len(body):
             usize, csize = struct.unpack_from(">II", body, pos)
-            out += pa.decompress(body[pos + 8 : pos + 8 + csize], decompressed_size=usize, codec="lz4_raw")
+            out.append(
+                pa.decompress(body[pos + 8 : pos + 8 + csize], decompressed_size=usize, codec="lz4_raw")
+            )
             pos += 8 + csize
-        return bytes(out)
-    return bytes(pa.decompress(body, decompressed_size=size, codec=_PARQUET_CODECS[codec], asbytes=True))
+        return out
+    return [pa.decompress(body, decompressed_size=size, codec=_PARQUET_CODECS[codec])]
 
 
-def _chunk_pages(data: bytes, start: int, length: int, codec: str) -> bytes:
-    """A column chunk's pages with their bodies uncompressed (headers kept)."""
-    parts = []
+def _chunk_pages(data: bytes, start: int, length: int, codec: str) -> list[Bytes]:
+    """A column chunk's pages with their bodies uncompressed (headers kept), as parts."""
+    view = memoryview(data)
+    parts: list[Bytes] = []
     pos, end = start, start + length
     while pos < end:
         header, body_start = decode_struct(data, pos)
         compressed = int(header[_PH_COMPRESSED][1])
         size = int(header[_PH_UNCOMPRESSED][1])
-        body = data[body_start : body_start + compressed]
+        body = view[body_start : body_start + compressed]
         levels, is_compressed = 0, True
         if _PH_DATA_V2 in header:
             v2 = header[_PH_DATA_V2][1]
             levels = int(v2[_V2_DEF_LEN][1]) + int(v2[_V2_REP_LEN][1])
             is_compressed = bool(v2.get(_V2_COMPRESSED, (0, True))[1])
-        parts.append(data[pos:body_start])
-        parts.append(body[:levels])
+        parts += [view[pos:body_start], body[:levels]]
         values = body[levels:]
-        parts.append(_uncompress(codec, values, size - levels) if is_compressed and values else values)
+        parts += _uncompress(codec, values, size - levels) if is_compressed and len(values) else [values]
         pos = body_start + compressed
-    return b"".join(parts)
+    return parts
 
 
 def _parquet(f: Findings, data: bytes) -> None:
@@ -407,7 +420,7 @@ def _parquet(f: Findings, data: bytes) -> None:
                 compressed.append((start, start + cc.total_compressed_size))
                 if cc.physical_type in ("BYTE_ARRAY", "FIXED_LEN_BYTE_ARRAY"):  # pages that hold text
                     pages = _chunk_pages(data, start, cc.total_compressed_size, cc.compression)
-                    f.blob(f"{where} pages (uncompressed)", pages)
+                    f.blob(f"{where} pages (uncompressed)", *pages)
     for key, value in (md.metadata or {}).items():
         name = key.decode("utf-8", errors="replace")
         f.text("key-value metadata (name)", name, numbers=True)
@@ -421,9 +434,9 @@ def _parquet(f: Findings, data: bytes) -> None:
     pos = 0
     for start, end in sorted(compressed):
         if start > pos:
-            f.blob("file bytes", data[pos:start], pos)
+            f.blob("file bytes", memoryview(data)[pos:start], base=pos)
         pos = max(pos, end)
-    f.blob("file bytes", data[pos:], pos)
+    f.blob("file bytes", memoryview(data)[pos:], base=pos)
 
 
 # --------------------------------------------------------------------------- Avro, Puffin
