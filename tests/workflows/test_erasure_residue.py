@@ -616,3 +616,32 @@ def test_iceberg_spark_row_level_deletes(spark_warehouse: tuple[Any, Path], vers
     assert report.files_by_decoder.get(delete_kind, 0) >= (len(delete_files) if version == 3 else 1)
     assert [h for h in report.hits if h.value_number > 0] == []
     assert report.unreadable == ()
+
+
+def test_after_an_erase_with_purge_nothing_is_found(tmp_path: Path) -> None:
+    """The erase workflow's own output (rewritten files, purged history, rewritten indexes,
+    its commitInfo, audit and purge records) holds neither the erased keys nor anything the
+    scan mistakes for them; before the erase the same scan finds the keys."""
+    path = tmp_path / "t"
+    write_deltalake(str(path), rows(30), configuration={"delta.enableChangeDataFeed": "true"})
+    write_deltalake(str(path), rows(6), mode="append")
+    t = li.open_table(str(path))
+    t.create_index(li.SecondaryIndex("by_k", key="k", record_key="id"))
+    t.create_index(li.SecondaryIndex("by_n", key="n", record_key="id"))
+    t.create_index(li.CoveringIndex("cov", indexed="k", included=["n"], num_buckets=2))
+    t.create_index(li.SkippingIndex("skip", columns=["k", "n"]))
+    values: list[object] = [SUBJECT, 6000, 9000, *range(40)]
+    before = find_residue([str(path)], values)
+    assert {0, 1, 2} <= {h.value_number for h in before.hits}
+    first = t.erase("by_k", [SUBJECT], purge=True, force=True)
+    second = t.erase("by_n", [6000, 9000], purge=True, force=True)
+    assert first.verification is not None and first.verification["ok"]
+    assert second.verification is not None and second.verification["ok"]
+    assert list((path / "_lakehouse_index" / "_erasure").rglob("*.json"))  # audit and purge records
+    after = find_residue([str(path)], values)
+    assert after.ok, after.hits
+    # The erasure's records are checked for strings: a key written there in plain text is found.
+    leak = path / "_lakehouse_index" / "_erasure" / "audit" / "leak.json"
+    leak.write_text(json.dumps({"rowsErased": 12, "note": f"erased {SUBJECT}"}))
+    leaked = find_residue([str(path)], values)
+    assert [(h.path, h.location, h.value_number) for h in leaked.hits] == [(leak.as_uri(), "$.note", 0)]

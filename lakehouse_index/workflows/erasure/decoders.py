@@ -17,10 +17,13 @@ below the members named in :data:`STRUCTURAL` (e.g. ``size``, ``numRecords``, ``
 ``partitionValues``, ``partition``, ``minKey`` …: user column names live only below those).
 In index data files (Parquet under ``_lakehouse_index/``) only the reserved columns
 (``_file_id``, ``_row``, ``_version``, ``_op``, ``_rows``, a skipping column's
-``nulls``/``nans``) are exempt. Numbers in Parquet key-value metadata (pandas ranges, field
-ids) are not matched. Data files are matched whole. Strings, dates and bytes are matched
-everywhere, whatever the role. Bytes fields are compared with the values' Iceberg bound
-serializations only in Iceberg manifests and manifest lists.
+``nulls``/``nans``) are exempt. In any Parquet file, Iceberg's position and row-lineage
+columns (by field id) are exempt, and so are numbers in key-value metadata (pandas ranges,
+field ids). The erasure's own records (``_erasure/``: audit records with salted key hashes,
+counts, timings; purge records) are checked for strings only. Data files are matched
+whole. Strings, dates and bytes are matched everywhere, whatever the role. Bytes fields are
+compared with the values' Iceberg bound serializations only in Iceberg manifests and
+manifest lists.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ __all__ = [
     "DATA",
     "DATA_MEMBERS",
     "DECODE_ERRORS",
+    "ERASURE_RECORDS",
     "INDEX_DATA",
     "METADATA",
     "SIDECAR",
@@ -57,8 +61,10 @@ __all__ = [
 ]
 
 #: File roles (see the module docstring); SIDECAR (under ``_lakehouse_index/``) is METADATA
-#: for JSON and INDEX_DATA for Parquet.
+#: for JSON and INDEX_DATA for Parquet; ERASURE_RECORDS (the erasure's own audit and purge
+#: records) hold no number that is a key.
 DATA, METADATA, INDEX_DATA, SIDECAR = "data", "metadata", "index-data", "sidecar"
+ERASURE_RECORDS = "erasure-records"
 
 #: Members below which numbers are bookkeeping in metadata files (Delta log, Iceberg metadata
 #: and manifests, the lakehouse-index log).
@@ -95,6 +101,8 @@ STRUCTURAL = frozenset(
         "formatVersion", "id", "spec", "mtimeMs", "deletesId", "deletedCount", "addedOrdinal",
         "removedOrdinal", "moves", "nextFileId", "rows", "level", "minOrdinal", "maxOrdinal",
         "bucket", "timestampMs", "baseId", "ordinal", "baseOrdinal", "removed", "fieldId",
+        # lakehouse-index erase commits (operationParameters: the number of subjects)
+        "subjects",
     }
 )  # fmt: skip
 #: Members below which user columns' values live (numbers matched again).
@@ -171,6 +179,8 @@ class Findings:
 
     def root_state(self) -> int:
         """Walk state at the top of a document of this file."""
+        if self.role == ERASURE_RECORDS:
+            return _STRUCT
         return _NEUTRAL if self.role in (METADATA, SIDECAR) else _DATA
 
     def column_state(self, path: tuple[str, ...], field_id: int | None = None) -> int:

@@ -78,9 +78,11 @@ import pyarrow.fs as pafs
 
 from lakehouse_index.io import Storage, canonical_uri
 from lakehouse_index.io.uri import uri_scheme
+from lakehouse_index.workflows.erasure.audit import ERASURE_DIR
 from lakehouse_index.workflows.erasure.decoders import (
     DATA,
     DECODE_ERRORS,
+    ERASURE_RECORDS,
     METADATA,
     SIDECAR,
     Findings,
@@ -170,6 +172,8 @@ class _Entry:
     @property
     def role(self) -> str:
         folders = self.parts[:-1] if self.is_file else self.parts
+        if ERASURE_DIR in folders:
+            return ERASURE_RECORDS
         if _SIDECAR_FOLDER in folders:
             return SIDECAR
         return METADATA if _METADATA_FOLDERS & set(folders) else DATA
