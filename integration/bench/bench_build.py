@@ -109,6 +109,8 @@ class RefreshStep:
     table_files: int
     seconds: float = float("nan")
     note: str = ""
+    #: Data files appended (one commit each) since the previous refresh; 0 for other operations.
+    appended_files: int = 0
 
 
 @dataclass
@@ -240,9 +242,17 @@ def _files(path: Path) -> set[str]:
 
 
 def _refresh(
-    res: BuildResults, table: Any, spark: Any, label: str, n_files: int, mode: str, *, remap: bool = True
+    res: BuildResults,
+    table: Any,
+    spark: Any,
+    label: str,
+    n_files: int,
+    mode: str,
+    *,
+    remap: bool = True,
+    appended: int = 0,
 ) -> RefreshStep:
-    step = RefreshStep(label, n_files)
+    step = RefreshStep(label, n_files, appended_files=appended)
     ok, out = not_available(lambda: timed(lambda: table.refresh_index(INDEX, mode, spark=spark, remap=remap)))
     if ok:
         step.seconds = out[0]
@@ -277,7 +287,7 @@ def measure_refresh(res: BuildResults, sc: BuildScale, spark: Any, work: Path, l
         appended_probe.append(datagen.email_of(int(new_ids[0])))
         spare_id = int(new_ids[-1])
         label = f"incremental after appending {k} file(s) ({k} commit(s))"
-        _refresh(res, table, spark, label, n_files, "incremental")
+        _refresh(res, table, spark, label, n_files, "incremental", appended=k)
     _check(res, table, path, probe_old + appended_probe, "after appends")
 
     # Copy-on-write deletes: deltalake rewrites every file that holds one of the keys. Both
@@ -346,7 +356,7 @@ def measure_refresh(res: BuildResults, sc: BuildScale, spark: Any, work: Path, l
         f"incremental after appending {sc.small_append} file(s) ({sc.small_append} commit(s)) "
         f"to a {ps.files}-file table"
     )
-    _refresh(res, st_table, spark, label, ps.files + sc.small_append, "incremental")
+    _refresh(res, st_table, spark, label, ps.files + sc.small_append, "incremental", appended=sc.small_append)
 
 
 def _lookup_times(table: Any, keys: list[str]) -> list[float]:
@@ -490,6 +500,34 @@ def _remap_lines(res: BuildResults) -> list[str]:
     ]
 
 
+def results(res: BuildResults) -> dict[str, Any]:
+    """The JSON results: build against the bare Spark job, index size, every refresh and optimize."""
+    return {
+        "scale": res.scale,
+        "build": {
+            "rows": res.build_rows,
+            "create_index": res.build.to_json(),
+            "bare_spark_job": res.baseline.to_json(),
+        },
+        "index_bytes": res.index_bytes,
+        "index_rows": res.index_rows,
+        "table_bytes": res.table_bytes,
+        "refresh_build_s": res.refresh_build_s,
+        "steps": [
+            {
+                "label": s.label,
+                "table_files": s.table_files,
+                "appended_files": s.appended_files,
+                "seconds": s.seconds,
+            }
+            for s in res.steps
+        ],
+        "lookup_before_optimize": res.lookup_before_optimize.to_json(),
+        "lookup_after_optimize": res.lookup_after_optimize.to_json(),
+        "answers_agree": not res.disagreements,
+    }
+
+
 def _summary(res: BuildResults, appends: list[RefreshStep], size_pct: float) -> str:
     b, base = res.build.median, res.baseline.median
     parts = [
@@ -527,6 +565,7 @@ def main(argv: list[str] | None = None) -> BuildResults:
         run=run,
         render=render,
         section=("build", "Index build, size and refresh (issue 5)", SCRIPT),
+        results=results,
     )
 
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -202,6 +202,7 @@ def main(argv: list[str] | None = None) -> EraseBench:
         run=run,
         render=render,
         section=("erase", "GDPR erase, W5 (issue 14)", SCRIPT),
+        results=asdict,
     )
 
 

@@ -778,6 +778,29 @@ def render(res: LookupResults) -> str:
     return "\n".join(lines)
 
 
+def results(res: LookupResults) -> dict[str, Any]:
+    """The JSON results: every method's warm and cold timings per workload, the table's size."""
+
+    def methods(ms: dict[str, MethodResult]) -> list[dict[str, Any]]:
+        return [
+            {"method": key, "label": m.name, "warm": m.warm.to_json(), "cold": m.cold.to_json()}
+            for key, m in ms.items()
+        ]
+
+    return {
+        "scale": res.scale,
+        "rows": res.params.rows,
+        "files": res.params.files,
+        "versions": dict(res.versions),
+        "w1": methods(res.w1),
+        "w2": methods(res.w2),
+        "w3": methods(res.w3),
+        "index_build_s": res.index_build_s,
+        "refresh": {"mode": res.refresh_mode, "seconds": res.refresh_s},
+        "answers_agree": not res.disagreements,
+    }
+
+
 def _summary(res: LookupResults) -> str:
     w1 = res.w1
     lk = w1["lookup"].warm.median
@@ -812,6 +835,7 @@ def main(argv: list[str] | None = None) -> LookupResults:
         run=run,
         render=render,
         section=("lookup", "Point lookups (issue 6: W1, W2, W3)", SCRIPT),
+        results=results,
     )
 
 

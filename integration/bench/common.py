@@ -16,7 +16,7 @@ import contextlib
 import statistics
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -46,6 +46,10 @@ class Timing:
     def ms(self) -> float:
         """The median in milliseconds."""
         return self.median * 1000.0
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"median_s": ..., "samples_s": [...]}`` for the JSON results."""
+        return {"median_s": self.median, "samples_s": list(self.samples)}
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -300,10 +304,12 @@ def bench_main(
     run: Callable[[str], T],
     render: Callable[[T], str],
     section: tuple[str, str, str],
+    results: Callable[[T], Mapping[str, Any]],
 ) -> T:
-    """The command line every benchmark shares: run at ``--scale``, print, write its section.
+    """The command line every benchmark shares: run at ``--scale``, print, write its section and JSON.
 
-    ``section`` is (name, title, script) for ``report.write_section`` (skipped with ``--no-report``).
+    ``section`` is (name, title, script) for ``report.write_section``; ``results`` gives the
+    run's machine-readable results for ``report.write_results`` (both skipped with ``--no-report``).
     """
     import argparse
 
@@ -316,8 +322,9 @@ def bench_main(
     body = render(res)
     print(body)
     if not args.no_report:
-        from integration.bench.report import write_section
+        from integration.bench.report import write_results, write_section
 
         name, title, script = section
         write_section(name, title, script, body, path=args.report_path)
+        write_results(name, results(res), path=args.report_path)
     return res

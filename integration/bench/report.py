@@ -1,7 +1,9 @@
-"""Write one benchmark's results table into docs/BENCHMARKS.md.
+"""Write one benchmark's results: a table section in docs/BENCHMARKS.md and a JSON file.
 
 Each benchmark owns a section delimited by HTML comments, so benchmarks can be rerun
-independently without clobbering each other's results.
+independently without clobbering each other's results. Its machine-readable results go to
+``bench/<name>.json`` next to the benchmarks file (docs/bench/ by default), which the
+benchmarks notebook (notebooks/04-benchmarks.ipynb) plots.
 
 The target file is docs/BENCHMARKS.md unless ``path`` is given or the environment
 variable ``LAKEHOUSE_INDEX_BENCHMARKS_MD`` names another file (the smoke tests use it so
@@ -10,16 +12,27 @@ that tiny runs never overwrite the published numbers).
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import platform
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
+
+from integration.bench.common import load_average
 
 BENCHMARKS_MD = Path(__file__).resolve().parents[2] / "docs" / "BENCHMARKS.md"
+#: Version of the JSON results' structure (``{"benchmark", "schema", "run", "results"}``).
+RESULTS_SCHEMA = 1
 #: Environment variable that redirects every ``write_section`` call (tests, dry runs).
 BENCHMARKS_ENV = "LAKEHOUSE_INDEX_BENCHMARKS_MD"
-_HEADER = "# Benchmarks\n\nEach section is written by the script named in it; rerun it to refresh.\n"
+_HEADER = (
+    "# Benchmarks\n\nEach section is written by the script named in it; rerun it to refresh. The same "
+    "results, machine-readable,\nare in `docs/bench/<section>.json`, plotted by "
+    "[notebooks/04-benchmarks.ipynb](../notebooks/04-benchmarks.ipynb).\n"
+)
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
@@ -57,6 +70,48 @@ def write_section(name: str, title: str, script: str, body: str, *, path: str | 
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(text)
     return target
+
+
+def results_path(name: str, *, path: str | Path | None = None) -> Path:
+    """Where benchmark ``name`` writes its JSON results: ``bench/<name>.json`` next to the benchmarks file."""
+    return benchmarks_path(path).parent / "bench" / f"{name}.json"
+
+
+def write_results(name: str, results: Mapping[str, Any], *, path: str | Path | None = None) -> Path:
+    """Write ``results`` (JSON values; NaN and infinities become null) as benchmark ``name``'s JSON file.
+
+    The document is ``{"benchmark": name, "schema": RESULTS_SCHEMA, "run": {...}, "results":
+    results}``, where ``run`` records when and on what it ran (UTC time, machine, cores, Python,
+    1-minute load average). Keys are sorted, so reruns differ only in their numbers. Returns the
+    file written (see :func:`results_path`).
+    """
+    doc = {
+        "benchmark": name,
+        "schema": RESULTS_SCHEMA,
+        "run": {
+            "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "machine": platform.machine(),
+            "cores": _cpus(),
+            "python": platform.python_version(),
+            "load_average": load_average(),
+        },
+        "results": _finite(results),
+    }
+    target = results_path(name, path=path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(doc, indent=1, sort_keys=True, allow_nan=False) + "\n")
+    return target
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with every non-finite float replaced by None (JSON has no NaN)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {str(k): _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def _cpus() -> int:

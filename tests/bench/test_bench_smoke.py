@@ -5,21 +5,34 @@ sane, above all that every method's answers agree: the expected ids are derived 
 from the generator's contract (``email_of(i)`` names row ``i``, which exists iff ``i`` is
 below the number of rows written by that version) and from deltalake's reader, never from
 the benchmark's own bookkeeping. No time limits are asserted. Results go to a temporary
-BENCHMARKS file; docs/BENCHMARKS.md is never touched.
+BENCHMARKS file; docs/BENCHMARKS.md is never touched. The JSON results go next to it, and must
+keep the structure of the sample the benchmarks notebook plots in CI (notebooks/data/bench).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
 
 from integration.bench import datagen, run_all
-from integration.bench.report import BENCHMARKS_ENV, BENCHMARKS_MD, write_section
+from integration.bench.report import (
+    BENCHMARKS_ENV,
+    BENCHMARKS_MD,
+    RESULTS_SCHEMA,
+    results_path,
+    write_results,
+    write_section,
+)
+from tests.support.paths import REPO_ROOT
+
+#: The tiny-scale results the benchmarks notebook plots in CI.
+NOTEBOOK_SAMPLE = REPO_ROOT / "notebooks" / "data" / "bench"
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -51,6 +64,47 @@ def test_report_is_redirected(isolated: Path) -> None:
     write_section("smoke", "Smoke", "tests", "second")  # replaces its own section only
     text = isolated.read_text()
     assert text.count("<!-- bench:smoke -->") == 1 and "second" in text and "| 1 |" not in text
+
+
+def test_results_are_json_next_to_the_report(isolated: Path) -> None:
+    written = write_results("smoke", {"ms": [1.5, float("nan")], "nested": {"inf": float("inf"), "n": 3}})
+    assert written == results_path("smoke") == isolated.parent / "bench" / "smoke.json"
+    doc = json.loads(written.read_text())  # strict JSON: NaN and infinities became null
+    assert doc["benchmark"] == "smoke" and doc["schema"] == RESULTS_SCHEMA
+    assert doc["results"] == {"ms": [1.5, None], "nested": {"inf": None, "n": 3}}
+    assert set(doc["run"]) == {"utc", "machine", "cores", "python", "load_average"}
+    assert doc["run"]["cores"] >= 1
+
+
+def _shape(value: Any) -> Any:
+    """The structure of a JSON value: keys of objects, the union of list items' shapes; leaves as '.'."""
+    if isinstance(value, dict):
+        return {k: _shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        shapes = {json.dumps(_shape(v), sort_keys=True) for v in value}
+        return sorted(shapes)
+    return "."
+
+
+def _same(got: Any, want: Any) -> bool:
+    """``got`` (read back from JSON) equals ``want``, where a non-finite float was written as null."""
+    if isinstance(want, float) and not math.isfinite(want):
+        return got is None
+    if isinstance(want, dict):
+        same_keys = isinstance(got, dict) and got.keys() == want.keys()
+        return same_keys and all(_same(got[k], want[k]) for k in want)
+    if isinstance(want, (list, tuple)):
+        return isinstance(got, list) and len(got) == len(want) and all(map(_same, got, want))
+    return bool(got == want)
+
+
+def _check_results(name: str, fresh: dict[str, Any]) -> None:
+    """The run's JSON holds its results, in the structure of the notebook's committed sample."""
+    doc = json.loads(results_path(name).read_text())
+    assert doc["benchmark"] == name and doc["schema"] == RESULTS_SCHEMA
+    assert _same(doc["results"], fresh), name
+    sample = json.loads((NOTEBOOK_SAMPLE / f"{name}.json").read_text())
+    assert _shape(doc) == _shape(sample), f"regenerate notebooks/data/bench/{name}.json at the tiny scale"
 
 
 def test_generated_table_spreads_keys_over_every_file() -> None:
@@ -122,6 +176,7 @@ def test_lookup_benchmark_tiny(spark: SparkSession, isolated: Path) -> None:
     assert res.io["locate, warm"]["table-data reads"] == 0  # locate answers from the index alone
     text = isolated.read_text()
     assert "<!-- bench:lookup -->" in text and "### W1" in text and "What this shows" in text
+    _check_results("lookup", bench_lookup.results(res))
 
 
 @pytest.mark.spark
@@ -151,3 +206,6 @@ def test_build_benchmark_tiny(spark: SparkSession, isolated: Path) -> None:
     assert cached.version() == sc.refresh.files - 1
     text = isolated.read_text()
     assert "<!-- bench:build -->" in text and "Refresh and optimize" in text
+    _check_results("build", bench_build.results(res))
+    appended = [s["appended_files"] for s in bench_build.results(res)["steps"] if s["appended_files"]]
+    assert sorted(appended) == sorted([*sc.appends, sc.small_append])
