@@ -31,6 +31,9 @@ if TYPE_CHECKING:
     )
     from lakehouse_index.errors import (
         ConcurrentIndexUpdate,
+        ErasedSubjectsWarning,
+        EraseRefusedError,
+        ErasureVerificationError,
         HistoryTruncatedError,
         IllegalIndexStateError,
         IndexBusyError,
@@ -40,11 +43,13 @@ if TYPE_CHECKING:
         InvalidIndexSpecError,
         LakehouseIndexError,
         NotATableError,
+        PurgeRefusedError,
         QueryError,
         SparkUnavailableError,
         TableFormatError,
         UnsupportedFeatureError,
         VersionNotFoundError,
+        VersionPurgedError,
     )
     from lakehouse_index.kinds.base import IndexKind
     from lakehouse_index.log.entry import IndexState
@@ -68,6 +73,9 @@ _MODULES = {
     ),
     "lakehouse_index.errors": (
         "ConcurrentIndexUpdate",
+        "ErasedSubjectsWarning",
+        "EraseRefusedError",
+        "ErasureVerificationError",
         "HistoryTruncatedError",
         "IllegalIndexStateError",
         "IndexBusyError",
@@ -77,11 +85,13 @@ _MODULES = {
         "InvalidIndexSpecError",
         "LakehouseIndexError",
         "NotATableError",
+        "PurgeRefusedError",
         "QueryError",
         "SparkUnavailableError",
         "TableFormatError",
         "UnsupportedFeatureError",
         "VersionNotFoundError",
+        "VersionPurgedError",
     ),
     "lakehouse_index.kinds.base": ("IndexKind",),
     "lakehouse_index.log.entry": ("IndexState",),
@@ -133,6 +143,12 @@ __all__ = [
     "watch",
     "Mismatch",
     "VerifyReport",
+    # GDPR erasure (Table.erase)
+    "ErasedSubjectsWarning",
+    "EraseRefusedError",
+    "ErasureVerificationError",
+    "PurgeRefusedError",
+    "VersionPurgedError",
 ]
 
 
