@@ -254,7 +254,7 @@ def main(argv: list[str] | None = None) -> None:
     assert conn["files"] == dl["files"] == dl_pa["files"] == conn_sys["files"] == live, (conn, dl)
     cold_diff = cold("connector-diff", path, args.cold_runs, str(args.diff_span))
     warm = warm_measurements(path, args.files_per_commit, args.diff_span, args.rounds)
-    from integration.bench.report import markdown_table, write_section
+    from integration.bench.report import markdown_table, write_results, write_section
 
     def memory(r: dict[str, Any]) -> str:
         return f"{r['peak_mb']:.0f} MB peak RSS (+{r['delta_mb']:.0f} MB over its imports)"
@@ -327,6 +327,24 @@ def main(argv: list[str] | None = None) -> None:
         write_section(
             "delta-connector", "Delta connector", "integration/bench/bench_delta_connector.py", body
         )
+        results = {
+            "versions": args.versions,
+            "live_files": live,
+            "files_per_commit": args.files_per_commit,
+            "checkpoint_interval": args.checkpoint_interval,
+            "generate_s": gen_secs,
+            "cold_runs": args.cold_runs,
+            "cold": {
+                "connector": conn,
+                "deltalake_with_pyarrow": dl_pa,
+                "deltalake": dl,
+                "connector_system_allocator": conn_sys,
+            },
+            "diff_span": args.diff_span,
+            "cold_diff": cold_diff,
+            "warm": warm,
+        }
+        write_results("delta-connector", results)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,7 @@ from lakehouse_index_iceberg import IcebergSource
 from lakehouse_index_iceberg.manifests import read_manifest_list
 from lakehouse_index_iceberg.table_metadata import parse_metadata
 
-from integration.bench.report import markdown_table, write_section
+from integration.bench.report import markdown_table, write_results, write_section
 from lakehouse_index.io import Storage
 from lakehouse_index.source import diff_snapshots
 
@@ -187,8 +187,11 @@ def _median_run(runs: list[DiffRun]) -> DiffRun:
     return sorted(runs, key=lambda r: r.ms)[len(runs) // 2]
 
 
-def bench_diff(cat: Any, io: Storage, side: int, repeats: int) -> tuple[list[list[str]], str]:
-    """Fork ``dev`` off main's head, append ``side`` snapshots on each side, diff the heads."""
+def bench_diff(cat: Any, io: Storage, side: int, repeats: int) -> tuple[list[list[str]], str, dict[str, Any]]:
+    """Fork ``dev`` off main's head, append ``side`` snapshots on each side, diff the heads.
+
+    Returns the table rows, their explanation and the results as JSON values.
+    """
     table = cat.load_table("db.t")
     fork = table.current_snapshot()
     assert fork is not None
@@ -231,10 +234,18 @@ def bench_diff(cat: Any, io: Storage, side: int, repeats: int) -> tuple[list[lis
             f"median of {repeats}; all three find the same {side} added and {side} removed files.",
         ]
     )
-    return rows, text
+    results = {
+        "side": side,
+        "manifests_unshared": unshared,
+        "connector": {"ms": ours.ms, "manifests": ours.manifests},
+        "connector_full_comparison": {"ms": full.ms, "manifests": full.manifests},
+        "pyiceberg_plan_files": {"ms": theirs.ms, "manifests": theirs.manifests},
+    }
+    return rows, text, results
 
 
-def run(snapshots: int, tail: int, repeats: int, side: int) -> str:
+def run(snapshots: int, tail: int, repeats: int, side: int) -> tuple[str, dict[str, Any]]:
+    """Build the history, measure; returns the Markdown section and the results as JSON values."""
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.manifest import clear_manifest_cache
     from pyiceberg.table import StaticTable
@@ -329,8 +340,8 @@ def run(snapshots: int, tail: int, repeats: int, side: int) -> str:
             "cache cleared between runs).",
         ]
     )
-    diff_rows, diff_text = bench_diff(cat, io, side, repeats)
-    return "\n\n".join(
+    diff_rows, diff_text, diff_results = bench_diff(cat, io, side, repeats)
+    body = "\n\n".join(
         [
             text,
             markdown_table(["measure", "value"], rows),
@@ -338,6 +349,19 @@ def run(snapshots: int, tail: int, repeats: int, side: int) -> str:
             markdown_table(["diff of two branch heads", "ms (median)", "manifests read"], diff_rows),
         ]
     )
+    results = {
+        "snapshots": snapshots,
+        "build_s": build_s,
+        "tail": {
+            "ms": per,
+            "reads_per_snapshot": {k: total(k) for k in ("metadata", "manifest_list", "manifest")},
+            "parse_metadata_ms": parse,
+            "decode_manifest_list_ms": decode,
+        },
+        "cold_snapshot": {"files": n_files, "connector_ms": ours, "pyiceberg_plan_files_ms": theirs},
+        "diff": diff_results,
+    }
+    return body, results
 
 
 def main() -> None:
@@ -348,11 +372,12 @@ def main() -> None:
     ap.add_argument("--side", type=int, default=3, help="appends on each side of the fork for the diff")
     ap.add_argument("--no-write", action="store_true", help="print only; do not touch docs/BENCHMARKS.md")
     args = ap.parse_args()
-    body = run(args.snapshots, args.tail, args.repeats, args.side)
+    body, results = run(args.snapshots, args.tail, args.repeats, args.side)
     print(body)
     if not args.no_write:
         title = "Iceberg connector: tailing, cold snapshot load, non-ancestor diff"
         write_section("iceberg-connector", title, SCRIPT, body)
+        write_results("iceberg-connector", results)
 
 
 if __name__ == "__main__":

@@ -107,6 +107,39 @@ def _check_results(name: str, fresh: dict[str, Any]) -> None:
     assert _shape(doc) == _shape(sample), f"regenerate notebooks/data/bench/{name}.json at the tiny scale"
 
 
+def _size(args: list[str], flag: str) -> int:
+    return int(args[args.index(flag) + 1])
+
+
+@pytest.mark.integration
+def test_connector_benchmarks_write_json(isolated: Path) -> None:
+    assert run_all.main(["--scale", "tiny", "--only", "delta_connector,iceberg_connector"]) == 0
+    text = isolated.read_text()
+    assert "<!-- bench:delta-connector -->" in text and "<!-- bench:iceberg-connector -->" in text
+
+    sizes = run_all.SIZE_ARGS["bench_delta_connector"]["tiny"]
+    delta = json.loads(results_path("delta-connector").read_text())
+    assert delta["benchmark"] == "delta-connector" and delta["schema"] == RESULTS_SCHEMA
+    res = delta["results"]
+    assert res["live_files"] == _size(sizes, "--versions") * _size(sizes, "--files-per-commit")
+    loads = {"connector", "deltalake_with_pyarrow", "deltalake", "connector_system_allocator"}
+    assert set(res["cold"]) == loads
+    for run in res["cold"].values():  # every cold load saw every live file
+        assert run["files"] == res["live_files"] and run["seconds"] > 0 and run["peak_mb"] > 0
+    assert res["diff_span"] == _size(sizes, "--diff-span") and res["warm"]["tail_reads"] >= 1
+
+    sizes = run_all.SIZE_ARGS["bench_iceberg_connector"]["tiny"]
+    iceberg = json.loads(results_path("iceberg-connector").read_text())
+    assert iceberg["benchmark"] == "iceberg-connector" and iceberg["schema"] == RESULTS_SCHEMA
+    res = iceberg["results"]
+    assert res["snapshots"] == _size(sizes, "--snapshots")
+    assert len(res["tail"]["ms"]) == _size(sizes, "--tail")
+    assert len(res["cold_snapshot"]["connector_ms"]) == _size(sizes, "--repeats")
+    # one data file per appended snapshot (the tail's included)
+    assert res["cold_snapshot"]["files"] == res["snapshots"] + _size(sizes, "--tail")
+    assert res["diff"]["connector"]["manifests"] <= res["diff"]["pyiceberg_plan_files"]["manifests"]
+
+
 def test_generated_table_spreads_keys_over_every_file() -> None:
     from deltalake import DeltaTable
 
