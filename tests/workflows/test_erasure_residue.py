@@ -645,3 +645,27 @@ def test_after_an_erase_with_purge_nothing_is_found(tmp_path: Path) -> None:
     leak.write_text(json.dumps({"rowsErased": 12, "note": f"erased {SUBJECT}"}))
     leaked = find_residue([str(path)], values)
     assert [(h.path, h.location, h.value_number) for h in leaked.hits] == [(leak.as_uri(), "$.note", 0)]
+
+
+@pytest.mark.parametrize("compression", ["NONE", "SNAPPY", "GZIP", "ZSTD", "LZ4", "BROTLI"])
+@pytest.mark.parametrize("page_version", ["1.0", "2.0"])
+def test_parquet_pages_every_codec(tmp_path: Path, compression: str, page_version: str) -> None:
+    """Free text inside a string column is found in its decompressed pages (or, uncompressed,
+    in the file bytes) whatever the codec and data page version; dictionary pages too."""
+    path = tmp_path / "x.parquet"
+    notes = [f"row {i}: call {SUBJECT} back" if i == 777 else f"row {i}" for i in range(2000)]
+    table = pa.table({"note": notes, "tag": [f"t{i % 3}" for i in range(2000)]})
+    pq.write_table(table, path, compression=compression, data_page_version=page_version, data_page_size=1024)
+    # pyarrow writes LZ4_RAW for "LZ4" and reports it as "LZ4".
+    assert pq.ParquetFile(path).metadata.row_group(0).column(0).compression == (
+        "UNCOMPRESSED" if compression == "NONE" else compression
+    )
+    report = find_residue([str(path)], [SUBJECT, "t2"])
+    places = {(h.location.split(" at byte")[0], h.value_number) for h in report.hits}
+    if compression == "NONE":
+        assert ("file bytes", 0) in places
+    else:
+        assert ("row group 0 column note pages (uncompressed)", 0) in places
+    assert ("row group 0 column note", 0) not in places  # typed: no string is the value
+    assert ("row group 0 column tag", 1) in places  # equality, from the dictionary-encoded column
+    assert report.unreadable == ()

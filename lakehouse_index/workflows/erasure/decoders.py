@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import base64
 import bz2
+import contextlib
 import decimal
 import gzip
 import json
@@ -356,7 +357,13 @@ _V2_DEF_LEN, _V2_REP_LEN, _V2_COMPRESSED = 5, 6, 7
 
 def _uncompress(codec: str, body: Bytes, size: int) -> list[Bytes]:
     """A page body uncompressed (as parts to be read back to back)."""
-    if codec == "LZ4":  # Hadoop framing: blocks of (uncompressed size, compressed size, lz4 raw)
+    if codec != "LZ4":
+        return [pa.decompress(body, decompressed_size=size, codec=_PARQUET_CODECS[codec])]
+    # pyarrow names both LZ4_RAW and the deprecated LZ4 "LZ4"; the latter is Hadoop-framed
+    # (blocks of uncompressed size, compressed size, lz4 raw) or, from old writers, an lz4 frame.
+    with contextlib.suppress(pa.ArrowException):
+        return [pa.decompress(body, decompressed_size=size, codec="lz4_raw")]
+    with contextlib.suppress(pa.ArrowException, struct.error):
         out, pos = [], 0
         while pos < len(body):
             usize, csize = struct.unpack_from(">II", body, pos)
@@ -365,7 +372,7 @@ def _uncompress(codec: str, body: Bytes, size: int) -> list[Bytes]:
             )
             pos += 8 + csize
         return out
-    return [pa.decompress(body, decompressed_size=size, codec=_PARQUET_CODECS[codec])]
+    return [_lz4_frame(body)]
 
 
 def _chunk_pages(data: bytes, start: int, length: int, codec: str) -> list[Bytes]:
@@ -473,11 +480,11 @@ def _avro(f: Findings, data: bytes) -> None:
 _PUFFIN = b"PFA1"
 
 
-def _lz4_frame(data: bytes) -> bytes:
+def _lz4_frame(data: Bytes) -> bytes:
     return bytes(pa.input_stream(pa.BufferReader(data), compression="lz4").read())
 
 
-def _zstd(data: bytes) -> bytes:
+def _zstd(data: Bytes) -> bytes:
     return bytes(pa.input_stream(pa.BufferReader(data), compression="zstd").read())
 
 
