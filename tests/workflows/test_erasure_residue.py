@@ -233,7 +233,7 @@ def test_deletion_vector_masked_rows(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- Iceberg
 
 
-@pytest.mark.parametrize("codec", ["gzip", "zstd"])
+@pytest.mark.parametrize("codec", ["gzip", "zstd", "bzip2", "null"])
 def test_iceberg_manifest_bounds(tmp_path: Path, codec: str) -> None:
     from pyiceberg.catalog.sql import SqlCatalog
     from pyiceberg.manifest import ManifestContent
@@ -248,6 +248,9 @@ def test_iceberg_manifest_bounds(tmp_path: Path, codec: str) -> None:
     table.delete(f"k == '{long_key}'")
     table = catalog.load_table("db.t")
 
+    avro_codec = {"gzip": b"deflate", "zstd": b"zstandard"}.get(codec, codec.encode())
+    manifests = list(Path(table.location().removeprefix("file://")).rglob("*.avro"))
+    assert manifests and all(avro_codec in m.read_bytes()[:4096] for m in manifests)  # the header
     report = find_residue([table.location()], [long_key, 424242, 4242])
     k_id, id_id = table.schema().find_field("k").field_id, table.schema().find_field("id").field_id
     # Oracle: pyiceberg reads every manifest of every snapshot, deleted entries included.
