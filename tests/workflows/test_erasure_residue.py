@@ -21,6 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.orc
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
@@ -374,6 +375,9 @@ def test_formats_by_content(tmp_path: Path) -> None:
     (root / "log").write_bytes(pa.compress(ndjson.encode(), codec="zstd", asbytes=True))
     (root / "raw.bin").write_bytes(b"\x00\xff" + SUBJECT.encode() + b"\x01\x02")
     (root / "notes.txt").write_text(f"erase {SUBJECT}, keep {SUBJECT}0")
+    orc_table = pa.table({"k": [SUBJECT, "x"], "n": pa.array([12, 13], pa.int64())})
+    pyarrow.orc.write_table(orc_table, root / "part-0.orc", compression="zstd")
+    (root / "ORCHESTRA.txt").write_text(f"ORC is not this: {SUBJECT}")
     # One string holding two values, another only the second: each value at each place.
     (root / "two.json").write_text(json.dumps({"x": f"{SUBJECT} and subject-8", "y": "subject-8"}))
     values: list[object] = [
@@ -402,15 +406,22 @@ def test_formats_by_content(tmp_path: Path) -> None:
     assert ("log", "zstd/ndjson", "line 1: $.x.when", 1) in got
     assert ("raw.bin", "raw", "bytes", 0) in got
     assert ("notes.txt", "text", "text", 0) in got
+    assert {(loc, n) for name, _, loc, n in got if name == "part-0.orc"} == {
+        ("stripe 0 column k", 0),
+        ("stripe 0 column n", 2),
+    }
+    assert ("ORCHESTRA.txt", "text", "text", 0) in got
     assert {(loc, n) for name, _, loc, n in got if name == "two.json"} == {("$.x", 0), ("$.x", 5), ("$.y", 5)}
     assert report.files_by_decoder == {
         "puffin": 2,
         "gzip/json": 1,
         "zstd/ndjson": 1,
         "raw": 1,
-        "text": 1,
+        "text": 2,
         "json": 1,
+        "orc": 1,
     }
+    assert report.unreadable == ()
     # The Puffin blob's offset is where the value is in the decompressed blob.
     (offset,) = [
         int(h.location.rsplit(" ", 1)[-1])

@@ -1,11 +1,12 @@
 """Decoders of the residue scan: a file's bytes, recognised by content, decoded and matched.
 
 :func:`decode` picks the decoder by magic bytes (Parquet ``PAR1`` at both ends, Avro
-``Obj\\x01``, Puffin ``PFA1`` at both ends, gzip / zstd / lz4-frame / bzip2 / xz / framed
-snappy wrappers around anything), then JSON or NDJSON, then UTF-8 text, else raw bytes.
-Everything decoded goes into a :class:`Findings`, which matches it against the
-:class:`~lakehouse_index.workflows.erasure.needles.Needles` (free text and raw bytes batched
-per file and matched columnar).
+``Obj\\x01``, ORC ``ORC`` in its header and postscript, Puffin ``PFA1`` at both ends,
+gzip / zstd / lz4-frame / bzip2 / xz / framed snappy wrappers around anything), then JSON
+or NDJSON, then UTF-8 text, else raw bytes. Everything decoded goes into a
+:class:`Findings`, which matches it against the
+:class:`~lakehouse_index.workflows.erasure.needles.Needles` (free text and raw bytes
+batched across files and matched columnar).
 
 Where a number is bookkeeping. A table's own metadata is full of counts, sizes, offsets,
 ids, versions and timestamps; an integer subject key equal to one of them is not residue.
@@ -456,6 +457,30 @@ def _parquet(f: Findings, data: bytes) -> None:
     f.blob("file bytes", memoryview(data)[pos:], base=pos)
 
 
+def _orc(f: Findings, data: bytes) -> None:
+    """Every column of every stripe of an ORC file, typed (its compressed streams are not
+    searched raw), and its user metadata."""
+    import pyarrow.orc
+
+    if f.role == SIDECAR:
+        f.role = INDEX_DATA
+    orc = pyarrow.orc.ORCFile(pa.BufferReader(data))
+    for i in range(orc.nstripes):
+        stripe = orc.read_stripe(i)
+        for field, column in zip(stripe.schema, stripe.columns, strict=True):
+            state = f.column_state((field.name,))
+            for path, leaf in _leaves((field.name,), column):
+                f.arrow(
+                    f"stripe {i} column {'.'.join(path)}",
+                    leaf,
+                    _STRUCT if state == _STRUCT else f.column_state(path),
+                )
+    for key, value in (orc.metadata or {}).items():
+        name = key.decode("utf-8", errors="replace")
+        f.text("user metadata (name)", name, numbers=True)
+        f.string(f"user metadata {name}", value.decode("utf-8", errors="replace"), _STRUCT)
+
+
 # --------------------------------------------------------------------------- Avro, Puffin
 
 
@@ -591,6 +616,9 @@ def decode(f: Findings, data: bytes, depth: int = 0) -> str:
     if data.startswith(avro.MAGIC):
         _avro(f, data)
         return "avro"
+    if len(data) >= 8 and data[:3] == b"ORC" and data[-4:-1] == b"ORC":  # header, postscript
+        _orc(f, data)
+        return "orc"
     if len(data) >= 16 and data[:4] == _PUFFIN and data[-4:] == _PUFFIN:
         _puffin(f, data)
         return "puffin"

@@ -22,6 +22,9 @@ What is decoded (by content, magic bytes first, not by extension):
   snappy, zstandard, bzip2, xz): every field of every record, logical types decoded; bytes
   fields are also compared with each value's Iceberg single-value serialization, including
   Iceberg's 16-character truncated string bounds (the location says so).
+* **ORC** (data files the connectors refuse, still files of the table): every column of
+  every stripe as typed values, and the user metadata; its compressed streams are not
+  searched raw.
 * **Puffin** (deletion vectors, statistics): the footer (lz4-compressed or not) and every
   blob, decompressed (lz4, zstd).
 * gzip, zstd, lz4-frame, bzip2, xz and framed-snappy wrappers around any of these.
