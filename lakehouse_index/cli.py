@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import time
 from collections.abc import Callable
 from enum import Enum
 from typing import Annotated, Any
@@ -349,10 +350,17 @@ def watch_command(
     index_root: IndexRootOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="one JSON line per action")] = False,
 ) -> None:
-    """Sync indexes whenever a table gets new commits (by any engine); Ctrl-C stops cleanly."""
+    """Sync indexes whenever a table gets new commits (by any engine); Ctrl-C stops cleanly.
+
+    In a terminal a live table shows each index's lag (versions and seconds), last action
+    and last error; otherwise one line per action (one JSON object per line with --json).
+    """
     from lakehouse_index.workflows.watch import WatchEvent, watch
 
     opened = [_open(t, catalog, index_root) for t in tables]
+    if not as_json and not once and console.is_terminal:
+        _watch_live(opened, interval)
+        return
 
     def show(event: WatchEvent) -> None:
         if as_json:
@@ -370,6 +378,26 @@ def watch_command(
         )
 
     watch(opened, interval=interval, once=once, on_event=show)
+
+
+def _watch_live(opened: list[li.Table], interval: float) -> None:
+    """The watcher with the live lag table (:mod:`lakehouse_index.lag_display`) redrawn in place."""
+    from rich.live import Live
+
+    from lakehouse_index.lag_display import LagState, record, render
+    from lakehouse_index.workflows.watch import WatchEvent, watch
+
+    state = LagState()
+    title = f"lakehouse-index watch: {len(opened)} table(s), polled every {interval:g} s (Ctrl-C stops)"
+
+    def on_event(event: WatchEvent) -> None:
+        nonlocal state
+        state = record(state, event, time.time())
+
+    with Live(
+        console=console, refresh_per_second=2, get_renderable=lambda: render(state, time.time(), title=title)
+    ):
+        watch(opened, interval=interval, on_event=on_event)
 
 
 @app.command("verify")

@@ -48,6 +48,18 @@ def _latest(table: IndexedTable) -> _Latest:
     return _Latest(version, info.ordinal, info.timestamp_ms)
 
 
+def _newer(latest: _Latest, entry: LogEntry) -> _Latest:
+    """``latest``, or the version ``entry`` was refreshed to when that one is newer.
+
+    A refresh goes to the table's latest version, read when it started; reporting from it
+    saves reading the table's metadata again (an Iceberg catalog load per index).
+    """
+    source = entry.source
+    if source.ordinal > latest.ordinal:
+        return _Latest(source.version, source.ordinal, source.timestamp_ms)
+    return latest
+
+
 def _seen(entry: LogEntry) -> tuple[int, int]:
     """(version, ordinal) of the newest table commit the index log knows of."""
     if entry.pending is not None:
@@ -132,12 +144,14 @@ def maintain_index(
     *,
     wait_for_busy: bool = True,
     spark: SparkSession | None = None,
+    latest: _Latest | None = None,
 ) -> IndexReport:
     """Apply index ``name``'s policy to the commits it has not seen; never raises for a failed refresh.
 
     ``wait_for_busy``: when another process holds the index (its transient entry is the
     latest), wait up to :data:`BUSY_TIMEOUT_S` and retry (writes); otherwise report
-    ``RACED`` at once (the watcher re-checks on its next poll).
+    ``RACED`` at once (the watcher re-checks on its next poll). ``latest``: the table's
+    latest version as the caller just read it (read here when not given).
     """
     start = time.perf_counter()
     log = table._log(name)
@@ -168,7 +182,8 @@ def maintain_index(
         error = f"{type(e).__name__}: {e}"
         return report(Action.FAILED, entry, latest, error=error, recovery=_recovery(name, mode, stuck))
 
-    latest = _latest(table)
+    if latest is None:
+        latest = _latest(table)
     if policy is AutoRefresh.OFF:
         return report(Action.REPORTED, before, latest)
     deadline = time.monotonic() + BUSY_TIMEOUT_S
@@ -205,7 +220,9 @@ def maintain_index(
         assert after is not None
         written, tombstoned = _delta(before, after)
         action = Action.INCREMENTAL if mode == "incremental" else Action.QUICK
-        return report(action, after, _latest(table), entries_written=written, files_tombstoned=tombstoned)
+        return report(
+            action, after, _newer(latest, after), entries_written=written, files_tombstoned=tombstoned
+        )
 
 
 def sync_indexes(
@@ -225,7 +242,8 @@ def sync_indexes(
     """
     start = time.perf_counter()
     wanted = None if names is None else set(names)
-    reports = []
+    reports: list[IndexReport] = []
+    latest: _Latest | None = None  # read once, when the first index needs it
     for info in table.indexes():
         if wanted is not None and info.name not in wanted:
             continue
@@ -233,7 +251,12 @@ def sync_indexes(
             continue
         if should_stop is not None and should_stop():
             break
-        reports.append(maintain_index(table, info.name, wait_for_busy=wait_for_busy, spark=spark))
+        if latest is None:
+            latest = _latest(table)
+        report = maintain_index(table, info.name, wait_for_busy=wait_for_busy, spark=spark, latest=latest)
+        reports.append(report)
+        if report.table_version != latest.version:  # a refresh found a newer commit: the next index sees it
+            latest = _latest(table)
     result = SyncResult(
         table_uri=table.uri,
         table_version=reports[-1].table_version if reports else table.latest_version(),

@@ -44,7 +44,13 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("lakehouse_index.query",),
     ("lakehouse_index.workflows",),
     ("lakehouse_index.api",),
-    ("lakehouse_index.cli", "lakehouse_index.demo", "lakehouse_index.progress", "lakehouse_index"),
+    (
+        "lakehouse_index.cli",
+        "lakehouse_index.demo",
+        "lakehouse_index.progress",
+        "lakehouse_index.lag_display",
+        "lakehouse_index",
+    ),
 )
 
 #: What a connector may import of the core.
