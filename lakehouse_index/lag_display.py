@@ -17,6 +17,21 @@ from rich.text import Text
 
 from lakehouse_index.workflows.watch import WatchEvent
 
+#: The table's columns, left to right.
+COLUMNS = (
+    "table",
+    "index",
+    "policy",
+    "table version",
+    "indexed version",
+    "lag (versions)",
+    "lag (s)",
+    "last action",
+    "when",
+    "last error",
+)
+_LEFT = frozenset({"table", "index", "policy", "last action", "last error"})
+
 #: Placeholder index name of a row that reports a table-level error (the table was unreadable).
 TABLE_ROW = "—"
 
@@ -95,19 +110,8 @@ def _lag_style(row: LagRow) -> str:
 def render(state: LagState, now: float, *, title: str | None = None) -> RichTable:
     """The lag table of ``state`` at clock reading ``now`` (a pure function of both)."""
     out = RichTable(title=title, expand=False)
-    for name, justify in (
-        ("table", "left"),
-        ("index", "left"),
-        ("policy", "left"),
-        ("table version", "right"),
-        ("indexed version", "right"),
-        ("lag (versions)", "right"),
-        ("lag (s)", "right"),
-        ("last action", "left"),
-        ("when", "right"),
-        ("last error", "left"),
-    ):
-        out.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for name in COLUMNS:
+        out.add_column(name, justify="left" if name in _LEFT else "right")
     for r in state.rows:
         style = _lag_style(r)
         action = _text(r.action)

@@ -403,7 +403,7 @@ def main(argv: list[str] | None = None) -> WatchResults:
     return bench_main(
         argv,
         description=__doc__.split("\n")[0],
-        scales=SCALES,
+        scales=list(SCALES),
         run=run,
         render=render,
         section=("watcher", "Watcher lag under one foreign commit per second", SCRIPT),

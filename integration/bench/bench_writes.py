@@ -428,7 +428,7 @@ def main(argv: list[str] | None = None) -> WriteResults:
     return bench_main(
         argv,
         description=__doc__.split("\n")[0],
-        scales=SCALES,
+        scales=list(SCALES),
         run=run,
         render=render,
         section=("writes", "Write overhead: t.append with an incremental index vs the bare write", SCRIPT),

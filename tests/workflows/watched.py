@@ -45,8 +45,8 @@ class Watched:
     cli_args: tuple[str, ...]
     #: Environment of subprocesses that open it (this checkout's code, the catalog).
     env: dict[str, str]
-    native_append: Callable[[pa.Table], None]
-    native_delete: Callable[[str], None]
+    native_append: Callable[[pa.Table], object]
+    native_delete: Callable[[str], object]
     #: The format library's rows at a version.
     read: Callable[[Any], pa.Table]
     #: Every version so far, oldest first.
@@ -222,8 +222,8 @@ def exactly_once(w: Watched, name: str) -> list[LogEntry]:
         assert f.added_ordinal == added[f.path], (f.path, f.added_ordinal, added[f.path])
         assert f.removed_ordinal == removed.get(f.path), (f.path, f.removed_ordinal, removed.get(f.path))
     keys: Counter[tuple[int, int, int, int]] = Counter()
-    for f in final.content.files:
-        fs, path = w.t.storage.arrow(log.uri(f.path))
+    for index_file in final.content.files:
+        fs, path = w.t.storage.arrow(log.uri(index_file.path))
         table = pq.read_table(path, filesystem=fs, columns=[sec.FILE_ID, sec.ROW, sec.VERSION, sec.OP])
         keys.update(zip(*(table[c].to_pylist() for c in table.column_names), strict=True))
     assert keys and max(keys.values()) == 1, [k for k, n in keys.items() if n > 1][:5]
