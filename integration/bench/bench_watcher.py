@@ -61,7 +61,7 @@ class WatchScale:
 
 
 SCALES = {
-    "tiny": WatchScale(duration=6, every=1.0, interval=1.0, rows=200),
+    "tiny": WatchScale(duration=4, every=1.0, interval=1.0, rows=200),
     "small": WatchScale(duration=180, every=1.0, interval=1.0, rows=1_000),
     "full": WatchScale(duration=180, every=1.0, interval=1.0, rows=1_000),
 }

@@ -242,3 +242,37 @@ def test_build_benchmark_tiny(spark: SparkSession, isolated: Path) -> None:
     _check_results("build", bench_build.results(res))
     appended = [s["appended_files"] for s in bench_build.results(res)["steps"] if s["appended_files"]]
     assert sorted(appended) == sorted([*sc.appends, sc.small_append])
+
+
+def test_writes_benchmark_tiny(isolated: Path) -> None:
+    from integration.bench import bench_writes
+
+    res = bench_writes.main(["--scale", "tiny"])
+    sc = bench_writes.SCALES["tiny"]
+    # every format and size measured, each method once per repeat (the lookups were checked inside)
+    assert [(s.fmt, s.files) for s in res.samples] == [(f, n) for f in bench_writes.FORMATS for n in sc.files]
+    for s in res.samples:
+        assert s.files_written == s.files and s.rows == s.files * sc.rows_per_file
+        series = (s.bare, s.native_write, s.native_refresh, s.api, s.api_index)
+        assert all(len(x) == sc.repeats and all(math.isfinite(t) and t > 0 for t in x) for x in series)
+        assert all(i < a for i, a in zip(s.api_index, s.api, strict=True))  # the index part of the API write
+        assert s.profile["commit"] > 0 and s.profile["read keys"] > 0 and s.profile["sort + write"] > 0
+        assert s.profile["index"] < s.profile["total"]
+    assert res.checked_keys > 0
+    text = isolated.read_text()
+    assert "<!-- bench:writes -->" in text and "t.append (of which index)" in text
+
+
+def test_watcher_benchmark_tiny(isolated: Path) -> None:
+    from integration.bench import bench_watcher
+
+    res = bench_watcher.main(["--scale", "tiny"])
+    sc = bench_watcher.SCALES["tiny"]
+    assert [r.fmt for r in res.runs] == list(bench_watcher.FORMATS)
+    for r in res.runs:
+        # every commit got a lag: the watcher reported a refresh covering it (checked inside)
+        assert r.commits == int(sc.duration / sc.every) == len(r.lags)
+        assert all(0 <= lag < 120 for lag in r.lags) and r.errors == []
+        assert r.actions.get("incremental", 0) >= 1 and r.refresh_seconds
+    text = isolated.read_text()
+    assert "<!-- bench:watcher -->" in text and "lag p99" in text

@@ -70,8 +70,15 @@ def _delta(tmp_path: Path, first: list[tuple[int, str, int, int, str]]) -> Watch
     t = li.open_table(path)
     create_indexes(t)
 
+    loaded: list[DeltaTable] = []
+
     def files_at(v: Any) -> set[str]:
-        return {canonical_uri(u) for u in DeltaTable(path, version=v).file_uris()}
+        # one table object moved from version to version: deltalake replays only the commits
+        # in between when moving forward (the oracle walks every version in order)
+        if not loaded:
+            loaded.append(DeltaTable(path, version=v))
+        loaded[0].load_as_version(v)
+        return {canonical_uri(u) for u in loaded[0].file_uris()}
 
     return Watched(
         fmt="delta",
