@@ -48,16 +48,18 @@ def _latest(table: IndexedTable) -> _Latest:
     return _Latest(version, info.ordinal, info.timestamp_ms)
 
 
-def _newer(latest: _Latest, entry: LogEntry) -> _Latest:
-    """``latest``, or the version ``entry`` was refreshed to when that one is newer.
+def _newer(table: IndexedTable, latest: _Latest, entry: LogEntry) -> _Latest:
+    """``latest``, or the newest commit ``entry`` knows of (indexed or pending) when that one is newer.
 
     A refresh goes to the table's latest version, read when it started; reporting from it
     saves reading the table's metadata again (an Iceberg catalog load per index).
     """
-    source = entry.source
-    if source.ordinal > latest.ordinal:
-        return _Latest(source.version, source.ordinal, source.timestamp_ms)
-    return latest
+    version, ordinal = _seen(entry)
+    if ordinal <= latest.ordinal:
+        return latest
+    if entry.pending is None:
+        return _Latest(version, ordinal, entry.source.timestamp_ms)
+    return _Latest(version, ordinal, table.source.version_info(version).timestamp_ms)
 
 
 def _seen(entry: LogEntry) -> tuple[int, int]:
@@ -221,7 +223,7 @@ def maintain_index(
         written, tombstoned = _delta(before, after)
         action = Action.INCREMENTAL if mode == "incremental" else Action.QUICK
         return report(
-            action, after, _newer(latest, after), entries_written=written, files_tombstoned=tombstoned
+            action, after, _newer(table, latest, after), entries_written=written, files_tombstoned=tombstoned
         )
 
 

@@ -109,3 +109,30 @@ def test_watch_iceberg_through_its_catalog(tmp_path: Path) -> None:
     by_name = {e.report.name: e.report for e in events if e.report}
     assert by_name["by_k"].indexed_version == head and by_name["by_kk"].seen_version == head
     assert t.lookup("by_k", ["c"])["id"].to_pylist() == [3]
+
+
+def test_a_sync_reads_the_latest_version_once_plus_once_per_refresh(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.workflows.test_writes_iceberg_oracle import iceberg_table
+
+    catalog, tbl = iceberg_table(str(tmp_path), FIRST)
+    t = li.open_table("db.t", catalog=catalog)
+    create_indexes(t)  # incremental, quick and off
+    tbl.append(rows([(3, "c", 2, 3, "x")]))
+    reads = {"n": 0}
+    real = type(t.source).latest_version
+
+    def counted(self):  # type: ignore[no-untyped-def]
+        reads["n"] += 1  # on Iceberg each read is a catalog load and a metadata parse
+        return real(self)
+
+    monkeypatch.setattr(type(t.source), "latest_version", counted)
+    result = t.sync_indexes()
+    head = catalog.load_table("db.t").current_snapshot().snapshot_id
+    assert [(r.name, r.action.value, r.table_version) for r in result.indexes] == [
+        ("by_k", "incremental", head),
+        ("by_kk", "quick", head),
+        ("cov", "reported", head),
+    ]
+    assert reads["n"] == 3  # the sync's own read, and each refresh's
