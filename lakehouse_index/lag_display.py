@@ -101,6 +101,13 @@ def _ago(at: float | None, now: float) -> str:
     return "—" if at is None else f"{max(0.0, now - at):.0f} s ago"
 
 
+def _indexed(row: LagRow) -> str:
+    """The indexed version; a quick refresh's newer seen version (recorded, repaired at query time) too."""
+    if row.seen_version is None or row.seen_version == row.indexed_version:
+        return _text(row.indexed_version)
+    return f"{_text(row.indexed_version)} (seen {row.seen_version})"
+
+
 def _lag_style(row: LagRow) -> str:
     if row.action in ("failed", "error"):
         return "red"
@@ -125,7 +132,7 @@ def render(state: LagState, now: float, *, title: str | None = None) -> RichTabl
             r.index,
             _text(r.policy),
             _text(r.table_version),
-            _text(r.indexed_version),
+            _indexed(r),
             Text(_text(r.lag), style=style),
             Text("—" if r.lag_seconds is None else f"{r.lag_seconds:.1f}", style=style),
             Text(action, style="red" if r.action in ("failed", "error") else ""),

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from deltalake import write_deltalake
@@ -74,6 +75,8 @@ def test_rows_show_versions_lag_action_age_and_errors() -> None:
     state = record(state, WatchEvent(T, 7, off), now=100.5)
     failed = _report("by_kk", Action.FAILED, 7, 5, lag_seconds=3.0, error="OSError: disk full")
     state = record(state, WatchEvent(T, 7, failed), now=101.0)
+    quick = replace(_report("by_q", Action.QUICK, 7, 2, policy=AutoRefresh.QUICK), seen_version=7, lag=0)
+    state = record(state, WatchEvent(T, 7, quick), now=101.0)
     lines = _text(state, now=110.0)
     header = [c.strip() for c in next(x for x in lines if "│ index" in x).strip()[1:-1].split("│")]
     assert header == list(COLUMNS)
@@ -109,7 +112,14 @@ def test_rows_show_versions_lag_action_age_and_errors() -> None:
         "OSError: disk full (9 s ago)",
     ]
     # rows keep the order they were first seen in
-    assert [x.split("│")[2].strip() for x in lines if x.startswith(f"│ {T}")] == ["by_k", "cov", "by_kk"]
+    # a quick refresh recorded version 7 without indexing it: lag 0, data at version 2
+    assert _cells(lines, "by_q")[3:7] == ["7", "2 (seen 7)", "0", "0.0"]
+    assert [x.split("│")[2].strip() for x in lines if x.startswith(f"│ {T}")] == [
+        "by_k",
+        "cov",
+        "by_kk",
+        "by_q",
+    ]
 
 
 def test_a_later_success_updates_the_row_and_keeps_the_last_error() -> None:
