@@ -398,6 +398,35 @@ def render(res: WatchResults) -> str:
     )
 
 
+def results(res: WatchResults) -> dict[str, Any]:
+    """The JSON results: per format every commit's lag and every refresh's seconds."""
+    sc = res.sc
+    return {
+        "scale": res.scale,
+        "duration_s": sc.duration,
+        "commit_every_s": sc.every,
+        "interval_s": sc.interval,
+        "rows_per_commit": sc.rows,
+        "runs": [
+            {
+                "format": r.fmt,
+                "commits": r.commits,
+                "lag_s": r.lags,
+                "lag_median_s": statistics.median(r.lags),
+                "lag_p99_s": r.quantile(0.99),
+                "refresh_s": r.refresh_seconds,
+                "goal_s": goal(r, sc.interval),
+                "actions": r.actions,
+                "errors": r.errors,
+                "watcher_cpu_s": r.watcher_cpu,
+                "wall_s": r.wall,
+                "load_average": r.load,
+            }
+            for r in res.runs
+        ],
+    }
+
+
 def main(argv: list[str] | None = None) -> WatchResults:
     """Run at ``--scale`` and write the BENCHMARKS.md section."""
     return bench_main(
@@ -407,6 +436,7 @@ def main(argv: list[str] | None = None) -> WatchResults:
         run=run,
         render=render,
         section=("watcher", "Watcher lag under one foreign commit per second", SCRIPT),
+        results=results,
     )
 
 

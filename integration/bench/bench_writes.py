@@ -423,6 +423,34 @@ def render(res: WriteResults) -> str:
     )
 
 
+def results(res: WriteResults) -> dict[str, Any]:
+    """The JSON results: per format and size, every method's samples (seconds) and the profile."""
+    return {
+        "scale": res.scale,
+        "rows_per_file": res.sc.rows_per_file,
+        "repeats": res.sc.repeats,
+        "goal_ratio": GOAL,
+        "samples": [
+            {
+                "format": s.fmt,
+                "files": s.files,
+                "rows": s.rows,
+                "bare_s": s.bare,
+                "native_write_s": s.native_write,
+                "native_refresh_s": s.native_refresh,
+                "api_s": s.api,
+                "api_index_s": s.api_index,
+                "api_vs_bare": ratio(s.median("api"), s.median("bare")),
+                "native_vs_bare": ratio(s.median("native"), s.median("bare")),
+                "profile_s": s.profile,
+            }
+            for s in res.samples
+        ],
+        "load_average": res.load,
+        "checked_keys": res.checked_keys,
+    }
+
+
 def main(argv: list[str] | None = None) -> WriteResults:
     """Run at ``--scale`` and write the BENCHMARKS.md section."""
     return bench_main(
@@ -432,6 +460,7 @@ def main(argv: list[str] | None = None) -> WriteResults:
         run=run,
         render=render,
         section=("writes", "Write overhead: t.append with an incremental index vs the bare write", SCRIPT),
+        results=results,
     )
 
 

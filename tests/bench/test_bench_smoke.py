@@ -261,6 +261,8 @@ def test_writes_benchmark_tiny(isolated: Path) -> None:
     assert res.checked_keys > 0
     text = isolated.read_text()
     assert "<!-- bench:writes -->" in text and "t.append (of which index)" in text
+    doc = json.loads(results_path("writes").read_text())
+    assert doc["benchmark"] == "writes" and _same(doc["results"], bench_writes.results(res))
 
 
 def test_watcher_benchmark_tiny(isolated: Path) -> None:
@@ -276,3 +278,5 @@ def test_watcher_benchmark_tiny(isolated: Path) -> None:
         assert r.actions.get("incremental", 0) >= 1 and r.refresh_seconds
     text = isolated.read_text()
     assert "<!-- bench:watcher -->" in text and "lag p99" in text
+    doc = json.loads(results_path("watcher").read_text())
+    assert doc["benchmark"] == "watcher" and _same(doc["results"], bench_watcher.results(res))
