@@ -178,6 +178,8 @@ class Table:
         ts = _epoch_ms(timestamp_as_of) if timestamp_as_of is not None else None
         try:
             version = self.source.resolve_version(version_as_of) if ts is None else self.source.version_at(ts)
+            if version_as_of is not None:
+                self.source.version_info(version)  # a snapshot id is checked here, not on first read
         except VersionNotFoundError:
             # A version purged for erasure says so (never a wrong answer, never a bare "not found").
             purged = purge_record.purged_error(self.storage, self.index_root, version_as_of, ts)

@@ -592,9 +592,9 @@ def _read_group_rows(
     """
     group_rows = int(layout.row_group_starts[group + 1] - layout.row_group_starts[group])
     if len(local) == group_rows:  # every row (local is sorted and distinct)
-        return _without_views(pf.read_row_group(group, columns=stored))
+        return without_views(pf.read_row_group(group, columns=stored))
     if group_rows <= config.page_read_min_rows or len(local) > config.point_read_max_rows:
-        return _without_views(pf.read_row_group(group, columns=stored)).take(pa.array(local))
+        return without_views(pf.read_row_group(group, columns=stored)).take(pa.array(local))
     try:
         pages = _PAGES.get(key)
         if pages is None:
@@ -628,12 +628,15 @@ def _read_batches(
         seen += batch.num_rows
         if seen > last:
             break
-    return _without_views(pa.Table.from_batches(batches)).take(pa.array(local))
+    return without_views(pa.Table.from_batches(batches)).take(pa.array(local))
 
 
-def _without_views(data: pa.Table) -> pa.Table:
-    # pyarrow has no take kernel for string_view/binary_view (delta-rs writes Utf8View
-    # in the Arrow schema it embeds): cast those to the plain types first.
+def without_views(data: pa.Table) -> pa.Table:
+    """``data`` with string_view/binary_view columns cast to the plain types.
+
+    pyarrow has no take kernel for the view types, which delta-rs writes into the Arrow
+    schema it embeds in Parquet files; their Parquet storage is the same.
+    """
     schema = pa.schema([f.with_type(plain_type(f.type)) for f in data.schema])
     return data if schema.equals(data.schema) else data.cast(schema)
 

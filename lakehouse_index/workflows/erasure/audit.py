@@ -152,7 +152,7 @@ def who() -> str:
 
 def write_record(storage: Storage, index_root: str, record: AuditRecord) -> str:
     """Write ``record`` (put-if-absent, named by time and id); its URI."""
-    stamp = record.when.replace("-", "").replace(":", "").split(".")[0]
+    stamp = record.when.replace("-", "").replace(":", "").replace(".", "").split("+")[0]
     uri = join_uri(erasure_dir(index_root), AUDIT_DIR, f"{stamp}-{record.id}.json")
     storage.put_if_absent(uri, json.dumps(record.to_json(), indent=2, sort_keys=True).encode())
     return uri
@@ -165,8 +165,9 @@ def list_records(storage: Storage, index_root: str) -> list[AuditRecord]:
         files = storage.list_dir(folder)
     except FileNotFoundError:
         return []
-    names = sorted(f.path for f in files if f.path.endswith(".json"))
-    return [AuditRecord.from_json(json.loads(storage.read_bytes(p))) for p in names]
+    paths = [f.path for f in files if f.path.endswith(".json")]
+    found = [AuditRecord.from_json(json.loads(storage.read_bytes(p))) for p in paths]
+    return sorted(found, key=lambda r: (r.when, r.id))
 
 
 def erased_after(records: Sequence[AuditRecord], ordinal: int) -> list[AuditRecord]:

@@ -298,6 +298,7 @@ def erase(
     now = lap("check", t0)
 
     commit: Commit | None = None
+    ordinal: int | None = None
     findings: list[FileFinding] = []
     rows_erased = bytes_rewritten = 0
     for attempt in range(ATTEMPTS):
@@ -317,6 +318,7 @@ def erase(
         say(f"rewriting {len(rewrites)} file(s) without {sum(r.erased.num_rows for r in rewrites)} row(s)")
         try:
             commit, written = _commit(table, snap, rewrites, target, len(keys))
+            ordinal = table.source.version_info(commit.version).ordinal  # before a purge expires it
         except WriteConflictError:
             if attempt == ATTEMPTS - 1:
                 raise
@@ -374,7 +376,7 @@ def erase(
         timings=timings,
     )
     if retain_audit and not dry_run:
-        uri = _write_audit(table, result, keys)
+        uri = _write_audit(table, result, keys, ordinal)
         result = EraseResult(**{**result.__dict__, "audit_uri": uri})
     return result
 
@@ -433,8 +435,11 @@ def _purge_and_verify(
     return {"history": _as_json(history), "indexes": _as_json(indexes)}, verification
 
 
-def _write_audit(table: IndexedTable, result: EraseResult, keys: Sequence[Any]) -> str:
+def _write_audit(table: IndexedTable, result: EraseResult, keys: Sequence[Any], ordinal: int | None) -> str:
     salt = audit.table_salt(table.storage, table.index_root)
+    # A purge may add a version of its own (Iceberg: the replace snapshot it keeps).
+    kept = ((result.purge_report or {}).get("history") or {}).get("keptVersion")
+    kept = None if kept == result.version else kept
     record = audit.AuditRecord(
         id=uuid.uuid4().hex,
         table_uri=table.uri,
@@ -443,10 +448,8 @@ def _write_audit(table: IndexedTable, result: EraseResult, keys: Sequence[Any]) 
         subjects=tuple(audit.subject_hash(salt, k) for k in keys),
         purge=result.purge,
         version_before=result.version_before,
-        versions_created=(result.version,) if result.version is not None else (),
-        ordinal_created=table.source.version_info(result.version).ordinal
-        if result.version is not None
-        else None,
+        versions_created=tuple(v for v in (result.version, kept) if v is not None),
+        ordinal_created=ordinal,
         files_rewritten=tuple(f.to_json() for f in result.files),
         files_removed=tuple(f.path for f in result.files),
         rows_erased=result.rows_erased,

@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakehouse_index.io import Storage
-from lakehouse_index.read.datafiles import ROW_COLUMN, read_file
+from lakehouse_index.read.datafiles import ROW_COLUMN, read_file, without_views
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
 
 T = TypeVar("T")
@@ -63,7 +63,7 @@ def plan_rewrite(
     fs, path = source.io.arrow(entry.path)
     with fs.open_input_file(path) as f:
         pf = pq.ParquetFile(f)
-        physical = pf.read()
+        physical = without_views(pf.read())
         compression = _compression(pf.metadata)
     return FileRewrite(
         entry=entry,
