@@ -127,11 +127,16 @@ def run(scale: str, *, log: Any = print) -> EraseBench:
 
             dt = DeltaTable(str(naive_path))
             quoted = ", ".join("'" + s + "'" for s in subjects)
-            dt.delete(f"email IN ({quoted})")
-            dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
-            dt.create_checkpoint()
-            dt.cleanup_metadata()
-            li.open_table(str(naive_path)).refresh_index(INDEX, "full")
+            steps = res.naive.steps
+            steps["delete"], _ = timed(lambda: dt.delete(f"email IN ({quoted})"))
+            def cleanup() -> None:
+                dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+                dt.create_checkpoint()
+                dt.cleanup_metadata()
+
+            steps["vacuum + checkpoint + log cleanup"], _ = timed(cleanup)
+            rebuilt = li.open_table(str(naive_path))
+            steps["index rebuild"], _ = timed(lambda: rebuilt.refresh_index(INDEX, "full"))
 
         secs, _ = timed(naive)
         res.naive.seconds = secs
@@ -164,7 +169,8 @@ def _removed_by_last_commit_delete(path: Path) -> tuple[int, int]:
 def render(res: EraseBench) -> str:
     """The docs/BENCHMARKS.md section."""
     speedup = ratio(res.naive.seconds, res.ours.seconds)
-    verify_s = res.ours.steps.get("purge+verify", float("nan"))
+    verify_s = res.ours.steps.get("verify", float("nan"))
+    same_work = ratio(res.naive.seconds, res.ours.seconds - verify_s)
     lines = [
         f"Scale **{res.scale}**: {res.rows:,} rows in {res.files} files; {res.subjects} subjects "
         f"(one row each, held by {res.holding_files} files, {res.holding_bytes / 1e6:.1f} MB). "
@@ -180,10 +186,12 @@ def render(res: EraseBench) -> str:
         f"{res.naive.subjects_left} |",
         "",
         "Steps of the erase: " + ", ".join(f"{k} {fmt_ms(v)}" for k, v in res.ours.steps.items()) + ".",
+        "Steps of the naive path: " + ", ".join(f"{k} {fmt_ms(v)}" for k, v in res.naive.steps.items()) + ".",
         "",
-        f"Speed-up over the naive path: **{fmt_ratio(speedup)}** (goal ≥ 10x: "
-        f"{verdict(speedup, 10.0, higher_is_better=True)}). Purge and the decoded verification of every "
-        f"remaining file took {fmt_ms(verify_s)} of it. Bytes rewritten vs the files holding subjects: "
+        f"Speed-up over the naive path, end to end: **{fmt_ratio(speedup)}** (goal ≥ 10x: "
+        f"{verdict(speedup, 10.0, higher_is_better=True)}). The erase's verification (a decode of every "
+        f"remaining file, which the naive path does not do) took {fmt_ms(verify_s)}; without it, for the "
+        f"same work, the speed-up is {fmt_ratio(same_work)}. Bytes rewritten vs the files holding subjects: "
         f"{res.ours.bytes_rewritten / 1e6:.1f} MB vs {res.holding_bytes / 1e6:.1f} MB (goal: no more).",
     ]
     if res.problems:

@@ -348,8 +348,10 @@ def erase(
                 f"{table.uri}; nothing was purged. Rerun the erase"
             )
         if purge:
-            purge_report, verification = _purge_and_verify(table, keys, say, force)
-            now = lap("purge+verify", now)
+            purge_report = _purge(table, say, force)
+            now = lap("purge", now)
+            verification = _verify(table, keys, say)
+            now = lap("verify", now)
     elif purge:
         from lakehouse_index.workflows.erasure.purge import purge_history
 
@@ -378,6 +380,14 @@ def erase(
     if retain_audit and not dry_run:
         uri = _write_audit(table, result, keys, ordinal)
         result = EraseResult(**{**result.__dict__, "audit_uri": uri})
+    if verification is not None and not verification["ok"]:
+        hits = verification["hits"]
+        raise ErasureVerificationError(
+            f"{table.uri}: {len(hits)} trace(s) of the subjects remain after the purge (audit record: "
+            f"{result.audit_uri}): "
+            + "; ".join(f"{h['path']} ({h['decoder']} {h['location']})" for h in hits[:5]),
+            verification,
+        )
     return result
 
 
@@ -413,26 +423,28 @@ def _as_json(report: Any) -> dict[str, Any]:
     return dict(to_json()) if to_json is not None else dict(report.__dict__)
 
 
-def _purge_and_verify(
-    table: IndexedTable, keys: Sequence[Any], say: Callable[[str], None], force: bool
-) -> tuple[dict[str, Any], dict[str, Any]]:
+def _purge(table: IndexedTable, say: Callable[[str], None], force: bool) -> dict[str, Any]:
     from lakehouse_index.workflows.erasure.purge import purge_history, purge_indexes
-    from lakehouse_index.workflows.erasure.residue import find_residue
 
     say("purging older table versions and index data")
     history = purge_history(table, keep_version=table.latest_version(), force=force)
     indexes = purge_indexes(table)
+    return {"history": _as_json(history), "indexes": _as_json(indexes)}
+
+
+def _verify(table: IndexedTable, keys: Sequence[Any], say: Callable[[str], None]) -> dict[str, Any]:
+    """The residue scan of every file under the table and its index root, as JSON (``ok``, ``hits``)."""
+    from lakehouse_index.workflows.erasure.residue import find_residue
+
     say("verifying: decoding every file of the table and its indexes")
+
+    def progress(done: int, total: int) -> None:
+        if done == total or done % 100 == 0:
+            say(f"verified {done}/{total} files")
+
     values = [v for k in keys for v in (k if isinstance(k, tuple) else (k,))]
-    report = find_residue([table.uri, table.index_root], values, storage=table.storage)
-    verification = _as_json(report)
-    if not report.ok:
-        raise ErasureVerificationError(
-            f"{table.uri}: {len(report.hits)} residue hit(s) after the purge: "
-            + "; ".join(f"{h.path} ({h.decoder} {h.location})" for h in report.hits[:5]),
-            verification,
-        )
-    return {"history": _as_json(history), "indexes": _as_json(indexes)}, verification
+    report = find_residue([table.uri, table.index_root], values, storage=table.storage, progress=progress)
+    return _as_json(report)
 
 
 def _write_audit(table: IndexedTable, result: EraseResult, keys: Sequence[Any], ordinal: int | None) -> str:

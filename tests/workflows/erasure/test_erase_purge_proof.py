@@ -11,6 +11,7 @@ version is refused, and a purge the retention settings forbid is refused without
 from __future__ import annotations
 
 import gzip
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -166,3 +167,19 @@ def test_iceberg_erase_with_purge_on_a_spark_table_with_position_deletes(spark_w
 
 
 spark_wh = ic.spark_wh
+
+
+def test_a_trace_left_is_an_error_with_the_audit_record_written(tmp_path: Path) -> None:
+    """A subject's key left in a file the purge does not own (a stray copy under the table) is
+    found by the verification: the erase raises, after recording the failed verification."""
+    uri = d._table(tmp_path, False, files=3, rows=100)
+    t = li.open_table(uri)
+    t.create_index(li.SecondaryIndex("by_email", key="email"))
+    Path(uri, "_notes").mkdir()
+    Path(uri, "_notes", "export.json").write_text(json.dumps({"customer": d.SUBJECTS[0]}))
+    with pytest.raises(li.errors.ErasureVerificationError, match=r"_notes/export\.json") as err:
+        t.erase("by_email", d.SUBJECTS[:1], purge=True)
+    assert err.value.report is not None and not err.value.report["ok"]
+    records = t.erasures()
+    assert len(records) == 1 and records[0].verification is not None and not records[0].verification["ok"]
+    assert d.SUBJECTS[0] not in json.dumps(records[0].to_json())
