@@ -1,20 +1,19 @@
 """Purge of table history and index data after a GDPR delete (issue #14, step 4), both formats.
 
 Each table: subject rows spread over several appends (many files), three indexes (secondary,
-covering, skipping) on the subject column, a native delete of the subjects (its Delta
-commitInfo holds the keys), one unrelated commit after it (the kept version), indexes
-refreshed. After ``purge_history`` + ``purge_indexes``: a decoded search of every file under
-the table and the index root (Parquet values, statistics and metadata; Avro blocks
-inflated; JSON; paths) finds no subject value, where the same search found them before;
-the native reader (deltalake / pyiceberg) reads the kept version with exactly the rows the
-plain scan read before the purge; time travel to every purged version (and timestamp,
+covering, skipping) on the subject column, then either a native delete of the subjects (its
+Delta commitInfo holds the keys) and one unrelated commit after it (the kept version), or the
+erase workflow's commit (the kept version); indexes refreshed. After ``purge_history`` +
+``purge_indexes``: the erasure's residue scan (``find_residue``: every file and directory name
+under the table and the index root, decoded) finds no subject value, where it found them
+before; the native reader (deltalake / pyiceberg) reads the kept version with exactly the rows
+the plain scan read before the purge; time travel to every purged version (and timestamp,
 tag) raises VersionPurgedError. Crash tests kill -9 a purging subprocess at every step and
 rerun.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import signal
@@ -22,20 +21,19 @@ import subprocess
 import sys
 import textwrap
 import time
-import zlib
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 import lakehouse_index as li
 from lakehouse_index.errors import PurgeRefusedError, UnsupportedFeatureError, VersionPurgedError
 from lakehouse_index.workflows.erasure.history import PAUSE_ENV, STEPS
 from lakehouse_index.workflows.erasure.purge import purge_blockers, purge_history, purge_indexes
+from lakehouse_index.workflows.erasure.residue import ResidueReport, find_residue
 from tests.support.paths import code_env
 
 SUBJECTS = ["subj-alice-7f3a", "subj-bob-91c2"]
@@ -63,77 +61,9 @@ def multiset(table: pa.Table) -> Counter[tuple[Any, ...]]:
 # ---------------------------------------------------------------------- decoded search
 
 
-def _avro_payload(data: bytes) -> bytes:
-    """An Avro object container's header and its blocks, inflated."""
-    pos = 4
-
-    def read_long() -> int:
-        nonlocal pos
-        shift = result = 0
-        while True:
-            b = data[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                return (result >> 1) ^ -(result & 1)
-
-    meta: dict[str, bytes] = {}
-    while (n := read_long()) != 0:
-        if n < 0:
-            n = -n
-            read_long()
-        for _ in range(n):
-            size = read_long()
-            key = data[pos : pos + size].decode()
-            pos += size
-            size = read_long()
-            meta[key] = data[pos : pos + size]
-            pos += size
-    pos += 16
-    codec = meta.get("avro.codec", b"null").decode()
-    assert codec in ("null", "deflate"), codec
-    out = [data[:pos]]
-    while pos < len(data):
-        read_long()
-        size = read_long()
-        block = data[pos : pos + size]
-        pos += size + 16
-        out.append(zlib.decompress(block, -15) if codec == "deflate" else block)
-    return b"".join(out)
-
-
-def _parquet_text(data: bytes) -> str:
-    """Every decoded value, column statistic and metadata entry of a Parquet file."""
-    pf = pq.ParquetFile(io.BytesIO(data))
-    parts = [str(pf.read().to_pylist()), str(pf.metadata.metadata), str(pf.schema_arrow)]
-    for rg in range(pf.metadata.num_row_groups):
-        for c in range(pf.metadata.num_columns):
-            stats = pf.metadata.row_group(rg).column(c).statistics
-            if stats is not None and stats.has_min_max:
-                parts.append(f"{stats.min!r} {stats.max!r}")
-    return "\n".join(parts)
-
-
-def decoded_hits(roots: list[Path], values: list[str]) -> list[tuple[str, str]]:
-    """(file, value) for each value found in a file's decoded content or its path."""
-    hits = []
-    seen: set[Path] = set()
-    for root in roots:
-        for path in sorted(p for p in root.rglob("*") if p.is_file()):
-            if path in seen:
-                continue
-            seen.add(path)
-            data = path.read_bytes()
-            texts = [str(path.relative_to(root)).encode(), data]
-            if data[:4] == b"PAR1":
-                texts.append(_parquet_text(data).encode())
-            elif data[:4] == b"Obj\x01":
-                texts.append(_avro_payload(data))
-            elif data[:2] == b"\x1f\x8b":
-                texts.append(zlib.decompress(data, 31))
-            hits += [(str(path), v) for v in values if any(v.encode() in t for t in texts)]
-    return hits
+def residue(case: Case) -> ResidueReport:
+    """The erasure's decoded search of every file under the table (its index root included)."""
+    return find_residue([str(case.root)], SUBJECTS)
 
 
 # ---------------------------------------------------------------------- tables
@@ -258,7 +188,8 @@ def listing(root: Path) -> dict[str, tuple[int, int]]:
 
 def check_purged(case: Case, t: li.Table) -> None:
     """No subject value anywhere; the rows of keep unchanged; indexes answer; time travel refused."""
-    assert decoded_hits([case.root], SUBJECTS) == []
+    report = residue(case)
+    assert report.ok, report.to_json()
     assert multiset(case.native()) == multiset(case.expected)
     assert multiset(t.scan(use_indexes=False)) == multiset(case.expected)
     assert not [v for v in multiset(case.expected) if v[1] in SUBJECTS]
@@ -295,11 +226,11 @@ def test_purge_removes_every_trace_and_keeps_every_other_row(
     case = make_case(fmt, tmp_path, partitioned, via_erase)
     t = case.table
     index_root = Path(t.index_root.removeprefix("file://"))
-    before = decoded_hits([case.root], SUBJECTS)
+    before = residue(case).hits
     # The search is not vacuous: before the purge the table's files and the index hold the keys.
-    assert any("_lakehouse_index" not in f for f, _ in before)
-    assert any("_lakehouse_index" in f for f, _ in before)
-    assert {v for _, v in before} == set(SUBJECTS)
+    assert any("_lakehouse_index" not in h.path for h in before)
+    assert any("_lakehouse_index" in h.path for h in before)
+    assert {h.value_number for h in before} == {0, 1}
     timestamps = {v.version: v.timestamp_ms for v in t.source.versions()}
 
     assert purge_blockers(t) == []
@@ -593,7 +524,8 @@ def test_iceberg_delete_files_stay_live_with_their_sequence_numbers(tmp_path: Pa
     fresh = case.reopen()
     assert multiset(fresh.scan(use_indexes=False)) == want
     assert fresh.lookup("by_k", ["dave", *SUBJECTS]).num_rows == 0
-    assert decoded_hits([case.root], SUBJECTS) == []
+    report = residue(case)
+    assert report.ok, report.to_json()
 
 
 def _transient(t: li.Table, name: str, pid: int) -> None:

@@ -50,23 +50,44 @@ def pause_point(step: str) -> None:
         time.sleep(60)
 
 
-def remove_files(storage: Storage, root: str, files: list[str]) -> None:
+def outside_purge(rel: str) -> bool:
+    """Whether a path relative to the table root is left alone: a top-level name starting
+    with ``_`` or ``.`` other than ``_change_data`` (``_delta_log``, ``_lakehouse_index``,
+    other tools' folders and marker files) and everything below it."""
+    top = rel.split("/", 1)[0]
+    return top[:1] in ("_", ".") and top != "_change_data"
+
+
+def remove_files(storage: Storage, root: str, index_root: str, files: list[str]) -> None:
     """Delete ``files`` (pause point ``files-half-removed`` half-way), then every directory
-    below ``root`` they leave empty (a partition directory's name holds a value)."""
+    below ``root`` that holds no file, outside the index root and the folders left alone (a
+    partition directory's name holds a value; a killed run may have emptied some already)."""
     for i, path in enumerate(files):
         storage.delete(path)
         if i == len(files) // 2:
             pause_point("files-half-removed")
-    prefix = root.rstrip("/") + "/"
-    parents = {p.rsplit("/", 1)[0] for p in files}
-    for directory in sorted(parents, key=len, reverse=True):
-        while directory.startswith(prefix):
-            fs, path = storage.arrow(directory)
-            listing = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
-            if listing or fs.get_file_info(path).type != pafs.FileType.Directory:
-                break
+    fs, base = storage.arrow(root)
+    base = base.rstrip("/")
+    skip = storage.arrow(index_root)[1].rstrip("/") + "/"
+    infos = fs.get_file_info(pafs.FileSelector(base, allow_not_found=True, recursive=True))
+    holding = set()  # directories with a file somewhere below
+    for info in infos:
+        if info.type == pafs.FileType.File:
+            parent = info.path.rsplit("/", 1)[0]
+            while parent.startswith(base + "/") and parent not in holding:
+                holding.add(parent)
+                parent = parent.rsplit("/", 1)[0]
+    empty = [
+        info.path
+        for info in infos
+        if info.type == pafs.FileType.Directory
+        and info.path not in holding
+        and not (info.path + "/").startswith(skip)
+        and not outside_purge(info.path[len(base) + 1 :])
+    ]
+    for path in sorted(empty, key=len):  # outermost first: delete_dir takes the empty ones below
+        if fs.get_file_info(path).type == pafs.FileType.Directory:
             fs.delete_dir(path)
-            directory = directory.rsplit("/", 1)[0]
 
 
 @dataclass(frozen=True)

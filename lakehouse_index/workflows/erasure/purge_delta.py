@@ -42,6 +42,7 @@ from lakehouse_index.workflows.erasure.history import (
     HistoryPurge,
     PurgedVersion,
     RemovedFiles,
+    outside_purge,
     pause_point,
     remove_files,
 )
@@ -124,17 +125,14 @@ def _table_files(table: IndexedTable, keep: int) -> list[tuple[str, FileStatus]]
         if status.path.startswith(index_root) or not status.path.startswith(root):
             continue
         rel = status.path[len(root) :]
-        top = rel.split("/", 1)[0]
-        if "/" in rel and top != "_change_data" and top[:1] in ("_", "."):
-            continue
-        if "/" not in rel and top[:1] in ("_", "."):
+        if outside_purge(rel):
             continue
         directory, _, name = status.path.rpartition("/")
         if status.path in referenced:
             continue
         if name.startswith(".") and name.endswith(".crc") and f"{directory}/{name[1:-4]}" in referenced:
             continue  # a Hadoop checksum of a kept file
-        if top == "_change_data":
+        if rel.startswith("_change_data/"):
             category = "change_data"
         elif name.startswith("deletion_vector_") and name.endswith(".bin"):
             category = "deletes"
@@ -237,5 +235,5 @@ def purge(table: IndexedTable, keep: int, dry_run: bool) -> HistoryPurge:
     # After the older commits: no reader can replay onto the kept commit any more.
     _scrub_kept_commit(table, keep)
     pause_point("commit-scrubbed")
-    remove_files(table.storage, table.uri, [status.path for _, status in files])
+    remove_files(table.storage, table.uri, table.index_root, [status.path for _, status in files])
     return HistoryPurge("delta", keep, keep, record.purged, (), removed, False, path)

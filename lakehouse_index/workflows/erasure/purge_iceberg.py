@@ -38,6 +38,7 @@ from lakehouse_index.workflows.erasure.history import (
     HistoryPurge,
     PurgedVersion,
     RemovedFiles,
+    outside_purge,
     pause_point,
     remove_files,
 )
@@ -236,8 +237,7 @@ def _unreachable(table: IndexedTable, reachable: set[str]) -> list[tuple[str, Fi
     for status in table.storage.list_tree(table.uri):
         if status.path.startswith(index_root) or not status.path.startswith(root):
             continue
-        rel = status.path[len(root) :]
-        if rel.split("/", 1)[0][:1] in ("_", "."):
+        if outside_purge(status.path[len(root) :]):
             continue
         directory, _, name = status.path.rpartition("/")
         if status.path in reachable or name == "version-hint.text":
@@ -291,7 +291,7 @@ def purge(table: IndexedTable, keep: int, dry_run: bool) -> HistoryPurge:
     tbl = _expire(tbl)
     pause_point("expired")
     files = _unreachable(table, _reachable(tbl))
-    remove_files(table.storage, table.uri, [status.path for _, status in files])
+    remove_files(table.storage, table.uri, table.index_root, [status.path for _, status in files])
     return HistoryPurge(
         "iceberg",
         keep,
