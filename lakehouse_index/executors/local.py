@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakehouse_index.config import ExecutorConfig
-from lakehouse_index.executors.writer import FileWriter, read_root_index
+from lakehouse_index.executors.writer import read_root_index, write_entries
 from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds.base import Executor, IndexJob, WriteTarget
-from lakehouse_index.kinds.layout import BUCKET_COLUMN, bucket_of
 from lakehouse_index.kinds.moves import MoveMap
 from lakehouse_index.log.entry import IndexFile
 from lakehouse_index.read.datafiles import read_file
@@ -51,16 +49,5 @@ class LocalExecutor(Executor):
         return live.filter(pc.is_in(live[sec.FILE_ID], value_set=pa.array(live_ids, pa.int64())))
 
     def write(self, entries: pa.Table, target: WriteTarget, rows: int = 0) -> tuple[IndexFile, ...]:
-        layout = target.layout
-        order = [(c, "ascending") for c in layout.sort]
-        bucket_col = None
-        if layout.buckets is not None:
-            bucket_col = BUCKET_COLUMN
-            n = layout.buckets.count
-            values = entries[layout.buckets.column].to_pylist()
-            buckets = np.fromiter((bucket_of(v, n) for v in values), dtype=np.int32, count=len(values))
-            entries = entries.append_column(bucket_col, pa.array(buckets, pa.int32()))
-            order = [(bucket_col, "ascending"), *order]
-        writer = FileWriter(target.storage, target.data_dir, target.schema, self.config, bucket_col)
-        writer.write(entries.sort_by(order).to_batches())
+        write_entries(entries, target, self.config)
         return read_root_index(target)

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -23,7 +24,7 @@ from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds.base import WriteTarget, relative_to
 from lakehouse_index.kinds.keys import file_bounds
-from lakehouse_index.kinds.layout import bucket_from_path
+from lakehouse_index.kinds.layout import BUCKET_COLUMN, bucket_from_path, bucket_of
 from lakehouse_index.log.entry import IndexFile
 
 
@@ -131,18 +132,39 @@ class _GroupWriter:
         self._writer.close()
 
 
+def write_entries(entries: pa.Table, target: WriteTarget, config: ExecutorConfig) -> list[str]:
+    """Sort ``entries`` as the target's layout says (by bucket first when bucketed) and write
+    them with :class:`FileWriter`; the paths written. The in-process executor writes this
+    way, and so do the distributed append's Spark tasks (each its own files)."""
+    layout = target.layout
+    order = [(c, "ascending") for c in layout.sort]
+    bucket_col = None
+    if layout.buckets is not None:
+        bucket_col = BUCKET_COLUMN
+        n = layout.buckets.count
+        values = entries[layout.buckets.column].to_pylist()
+        buckets = np.fromiter((bucket_of(v, n) for v in values), dtype=np.int32, count=len(values))
+        entries = entries.append_column(bucket_col, pa.array(buckets, pa.int32()))
+        order = [(bucket_col, "ascending"), *order]
+    writer = FileWriter(target.storage, target.data_dir, target.schema, config, bucket_col)
+    return writer.write(entries.sort_by(order).to_batches())
+
+
 def _cast(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays([batch.column(f.name).cast(f.type) for f in schema], schema=schema)
 
 
-def read_root_index(target: WriteTarget) -> tuple[IndexFile, ...]:
-    """Per Parquet file written to the target: rows, size, key bounds and version bounds (from footers)."""
+def read_root_index(target: WriteTarget, paths: Iterable[str] | None = None) -> tuple[IndexFile, ...]:
+    """Per Parquet file written to the target (or of ``paths`` only): rows, size, key bounds and
+    version bounds (from footers)."""
     storage = target.storage
     out = []
-    for status in sorted(storage.list_tree(target.data_dir), key=lambda s: s.path):
-        if not status.path.endswith(".parquet"):
-            continue
-        fs, path = storage.arrow(status.path)
+    if paths is None:
+        found = [(s.path, s.size) for s in storage.list_tree(target.data_dir) if s.path.endswith(".parquet")]
+    else:
+        found = [(p, storage.stat(p).size) for p in paths]
+    for uri, size in sorted(found):
+        fs, path = storage.arrow(uri)
         meta = pq.read_metadata(path, filesystem=fs)
         if meta.num_rows == 0:
             continue
@@ -150,15 +172,15 @@ def read_root_index(target: WriteTarget) -> tuple[IndexFile, ...]:
         vlo, vhi = file_bounds(meta, [sec.VERSION])
         out.append(
             IndexFile(
-                path=relative_to(target.index_dir, status.path),
+                path=relative_to(target.index_dir, uri),
                 rows=meta.num_rows,
-                size=status.size,
+                size=size,
                 level=target.level,
                 min_key=lo,
                 max_key=hi,
                 min_ordinal=int(vlo[0]) if vlo[0] is not None else None,
                 max_ordinal=int(vhi[0]) if vhi[0] is not None else None,
-                bucket=bucket_from_path(status.path),
+                bucket=bucket_from_path(uri),
             )
         )
     return tuple(out)

@@ -95,6 +95,21 @@ class IndexWork:
     rows: pa.Table | None = None
 
 
+@dataclass(frozen=True)
+class WriteTimeEntries:
+    """How a kind computes its entries of a data file from the file's rows while a write
+    produces them (the distributed append runs this inside Spark tasks, so it pickles).
+
+    ``entries(rows, file_id, ordinal)``: ``rows`` holds ``columns`` and ``_row`` (positions
+    in the file); the result is written in ``layout`` with ``schema``.
+    """
+
+    columns: tuple[str, ...]
+    layout: Layout
+    schema: pa.Schema
+    entries: Callable[[pa.Table, int, int], pa.Table]
+
+
 #: A batch of index entries as an executor holds it (a pyarrow Table in process, a Spark
 #: DataFrame on Spark); only the executor that made it looks inside.
 Frame = Any
@@ -209,6 +224,11 @@ class IndexKind(ABC):
         """Entries of individual rows of one file (kinds with :attr:`row_level`); ``rows`` holds
         the spec's columns and ``_row``."""
         raise NotImplementedError(f"{self.name} indexes keep no row-level entries")
+
+    def write_time_entries(self, spec: IndexSpec, snapshot: Snapshot) -> WriteTimeEntries | None:
+        """How entries of newly written files come from their rows, or None when the kind
+        cannot take entries computed by the write (its indexes then follow by refresh)."""
+        return None
 
     @abstractmethod
     def needs_optimize(self, stable: LogEntry, mode: str) -> bool:

@@ -18,6 +18,7 @@ DEL wins over PUT within a version. Files that left the table are filtered by li
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
@@ -29,7 +30,7 @@ import pyarrow.parquet as pq
 from lakehouse_index.io import join_uri
 from lakehouse_index.kinds.base import DEL as DEL
 from lakehouse_index.kinds.base import PUT as PUT
-from lakehouse_index.kinds.base import Access, BuildContext, IndexKind, IndexWork
+from lakehouse_index.kinds.base import Access, BuildContext, IndexKind, IndexWork, WriteTimeEntries
 from lakehouse_index.kinds.columns import require_columns
 from lakehouse_index.kinds.keys import check_key_type
 from lakehouse_index.kinds.layout import Layout
@@ -75,6 +76,11 @@ def entry_table(rows: pa.Table, columns: Sequence[str], file_id: int, ordinal: i
         ],
         names=[*columns, *META_COLUMNS],
     )
+
+
+def put_entries(columns: Sequence[str], rows: pa.Table, file_id: int, ordinal: int) -> pa.Table:
+    """PUT entries of rows of one file (``rows`` holds ``columns`` and ``_row``)."""
+    return entry_table(rows, columns, file_id, ordinal, PUT)
 
 
 def row_entries(
@@ -155,6 +161,15 @@ class SecondaryKind(IndexKind):
         self, rows: pa.Table, spec: IndexSpec, snapshot: Snapshot, file_id: int, ordinal: int, op: int
     ) -> pa.Table:
         return row_entries(rows, spec, snapshot, file_id, ordinal, op)
+
+    def write_time_entries(self, spec: IndexSpec, snapshot: Snapshot) -> WriteTimeEntries:
+        """Entries of a written file are its rows' key (and payload) columns at their positions."""
+        return WriteTimeEntries(
+            columns=tuple(spec.columns),
+            layout=self.layout(spec),
+            schema=index_schema(spec, snapshot),
+            entries=functools.partial(put_entries, tuple(spec.columns)),
+        )
 
     def needs_optimize(self, stable: LogEntry, mode: str) -> bool:
         deltas = [f for f in stable.content.files if f.level is Level.DELTA]

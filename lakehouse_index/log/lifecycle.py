@@ -240,33 +240,43 @@ def new_data_dir() -> str:
     return f"{DATA_DIR}/{uuid.uuid4().hex}"
 
 
-def run_operation(
+@dataclass(frozen=True)
+class Started:
+    """An operation whose transient entry is written: the index is held until :meth:`finish`
+    or :meth:`abandon` (what :func:`run_operation` does around its body, for callers that
+    must hold an index across work of their own, e.g. a write whose Spark job computes the
+    index entries before the table commit exists)."""
+
+    ctx: OpContext
+    final_state: IndexState
+    writer: str
+
+    def finish(self, result: OpResult | None) -> LogEntry:
+        """Write the final entry naming ``result`` (``None``: keep the starting entry's)."""
+        final = _final_entry(self.ctx.transient, self.final_state, self.ctx.stable, result, self.writer)
+        # Losing this race means someone cancelled us: our data stays unnamed (an orphan).
+        self.ctx.log.write(final)
+        return final
+
+    def abandon(self) -> None:
+        """Write the entry restoring the starting state (best effort, as after a failed body)."""
+        _restore(self.ctx.log, self.ctx.transient, self.writer)
+
+
+def start_operation(
     log: IndexLog,
     operation: Operation,
-    body: Body | None = None,
     *,
     spec: IndexSpec | None = None,
     source: SourceState | None = None,
     precheck: Callable[[LogEntry], bool] | None = None,
     writer: str | None = None,
-) -> LogEntry:
-    """Run one lifecycle operation on the index of ``log``; return the entry readers now use.
+) -> Started | LogEntry:
+    """Check and write the transient entry of ``operation``: the :class:`Started` operation,
+    or the stable entry when ``precheck`` says there is nothing to do (nothing written).
 
-    * ``body(ctx)`` does the work (writes data under ``ctx.data_dir``) and returns the
-      final entry's source/content/pending, or ``None`` to keep the starting entry's
-      (delete, restore). ``body=None`` is the same as a body returning ``None``.
-    * ``create`` needs ``spec`` (its name must be the index folder name) and ``source``
-      (the table being indexed; recorded on the CREATING entry).
-    * ``precheck(stable)`` runs before anything is written; if it returns ``False``
-      the operation is a no-op: nothing is written and ``stable`` is returned.
-
-    Raises ``IndexBusyError`` / ``ConcurrentIndexUpdate`` (retryable, see
-    :func:`retrying`), ``IndexExistsError``, ``IndexNotFoundError``,
-    ``IllegalIndexStateError`` (nothing written in all these cases), or whatever the
-    body raised (after writing an entry that restores the starting state).
+    Arguments and errors as :func:`run_operation`.
     """
-    if operation is Operation.CANCEL:
-        return cancel(log, writer=writer)
     writer = writer or default_writer()
     latest = log.latest()
     rule = check_allowed(operation, latest, log.name)
@@ -312,16 +322,45 @@ def run_operation(
         )
 
     log.write(transient)  # losing this race: ConcurrentIndexUpdate, nothing else written
-    ctx = OpContext(log, operation, stable, transient, new_data_dir())
+    return Started(OpContext(log, operation, stable, transient, new_data_dir()), rule.final, writer)
+
+
+def run_operation(
+    log: IndexLog,
+    operation: Operation,
+    body: Body | None = None,
+    *,
+    spec: IndexSpec | None = None,
+    source: SourceState | None = None,
+    precheck: Callable[[LogEntry], bool] | None = None,
+    writer: str | None = None,
+) -> LogEntry:
+    """Run one lifecycle operation on the index of ``log``; return the entry readers now use.
+
+    * ``body(ctx)`` does the work (writes data under ``ctx.data_dir``) and returns the
+      final entry's source/content/pending, or ``None`` to keep the starting entry's
+      (delete, restore). ``body=None`` is the same as a body returning ``None``.
+    * ``create`` needs ``spec`` (its name must be the index folder name) and ``source``
+      (the table being indexed; recorded on the CREATING entry).
+    * ``precheck(stable)`` runs before anything is written; if it returns ``False``
+      the operation is a no-op: nothing is written and ``stable`` is returned.
+
+    Raises ``IndexBusyError`` / ``ConcurrentIndexUpdate`` (retryable, see
+    :func:`retrying`), ``IndexExistsError``, ``IndexNotFoundError``,
+    ``IllegalIndexStateError`` (nothing written in all these cases), or whatever the
+    body raised (after writing an entry that restores the starting state).
+    """
+    if operation is Operation.CANCEL:
+        return cancel(log, writer=writer)
+    started = start_operation(log, operation, spec=spec, source=source, precheck=precheck, writer=writer)
+    if isinstance(started, LogEntry):
+        return started
     try:
-        result = body(ctx) if body is not None else None
+        result = body(started.ctx) if body is not None else None
     except BaseException:
-        _restore(log, transient, writer)
+        started.abandon()
         raise
-    final = _final_entry(transient, rule.final, stable, result, writer)
-    # Losing this race means someone cancelled us: our data stays unnamed (an orphan).
-    log.write(final)
-    return final
+    return started.finish(result)
 
 
 def _final_entry(

@@ -35,7 +35,7 @@ exact window is not extended, queries repair the difference by hybrid scan.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -45,7 +45,7 @@ from pyroaring import BitMap64
 from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.errors import TableFormatError, VersionNotFoundError
 from lakehouse_index.kinds.base import DEL, PUT, BuildContext, IndexJob, IndexKind, IndexWork, kind_of
-from lakehouse_index.log.entry import Content, Level, LogEntry, Pending, SourceFile, SourceState
+from lakehouse_index.log.entry import Content, IndexFile, Level, LogEntry, Pending, SourceFile, SourceState
 from lakehouse_index.maintenance import lineage
 from lakehouse_index.maintenance.build import full_build, source_file
 from lakehouse_index.read.datafiles import ROW_COLUMN, equality_delete_mask, read_file
@@ -76,6 +76,7 @@ def replay(
     *,
     remap: bool = True,
     config: ExecutorConfig = ExecutorConfig(),
+    written: Mapping[str, int] | None = None,
 ) -> _Replay:
     """Apply ``changes`` to the stable entry's file map; collect index jobs and row-level entries.
 
@@ -83,11 +84,14 @@ def replay(
     merely conservative, when rows are deleted) only gets the new deletes recorded in the map.
     ``remap`` aligns files a commit added with files it removed (``lineage``): rows that
     moved unchanged keep their entries; only the rest of such files is indexed.
+    ``written`` maps paths of added files whose entries are already written (by the
+    write that added them) to the file ids those entries carry: they get no job.
     """
+    written = written or {}
     state = _Replay(
         files={f.id: f for f in stable.source.files},
         live={f.path: f.id for f in stable.source.files if f.removed_ordinal is None},
-        next_id=stable.source.next_file_id,
+        next_id=max(stable.source.next_file_id, max(written.values(), default=-1) + 1),
         jobs=[],
         row_entries=[],
     )
@@ -106,8 +110,8 @@ def replay(
                 # any more. Left out of the map, a query at such a version scans it and fails
                 # clearly ("data file ... is missing") instead of answering without its rows.
                 continue
-            fid = state.next_id
-            state.next_id += 1
+            fid = written.get(fe.path, state.next_id)
+            state.next_id = max(state.next_id, fid + 1)
             state.files[fid] = source_file(fe, fid, change.ordinal)
             state.live[fe.path] = fid
             added.append((fid, fe))
@@ -123,7 +127,11 @@ def replay(
                 state.files[fid] = replace(state.files[fid], moves=moves)
             state.row_entries += rw.entries
             placed = rw.placed
-        state.jobs += [IndexJob(fe, fid, change.ordinal) for fid, fe in added if fe.path not in placed]
+        state.jobs += [
+            IndexJob(fe, fid, change.ordinal)
+            for fid, fe in added
+            if fe.path not in placed and fe.path not in written
+        ]
         for dc in change.delete_changes:
             if gone(dc.after.path):  # vacuumed since: its entries stop answering from here on
                 _remove(state, dc.after.path, change.ordinal)
@@ -260,8 +268,25 @@ def _row_entries(
     return kind.row_entries(rows, spec, target, fid, ordinal, op)
 
 
+@dataclass(frozen=True)
+class Written:
+    """Index entries a write computed for the data files it added (``workflows.spark_append``).
+
+    ``file_ids``: path of each such file (as the table's log names it) → the file id its
+    entries carry; ``files``: the index files holding them (stamped with the commit's ordinal).
+    """
+
+    file_ids: Mapping[str, int]
+    files: tuple[IndexFile, ...]
+
+
 def incremental(
-    ctx: BuildContext, stable: LogEntry, target: Snapshot, *, remap: bool = True
+    ctx: BuildContext,
+    stable: LogEntry,
+    target: Snapshot,
+    *,
+    remap: bool = True,
+    written: Written | None = None,
 ) -> tuple[SourceState, Content]:
     """Apply every commit in (indexed version, target] to the index as new delta files.
 
@@ -269,6 +294,9 @@ def incremental(
     picks (Spark only for large appends); row-level deletes and files placed by the lineage
     remap are applied with pyarrow, without a JVM.
     ``remap=False`` indexes every added file from its key columns (no lineage remap).
+    ``written``: entries of added files already written by the write that added them;
+    those files are recorded in the file-id map under the ids the entries carry and not
+    read again.
     """
     spec = stable.spec
     kind = kind_of(spec)
@@ -281,15 +309,26 @@ def incremental(
         _log.warning("index %r: %s; rebuilding it from version %s", spec.name, e, target.version)
         return full_build(ctx, spec, target, stable.source)
     kind.validate(spec, target)
-    state = replay(ctx.source, target, kind, spec, stable, changes, remap=remap, config=ctx.config)
+    state = replay(
+        ctx.source,
+        target,
+        kind,
+        spec,
+        stable,
+        changes,
+        remap=remap,
+        config=ctx.config,
+        written=written.file_ids if written else None,
+    )
     rows = pa.concat_tables(state.row_entries) if state.row_entries else None
     new_files = (
         kind.index_files(ctx, IndexWork(spec, target, state.jobs, Level.DELTA, rows))
         if state.jobs or rows is not None
         else ()
     )
+    prewritten = written.files if written else ()
     return _source_state(stable, target, state), Content(
-        stable.content.files + new_files, stable.content.base_ordinal
+        stable.content.files + prewritten + new_files, stable.content.base_ordinal
     )
 
 

@@ -1,8 +1,9 @@
 """Write input: any accepted ``data`` to one Arrow table in the table's schema, checked first.
 
 Accepted: a pyarrow Table or RecordBatchReader, a pandas DataFrame, or a Spark DataFrame.
-A Spark DataFrame is collected to Arrow in this process (the distributed write path for
-frames larger than one process handles is not built yet: see docs/guide/writes-and-watcher.md).
+A Spark DataFrame is collected to Arrow in this process, unless it is larger than
+``ExecutorConfig.local_max_rows`` (:func:`spark_rows_estimate`): appends of such frames
+are written by Spark itself (``workflows.spark_append``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.errors import DuplicateKeyError, SchemaMismatchError, WriteRefusedError
 from lakehouse_index.expressions.types import Family, family
 
@@ -33,7 +35,7 @@ def to_arrow(data: Any) -> pa.Table:
         batches = collect()
         if isinstance(batches, pa.Table):
             return batches
-        schema = _spark_arrow_schema(data)
+        schema = spark_arrow_schema(data)
         return pa.Table.from_batches(batches, schema=schema)
     raise WriteRefusedError(
         "data must be a pyarrow Table or RecordBatchReader, a pandas DataFrame or a Spark DataFrame, "
@@ -41,10 +43,28 @@ def to_arrow(data: Any) -> pa.Table:
     )
 
 
-def _spark_arrow_schema(frame: Any) -> pa.Schema:
+def spark_arrow_schema(frame: Any) -> pa.Schema:
+    """The Arrow schema of a Spark DataFrame's rows."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(frame.schema)
+
+
+def is_spark_frame(data: Any) -> bool:
+    """Whether ``data`` is a Spark DataFrame."""
+    return type(data).__module__.startswith("pyspark") and hasattr(data, "mapInArrow")
+
+
+def spark_rows_estimate(frame: Any, config: ExecutorConfig) -> int:
+    """Rows of a Spark DataFrame as its optimized plan's statistics estimate them (no job runs):
+    the row count where Spark knows it, else the size over ``bytes_per_row_estimate`` (the
+    sizing policy's rule for files without a row count)."""
+    stats = frame._jdf.queryExecution().optimizedPlan().stats()
+    count = stats.rowCount()
+    # Scala BigInts arrive as Python ints or as Java objects whose str() is the number.
+    if count.isDefined():
+        return int(str(count.get()))
+    return int(str(stats.sizeInBytes())) // config.bytes_per_row_estimate
 
 
 def _compatible(have: pa.DataType, want: pa.DataType) -> bool:

@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from lakehouse_index.config import Config
 from lakehouse_index.io import Storage
+from lakehouse_index.kinds.base import BuildContext
 from lakehouse_index.log.entry import IndexState
 from lakehouse_index.log.store import IndexLog
 from lakehouse_index.source import Snapshot, TableSource
@@ -36,6 +38,7 @@ class IndexedTable(Protocol):
     source: TableSource
     storage: Storage
     index_root: str
+    config: Config
 
     @property
     def uri(self) -> str: ...
@@ -50,3 +53,6 @@ class IndexedTable(Protocol):
     def optimize_index(self, name: str, mode: Any = ..., *, spark: SparkSession | None = None) -> Any: ...
     def vacuum_index(self, name: str, *, retention_hours: float | None = None) -> Any: ...
     def _log(self, name: str) -> IndexLog: ...
+    def _build_context(
+        self, log: IndexLog, data_dir: str, spark: SparkSession | None, local_max_rows: int | None
+    ) -> BuildContext: ...

@@ -13,6 +13,7 @@ class Action(str, Enum):
     """What maintaining one index did."""
 
     INCREMENTAL = "incremental"  # index data brought to the latest version
+    WRITE_JOB = "write_job"  # entries computed and written by the write's own Spark job
     QUICK = "quick"  # changes recorded (Pending), repaired by hybrid scan at query time
     NOTHING = "nothing"  # already up to date
     REPORTED = "reported"  # policy off: only the lag is reported
@@ -30,7 +31,8 @@ class IndexReport:
     (table ordinal - seen ordinal; Delta: versions), ``lag_seconds`` the time between
     the seen commit and the latest one. ``entries_written``: index rows written by this
     action (PUT and DEL entries); ``files_tombstoned``: data files newly marked removed.
-    ``error`` and ``recovery`` are set when the action failed.
+    ``error`` and ``recovery`` are set when the action failed; ``note`` says why an
+    index of a distributed append was indexed by refresh instead of by the write's job.
     """
 
     name: str
@@ -47,6 +49,7 @@ class IndexReport:
     seconds: float = 0.0
     error: str | None = None
     recovery: str | None = None
+    note: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -70,6 +73,7 @@ class IndexReport:
             "seconds": round(self.seconds, 3),
             "error": self.error,
             "recovery": self.recovery,
+            "note": self.note,
         }
 
 

@@ -116,9 +116,20 @@ def _open(table: IndexedTable, operation: str) -> tuple[Snapshot, Any]:
 
 
 def append(table: IndexedTable, data: Any) -> WriteResult:
-    """Append ``data`` (pyarrow, pandas or Spark); see :meth:`lakehouse_index.Table.append`."""
+    """Append ``data`` (pyarrow, pandas or Spark); see :meth:`lakehouse_index.Table.append`.
+
+    A Spark DataFrame of more than ``local_max_rows`` rows is written by Spark, with the
+    index entries computed in the same job (:mod:`.spark_append`).
+    """
     start = time.perf_counter()
     snap, handle = _open(table, "append")
+    config = table.config.executor
+    if inputs.is_spark_frame(data) and not config.runs_locally(inputs.spark_rows_estimate(data, config)):
+        from lakehouse_index.workflows import spark_append
+
+        distributed = spark_append.append(table, data, snap, handle, start)
+        if distributed is not None:
+            return distributed
     rows = inputs.conform(inputs.to_arrow(data), snap.schema, table.uri)
     if table.format == "delta":
         from lakehouse_index.workflows import delta_commit as dc

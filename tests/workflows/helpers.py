@@ -72,7 +72,7 @@ def check_version(t: li.Table, version: Any, oracle: pa.Table) -> None:
         got = t.lookup("cov", [k2], version_as_of=version, columns=["k2", "v"])
         assert multiset(got, ["k2", "v"]) == multiset(want, ["k2", "v"]), (version, "cov", k2)
     scanned = t.scan(version_as_of=version, where=WHERE)
-    want = oracle.filter(pc.or_(pc.equal(oracle["k2"], 1), pc.equal(oracle["k"], "a")))
+    want = oracle.filter(pc.or_kleene(pc.equal(oracle["k2"], 1), pc.equal(oracle["k"], "a")))  # SQL OR
     assert multiset(scanned, cols) == multiset(want, cols), (version, "scan")
     scanned = t.scan(version_as_of=version, where="v < 40")  # a skipping index may prune
     want = oracle.filter(pc.less(oracle["v"], 40))

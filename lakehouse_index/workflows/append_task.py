@@ -1,0 +1,199 @@
+"""The Spark task of the distributed append: data files and their index entries in one pass.
+
+Each task (``DataFrame.mapInArrow``) checks its rows against the table schema, writes
+them with pyarrow into the table location (one file per partition value it holds, in
+the format's layout: :class:`DataFileFormat`), keeps the columns the indexes need with
+each row's position in its file, and after closing its data files writes every
+index's entries for them into that index's operation directory (sorted in the index's
+layout by :func:`~lakehouse_index.executors.writer.write_entries`). Only one small row
+per task goes back to the driver: a pickled :class:`TaskOutput` (its data files' commit
+metadata and the index files it wrote; a failed attempt's files are named by none).
+
+File ids: the ``j``-th file of task ``p`` (of ``n`` tasks) gets ``first_id + j * n + p``
+in each index, so tasks pick ids without talking to each other; the driver records the
+same ids in the index's file-id map when it logs the refresh of the commit.
+"""
+
+from __future__ import annotations
+
+import pickle
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakehouse_index.config import ExecutorConfig
+from lakehouse_index.executors.writer import write_entries
+from lakehouse_index.kinds.base import WriteTarget, WriteTimeEntries
+from lakehouse_index.kinds.secondary import ROW
+from lakehouse_index.workflows.data import conform
+
+#: The one column of the row a task returns: its pickled :class:`TaskOutput`.
+RESULT_COLUMN = "written"
+RESULT_SCHEMA = pa.schema([(RESULT_COLUMN, pa.binary())])
+RESULT_DDL = f"{RESULT_COLUMN} binary"
+
+#: A partition: (column, value) pairs of the table's partition columns (empty: unpartitioned).
+PartitionKey = tuple[tuple[str, Any], ...]
+
+
+class NotDistributable(Exception):
+    """A table the tasks cannot write (the append then goes through this process)."""
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """One data file a task wrote, as the commit needs it.
+
+    ``path`` as the commit names it (Delta: relative to the table root, not URI-encoded;
+    Iceberg: the full location); ``name`` its unique file name (how the driver finds it
+    among the commit's files); ``commit_info`` the format's metadata of the file (Delta:
+    the add action's statistics JSON; Iceberg: a pickled ``DataFile``); ``file_ids`` the
+    id its entries carry, per index name.
+    """
+
+    name: str
+    path: str
+    size: int
+    rows: int
+    partition_values: tuple[tuple[str, str | None], ...]
+    commit_info: bytes
+    file_ids: tuple[tuple[str, int], ...] = ()
+
+
+@dataclass(frozen=True)
+class TaskOutput:
+    """What one task wrote: data files, and per index name the index files."""
+
+    files: tuple[WrittenFile, ...]
+    index_files: tuple[tuple[str, tuple[str, ...]], ...]
+
+
+class OpenDataFile(Protocol):
+    """A data file being written by a task."""
+
+    def write(self, rows: pa.Table) -> None:
+        """Append rows (in the table schema, partition columns included)."""
+
+    def close(self) -> WrittenFile:
+        """Finish the file; what the commit needs of it."""
+
+
+class DataFileFormat(Protocol):
+    """How a table format lays out new data files (picklable: tasks get a copy)."""
+
+    @property
+    def partition_columns(self) -> tuple[str, ...]:
+        """Columns whose values split rows into separate files."""
+
+    def open(self, partition: PartitionKey) -> OpenDataFile:
+        """A new data file for rows of ``partition``."""
+
+
+@dataclass(frozen=True)
+class IndexShare:
+    """One index's part of the job: how its entries come from rows, and where they go."""
+
+    name: str
+    entries: WriteTimeEntries
+    target: WriteTarget
+    config: ExecutorConfig
+    first_id: int
+    #: The table ordinal the commit is expected to get (the entries' ``_version``).
+    ordinal: int
+
+    def file_id(self, task: int, tasks: int, seq: int) -> int:
+        """The id of the ``seq``-th file of task ``task`` of ``tasks``."""
+        return self.first_id + seq * tasks + task
+
+
+def split(rows: pa.Table, columns: tuple[str, ...]) -> Iterator[tuple[PartitionKey, pa.Table]]:
+    """``rows`` grouped by the values of ``columns`` (nulls form their own group)."""
+    if not columns:
+        yield (), rows
+        return
+    keys = rows.select(list(columns)).group_by(list(columns)).aggregate([])
+    if keys.num_rows == 1:
+        yield tuple((c, keys[c][0].as_py()) for c in columns), rows
+        return
+    for key in keys.to_pylist():
+        mask = None
+        for c in columns:
+            v = key[c]
+            cond = pc.is_null(rows[c]) if v is None else pc.fill_null(pc.equal(rows[c], v), False)
+            mask = cond if mask is None else pc.and_(mask, cond)
+        yield tuple((c, key[c]) for c in columns), rows.filter(mask)
+
+
+@dataclass
+class _File:
+    seq: int
+    out: OpenDataFile
+    rows: int = 0
+    index_rows: list[pa.Table] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class AppendTask:
+    """The function each Spark task runs (``mapInArrow``): see the module docstring."""
+
+    schema: pa.Schema
+    table_uri: str
+    files: DataFileFormat
+    indexes: tuple[IndexShare, ...]
+    #: Partitions of the DataFrame (the ``n`` of the file-id rule).
+    tasks: int
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        assert context is not None
+        yield self.run(context.partitionId(), batches)
+
+    def run(self, task: int, batches: Iterable[pa.RecordBatch]) -> pa.RecordBatch:
+        """Write the task's rows and their entries; one result row per data file."""
+        needed = list(dict.fromkeys(c for i in self.indexes for c in i.entries.columns))
+        opened: dict[PartitionKey, _File] = {}
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            rows = conform(pa.Table.from_batches([batch]), self.schema, self.table_uri)
+            for key, part in split(rows, self.files.partition_columns):
+                f = opened.get(key)
+                if f is None:
+                    f = opened[key] = _File(len(opened), self.files.open(key))
+                f.out.write(part)
+                if needed:
+                    positions = pa.array(np.arange(f.rows, f.rows + part.num_rows, dtype=np.int64))
+                    f.index_rows.append(part.select(needed).append_column(ROW, positions))
+                f.rows += part.num_rows
+        written = []
+        for f in opened.values():
+            ids = tuple((i.name, i.file_id(task, self.tasks, f.seq)) for i in self.indexes)
+            written.append(replace(f.out.close(), file_ids=ids))
+        index_files = []
+        for share in self.indexes:
+            parts = [
+                share.entries.entries(
+                    pa.concat_tables(f.index_rows), share.file_id(task, self.tasks, f.seq), share.ordinal
+                )
+                for f in opened.values()
+            ]
+            paths = write_entries(pa.concat_tables(parts), share.target, share.config) if parts else []
+            index_files.append((share.name, tuple(paths)))
+        out = TaskOutput(tuple(written), tuple(index_files))
+        return pa.RecordBatch.from_pydict({RESULT_COLUMN: [pickle.dumps(out)]}, schema=RESULT_SCHEMA)
+
+
+def task_outputs(rows: Iterable[Any]) -> list[TaskOutput]:
+    """The outputs of collected task results (Spark ``Row`` objects of :data:`RESULT_SCHEMA`)."""
+    out = []
+    for row in rows:
+        got = pickle.loads(row[RESULT_COLUMN])
+        assert isinstance(got, TaskOutput)
+        out.append(got)
+    return out

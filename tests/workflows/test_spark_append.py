@@ -1,0 +1,130 @@
+"""The distributed append: Spark writes the data files and the index entries in one job.
+
+``local_max_rows`` is set tiny so small frames take the distributed path. After each
+append, lookup / locate / scan at every version equal the format library's own reader
+(deltalake, pyiceberg), nulls in keys included; the reports say which indexes got their
+entries from the write's job and why the others were refreshed instead.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, write_deltalake
+
+import lakehouse_index as li
+from lakehouse_index.workflows.reports import Action
+from lakehouse_index.workflows.spark_append import NOT_INCREMENTAL, NOT_WRITE_TIME
+from tests.api.iceberg_index_support import sql_catalog
+from tests.workflows.helpers import SCHEMA, check_version, multiset, rows
+
+pytestmark = pytest.mark.spark
+
+TINY = li.Config(executor=li.ExecutorConfig(local_max_rows=1), planner=li.PlannerConfig(force_index=True))
+
+
+def _records(n: int, seed: int) -> list[tuple[Any, ...]]:
+    """(id, k, k2, v, p) rows; about one k in eight is null."""
+    rnd = random.Random(seed)
+    return [
+        (
+            seed * 1_000_000 + i,
+            rnd.choice(["a", "b", "c", "d", None, "a", "b", "c"]),
+            rnd.randrange(4),
+            rnd.randrange(100),
+            rnd.choice(["x", "y", "z"]),
+        )
+        for i in range(n)
+    ]
+
+
+def _indexes(t: li.Table) -> None:
+    t.create_index(li.SecondaryIndex("by_k", key="k"))
+    t.create_index(li.SecondaryIndex("by_kk", key=["k", "k2"]))
+    t.create_index(li.CoveringIndex("cov", indexed="k2", included=["v"], num_buckets=3))
+    t.create_index(li.SkippingIndex("skip_v", columns=["v"]))
+    t.create_index(li.SecondaryIndex("by_v_quick", key="v", auto_refresh="quick"))
+
+
+def _frame(spark: Any, records: list[tuple[Any, ...]], partitions: int) -> Any:
+    ddl = "id long, k string, k2 long, v long, p string"
+    return spark.createDataFrame(records, ddl).repartition(partitions)
+
+
+def _check(t: li.Table, version: Any, oracle: pa.Table) -> None:
+    check_version(t, version, oracle)
+    nulls = t.scan(version_as_of=version, where="k IS NULL")
+    assert multiset(nulls, SCHEMA.names) == multiset(oracle.filter(pc.is_null(oracle["k"])), SCHEMA.names), (
+        version
+    )
+    located = t.locate("by_k", ["a", "d"], version_as_of=version)
+    want = oracle.filter(pc.is_in(oracle["k"], pa.array(["a", "d"])))
+    assert multiset(located, ["k"]) == multiset(want, ["k"]), version
+
+
+def _reports_ok(result: li.WriteResult) -> None:
+    by = {r.name: r for r in result.indexes}
+    for name in ("by_k", "by_kk", "cov"):
+        assert by[name].action is Action.WRITE_JOB, by[name]
+        assert by[name].indexed_version == result.table_version
+        assert by[name].entries_written == result.rows_written
+    assert by["skip_v"].action is Action.INCREMENTAL and NOT_WRITE_TIME in (by["skip_v"].note or "")
+    assert by["by_v_quick"].action is Action.QUICK and NOT_INCREMENTAL in (by["by_v_quick"].note or "")
+
+
+@pytest.mark.parametrize("partitioned", [True, False])
+def test_delta_distributed_append_equals_reader(tmp_path: Path, spark: Any, partitioned: bool) -> None:
+    path = str(tmp_path / "t")
+    write_deltalake(path, rows(_records(20, 0)), partition_by=["p"] if partitioned else None)
+    t = li.open_table(path, config=TINY)
+    _indexes(t)
+    versions = [0]
+    for step in range(1, 3):
+        result = t.append(_frame(spark, _records(300, step), partitions=3))
+        assert result.ok and result.rows_written == 300
+        _reports_ok(result)
+        versions.append(result.table_version)
+    _check_statistics(path, partitioned)
+    for v in versions:
+        _check(t, v, DeltaTable(path, version=v).to_pyarrow_table())
+
+
+def _check_statistics(path: str, partitioned: bool) -> None:
+    """Every add action's statistics equal its file's contents (read back with pyarrow)."""
+    adds = pa.table(DeltaTable(path).get_add_actions(flatten=True)).to_pylist()
+    assert sum(a["num_records"] for a in adds) == 620
+    for a in adds:
+        data = pq.read_table(str(Path(path) / a["path"]))
+        assert data.num_rows == a["num_records"]
+        assert ("p" in data.column_names) is not partitioned  # partition values live in the path
+        for c in ("id", "k", "v"):
+            mm = pc.min_max(data[c])
+            assert (a[f"min.{c}"], a[f"max.{c}"]) == (mm["min"].as_py(), mm["max"].as_py()), (a["path"], c)
+            assert a[f"null_count.{c}"] == data[c].null_count
+
+
+def test_iceberg_distributed_append_equals_reader(tmp_path: Path, spark: Any) -> None:
+    catalog = sql_catalog(str(tmp_path))
+    tbl = catalog.create_table("db.t", schema=SCHEMA)
+    with tbl.update_spec() as spec:
+        spec.add_identity("p")
+    tbl.append(rows(_records(20, 0)))
+    t = li.open_table("db.t", catalog=catalog, config=TINY)
+    _indexes(t)
+    versions = [t.latest_version()]
+    for step in range(1, 3):
+        result = t.append(_frame(spark, _records(300, step), partitions=3))
+        assert result.ok and result.rows_written == 300
+        _reports_ok(result)
+        versions.append(result.table_version)
+    native = catalog.load_table("db.t")
+    for v in versions:
+        _check(t, v, native.scan(snapshot_id=v).to_arrow())
+    files = native.inspect.files().to_pylist()
+    assert {f["partition"]["p"] for f in files} == {"x", "y", "z"}
