@@ -132,12 +132,18 @@ class _GroupWriter:
         self._writer.close()
 
 
-def write_entries(entries: pa.Table, target: WriteTarget, config: ExecutorConfig) -> list[str]:
+def write_entries(
+    entries: pa.Table, target: WriteTarget, config: ExecutorConfig, *, in_address_order: bool = False
+) -> list[str]:
     """Sort ``entries`` as the target's layout says (by bucket first when bucketed) and write
     them with :class:`FileWriter`; the paths written. The in-process executor writes this
-    way, and so do the distributed append's Spark tasks (each its own files)."""
+    way, and so do the distributed append's Spark tasks (each its own files).
+
+    ``in_address_order``: the entries come ordered by row address and share one version,
+    so a (stable) sort by the key columns alone gives the layout's order.
+    """
     layout = target.layout
-    order = [(c, "ascending") for c in layout.sort]
+    order = [(c, "ascending") for c in (layout.key if in_address_order else layout.sort)]
     bucket_col = None
     if layout.buckets is not None:
         bucket_col = BUCKET_COLUMN

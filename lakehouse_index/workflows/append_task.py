@@ -128,12 +128,35 @@ def split(rows: pa.Table, columns: tuple[str, ...]) -> Iterator[tuple[PartitionK
         yield tuple((c, key[c]) for c in columns), rows.filter(mask)
 
 
+#: Rows a task gathers before handing them to a data file's writer (one row group each
+#: at most; Spark's batches of 10,000 rows would otherwise make as many tiny row groups).
+GROUP_ROWS = 1 << 20
+#: ... or this many bytes, whichever comes first.
+GROUP_BYTES = 128 << 20
+
+
 @dataclass
 class _File:
     seq: int
     out: OpenDataFile
     rows: int = 0
     index_rows: list[pa.Table] = field(default_factory=list)
+    held: list[pa.Table] = field(default_factory=list)
+    held_rows: int = 0
+    held_bytes: int = 0
+
+    def add(self, rows: pa.Table) -> None:
+        self.held.append(rows)
+        self.held_rows += rows.num_rows
+        self.held_bytes += rows.nbytes
+        self.rows += rows.num_rows
+        if self.held_rows >= GROUP_ROWS or self.held_bytes >= GROUP_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.held:
+            self.out.write(pa.concat_tables(self.held))
+        self.held, self.held_rows, self.held_bytes = [], 0, 0
 
 
 @dataclass(frozen=True)
@@ -166,13 +189,13 @@ class AppendTask:
                 f = opened.get(key)
                 if f is None:
                     f = opened[key] = _File(len(opened), self.files.open(key))
-                f.out.write(part)
                 if needed:
                     positions = pa.array(np.arange(f.rows, f.rows + part.num_rows, dtype=np.int64))
                     f.index_rows.append(part.select(needed).append_column(ROW, positions))
-                f.rows += part.num_rows
+                f.add(part)
         written = []
         for f in opened.values():
+            f.flush()
             ids = tuple((i.name, i.file_id(task, self.tasks, f.seq)) for i in self.indexes)
             written.append(replace(f.out.close(), file_ids=ids))
         index_files = []
@@ -183,7 +206,12 @@ class AppendTask:
                 )
                 for f in opened.values()
             ]
-            paths = write_entries(pa.concat_tables(parts), share.target, share.config) if parts else []
+            # Files in id order, rows in position order: the entries are in address order.
+            paths = (
+                write_entries(pa.concat_tables(parts), share.target, share.config, in_address_order=True)
+                if parts
+                else []
+            )
             index_files.append((share.name, tuple(paths)))
         out = TaskOutput(tuple(written), tuple(index_files))
         return pa.RecordBatch.from_pydict({RESULT_COLUMN: [pickle.dumps(out)]}, schema=RESULT_SCHEMA)

@@ -317,7 +317,10 @@ class _DeltaFile:
         fs, inner = files.storage.arrow(self.uri)
         fs.create_dir(inner.rsplit("/", 1)[0], recursive=True)
         self.schema = files.data_schema()
-        self.writer = pq.ParquetWriter(inner, self.schema, filesystem=fs, compression="snappy")
+        # The offset index lets a lookup read only the pages of a large row group holding its rows.
+        self.writer = pq.ParquetWriter(
+            inner, self.schema, filesystem=fs, compression="snappy", write_page_index=True
+        )
         self.stats = {f.name: _ColumnStats(f.type) for f in self.schema}
         self.rows = 0
 
@@ -325,7 +328,7 @@ class _DeltaFile:
         data = rows.select(self.schema.names)
         for name, st in self.stats.items():
             st.add(data[name])
-        self.writer.write_table(data)
+        self.writer.write_table(data, row_group_size=data.num_rows)
         self.rows += data.num_rows
 
     def close(self) -> WrittenFile:

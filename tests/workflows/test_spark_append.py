@@ -19,6 +19,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 import lakehouse_index as li
+from lakehouse_index.io.uri import local_path
 from lakehouse_index.workflows.reports import Action
 from lakehouse_index.workflows.spark_append import NOT_INCREMENTAL, NOT_WRITE_TIME
 from tests.api.iceberg_index_support import sql_catalog
@@ -68,6 +69,23 @@ def _check(t: li.Table, version: Any, oracle: pa.Table) -> None:
     assert multiset(located, ["k"]) == multiset(want, ["k"]), version
 
 
+def _index_files_sorted(t: li.Table) -> None:
+    """Every index file the jobs wrote is in its layout's order (key, then row address)."""
+    for name, key in (("by_k", ["k"]), ("by_kk", ["k", "k2"]), ("cov", ["k2"])):
+        log = t._log(name)
+        entry = log.latest_stable()
+        assert entry is not None
+        for f in entry.content.files:
+            data = pq.read_table(str(Path(local_path(log.index_dir)) / f.path))
+            order = [(c, "ascending") for c in (*key, "_file_id", "_row", "_version")]
+            # Spark's executor (the build) sorts nulls first, pyarrow (the append's tasks) last.
+            sorted_ = [
+                data.take(pc.sort_indices(data, sort_keys=order, null_placement=nulls))
+                for nulls in ("at_start", "at_end")
+            ]
+            assert data.equals(sorted_[0]) or data.equals(sorted_[1]), (name, f.path)
+
+
 def _reports_ok(result: li.WriteResult) -> None:
     by = {r.name: r for r in result.indexes}
     for name in ("by_k", "by_kk", "cov"):
@@ -91,6 +109,7 @@ def test_delta_distributed_append_equals_reader(tmp_path: Path, spark: Any, part
         _reports_ok(result)
         versions.append(result.table_version)
     _check_statistics(path, partitioned)
+    _index_files_sorted(t)
     for v in versions:
         _check(t, v, DeltaTable(path, version=v).to_pyarrow_table())
 
@@ -126,5 +145,77 @@ def test_iceberg_distributed_append_equals_reader(tmp_path: Path, spark: Any) ->
     native = catalog.load_table("db.t")
     for v in versions:
         _check(t, v, native.scan(snapshot_id=v).to_arrow())
+    _index_files_sorted(t)
     files = native.inspect.files().to_pylist()
     assert {f["partition"]["p"] for f in files} == {"x", "y", "z"}
+
+
+def test_concurrent_commit_falls_back_to_refresh(tmp_path: Path, spark: Any) -> None:
+    """A commit landing while the job runs moves the append's version: the job's entries
+    (stamped for the version it expected) are dropped and the indexes follow by refresh,
+    answering exactly at every version."""
+    path = str(tmp_path / "t")
+    write_deltalake(path, rows(_records(20, 0)))
+    t = li.open_table(path, config=TINY)
+    _indexes(t)
+    extra = rows(_records(7, 9))
+    frame = _frame(spark, _records(200, 1), partitions=2)
+
+    def foreign_commit(batches: Any) -> Any:
+        """In the first task, a native deltalake append commits while the job runs (a closure:
+        Spark's workers pickle it by value, they cannot import test modules)."""
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        if context is not None and context.partitionId() == 0:
+            write_deltalake(path, extra, mode="append")
+        yield from batches
+
+    racing = frame.mapInArrow(foreign_commit, frame.schema)
+    result = t.append(racing)
+    assert result.ok and result.rows_written == 200 and result.table_version == 2
+    by = {r.name: r for r in result.indexes}
+    for name in ("by_k", "by_kk", "cov"):
+        assert by[name].action is Action.INCREMENTAL and "concurrent commit" in (by[name].note or "")
+        assert by[name].indexed_version == 2
+    for v in range(3):
+        _check(t, v, DeltaTable(path, version=v).to_pyarrow_table())
+
+
+def test_millions_of_rows_then_lookup(tmp_path: Path, spark: Any) -> None:
+    """2M rows through the distributed path on both formats (default local_max_rows), then
+    lookups that equal the format library's own scan."""
+    from pyspark.sql import functions as F
+
+    n = 2_000_000
+    frame = spark.range(n).select(
+        F.col("id"),
+        F.concat(F.lit("k"), (F.col("id") * 7919 % 400_000).cast("string")).alias("k"),
+        (F.col("id") % 1000).alias("k2"),
+        (F.col("id") * 31 % 100_000).alias("v"),
+        F.when(F.col("id") % 2 == 0, "x").otherwise("y").alias("p"),
+    )
+    probe = ["k0", "k7919", "k123", "k399999"]
+    delta_path = str(tmp_path / "d")
+    first = rows(_records(10, 0))  # keys a-d: none of the probe's
+    write_deltalake(delta_path, first, partition_by=["p"])
+    catalog = sql_catalog(str(tmp_path / "ice"))
+    catalog.create_table("db.t", schema=SCHEMA).append(first)
+    tables = {
+        "delta": (li.open_table(delta_path), lambda v: DeltaTable(delta_path, version=v).to_pyarrow_table()),
+        "iceberg": (
+            li.open_table("db.t", catalog=catalog),
+            lambda v: catalog.load_table("db.t").scan(snapshot_id=v).to_arrow(),
+        ),
+    }
+    for fmt, (t, native) in tables.items():
+        t.create_index(li.SecondaryIndex("by_k", key="k"))
+        result = t.append(frame)
+        assert result.rows_written == n, fmt
+        assert [r.action for r in result.indexes] == [Action.WRITE_JOB], fmt
+        full = native(result.table_version)
+        assert full.num_rows == n + first.num_rows
+        want = full.filter(pc.is_in(full["k"], pa.array(probe)))
+        assert want.num_rows == 20, fmt  # 5 rows per key
+        got = t.lookup("by_k", probe)
+        assert multiset(got, SCHEMA.names) == multiset(want, SCHEMA.names), fmt
