@@ -598,9 +598,12 @@ class Table:
         """Append ``data`` and maintain every index by its ``auto_refresh`` policy.
 
         ``data``: a pyarrow Table or RecordBatchReader, a pandas DataFrame or a Spark
-        DataFrame (collected to this process) holding exactly the table's columns. Delta
-        commits go through deltalake, Iceberg commits through pyiceberg (the table must be
-        opened through its catalog). Bad input raises before anything is written; if an
+        DataFrame holding exactly the table's columns. Delta commits go through deltalake,
+        Iceberg commits through pyiceberg (the table must be opened through its catalog).
+        A Spark DataFrame of more than ``config.executor.local_max_rows`` rows is written by
+        Spark tasks, which also compute the entries of secondary and covering indexes with
+        policy ``incremental`` in the same job (see docs/guide/writes-and-watcher.md);
+        smaller ones are collected to this process. Bad input raises before anything is written; if an
         index fails after the commit, ``IndexMaintenanceError`` names it and the recovery.
         """
         return writes.append(self, data)

@@ -92,9 +92,8 @@ def _caught_up(entry: LogEntry, snap: Snapshot) -> bool:
     return entry.pending is None and entry.source.ordinal >= snap.ordinal
 
 
-def _hold(table: IndexedTable, snap: Snapshot, notes: dict[str, str]) -> list[_Held]:
-    """Start the incremental refresh of every index that can take the job's entries."""
-    held = []
+def _hold(table: IndexedTable, snap: Snapshot, notes: dict[str, str], held: list[_Held]) -> None:
+    """Start the incremental refresh of every index that can take the job's entries (into ``held``)."""
     for info in table.indexes():
         if info.state is not IndexState.ACTIVE:
             continue
@@ -135,7 +134,6 @@ def _hold(table: IndexedTable, snap: Snapshot, notes: dict[str, str]) -> list[_H
             ordinal=snap.ordinal + 1,
         )
         held.append(_Held(info.name, started, build, share))
-    return held
 
 
 def _our_change(table: IndexedTable, after: int, written: list[WrittenFile]) -> Change:
@@ -184,10 +182,11 @@ def append(table: IndexedTable, frame: Any, snap: Snapshot, handle: Any, start: 
         _log.warning("%s: the distributed append does not write it; collecting to this process", e)
         return None
     notes: dict[str, str] = {}
-    held = _hold(table, snap, notes)
+    held: list[_Held] = []
     closed: set[str] = set()  # held indexes whose operation ended (finished or abandoned)
     done: dict[str, int] = {}  # index → entries the job wrote for it
     try:
+        _hold(table, snap, notes, held)
         tasks = frame.rdd.getNumPartitions()
         job = AppendTask(snap.schema, table.uri, files, tuple(h.share for h in held), tasks)
         outputs = task_outputs(frame.mapInArrow(job, RESULT_DDL).collect())
@@ -199,12 +198,18 @@ def append(table: IndexedTable, frame: Any, snap: Snapshot, handle: Any, start: 
             change = _our_change(table, snap.version, written)
             version = change.version
             for h in held:
-                closed.add(h.name)
-                entries = _finish(table, h, change, outputs, snap.version)
-                if entries is None:
-                    notes[h.name] = MOVED
+                try:
+                    entries = _finish(table, h, change, outputs, snap.version)
+                except Exception as e:  # the commit stands: the index follows by refresh below
+                    _log.exception("index %r: logging the append's entries failed", h.name)
+                    h.started.abandon()
+                    notes[h.name] = f"logging the job's entries failed ({type(e).__name__}: {e})"
                 else:
-                    done[h.name] = entries
+                    if entries is None:
+                        notes[h.name] = MOVED
+                    else:
+                        done[h.name] = entries
+                closed.add(h.name)
     finally:
         for h in held:
             if h.name not in closed:
