@@ -238,6 +238,21 @@ def render(res: Results) -> str:
     return "\n".join(lines)
 
 
+def results(res: Results) -> dict[str, Any]:
+    """The machine-readable results (docs/bench/distributed-append.json)."""
+    bare = res.bare.median
+    return {
+        "scale": res.scale,
+        "rows": res.rows,
+        "goal_ratio": GOAL,
+        "bare_write": res.bare.to_json(),
+        "delta_append": {**res.delta.to_json(), "ratio": ratio(res.delta.median, bare)},
+        "iceberg_append": {**res.iceberg.to_json(), "ratio": ratio(res.iceberg.median, bare)},
+        "load_average": {"start": res.load_start, "end": res.load_end},
+        "problems": list(res.problems),
+    }
+
+
 def _samples(t: Timing) -> str:
     return ", ".join(f"{s:.1f}" for s in t.samples) + " s"
 
@@ -251,6 +266,7 @@ def main(argv: list[str] | None = None) -> Results:
         run=run,
         render=render,
         section=("distributed-append", "Distributed Spark append with index entries (issue 13)", SCRIPT),
+        results=results,
     )
 
 

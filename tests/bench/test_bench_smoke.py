@@ -280,3 +280,15 @@ def test_watcher_benchmark_tiny(isolated: Path) -> None:
     assert "<!-- bench:watcher -->" in text and "lag p99" in text
     doc = json.loads(results_path("watcher").read_text())
     assert doc["benchmark"] == "watcher" and _same(doc["results"], bench_watcher.results(res))
+
+
+@pytest.mark.spark
+def test_distributed_append_benchmark_tiny(spark: SparkSession, isolated: Path) -> None:
+    from integration.bench import bench_distributed_append as bench
+
+    res = bench.main(["--scale", "tiny"])
+    assert res.problems == []  # rows written, entries from the job, lookups equal to the scans
+    for t in (res.bare, res.delta, res.iceberg):
+        assert t.samples and all(math.isfinite(s) and s > 0 for s in t.samples)
+    assert "<!-- bench:distributed-append -->" in isolated.read_text()
+    _check_results("distributed-append", bench.results(res))
