@@ -237,7 +237,8 @@ def test_purge_removes_every_trace_and_keeps_every_other_row(
     history = purge_history(t, keep_version=case.keep)
     indexes = purge_indexes(t)
     reports = json.loads(json.dumps({"history": history.to_json(), "indexes": indexes.to_json()}))
-    assert reports["history"]["removed"]["data"] == list(history.removed.data)
+    assert reports["history"]["removed"]["data"] == len(history.removed.data)
+    assert not any(v in json.dumps(reports) for v in SUBJECTS)  # counts, no paths that spell values
     assert reports["indexes"]["filesWritten"] and all(i.files_written for i in indexes.indexes)
 
     assert history.versions_purged == tuple(sorted(case.older, key=timestamps.__getitem__)) + (

@@ -124,15 +124,17 @@ class RemovedFiles:
         )
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON form (camelCase keys)."""
+        """The JSON form (camelCase keys): file **counts** per category and bytes. No paths: a
+        removed file's path can spell a subject's partition value, and this form goes into
+        the erase's audit record."""
         return {
-            "data": list(self.data),
-            "deletes": list(self.deletes),
-            "changeData": list(self.change_data),
-            "log": list(self.log),
-            "manifests": list(self.manifests),
-            "manifestLists": list(self.manifest_lists),
-            "metadata": list(self.metadata),
+            "data": len(self.data),
+            "deletes": len(self.deletes),
+            "changeData": len(self.change_data),
+            "log": len(self.log),
+            "manifests": len(self.manifests),
+            "manifestLists": len(self.manifest_lists),
+            "metadata": len(self.metadata),
             "bytes": self.bytes,
         }
 
