@@ -423,6 +423,11 @@ def _as_json(report: Any) -> dict[str, Any]:
     return dict(to_json()) if to_json is not None else dict(report.__dict__)
 
 
+def _values(keys: Sequence[Any]) -> list[Any]:
+    """The single values of the keys (a composite key's columns one by one)."""
+    return [v for k in keys for v in (k if isinstance(k, tuple) else (k,))]
+
+
 def _purge(table: IndexedTable, say: Callable[[str], None], force: bool) -> dict[str, Any]:
     from lakehouse_index.workflows.erasure.purge import purge_history, purge_indexes
 
@@ -442,13 +447,24 @@ def _verify(table: IndexedTable, keys: Sequence[Any], say: Callable[[str], None]
         if done == total or done % 100 == 0:
             say(f"verified {done}/{total} files")
 
-    values = [v for k in keys for v in (k if isinstance(k, tuple) else (k,))]
-    report = find_residue([table.uri, table.index_root], values, storage=table.storage, progress=progress)
+    report = find_residue(
+        [table.uri, table.index_root], _values(keys), storage=table.storage, progress=progress
+    )
     return _as_json(report)
 
 
 def _write_audit(table: IndexedTable, result: EraseResult, keys: Sequence[Any], ordinal: int | None) -> str:
+    from lakehouse_index.workflows.erasure.needles import Needles
+
     salt = audit.table_salt(table.storage, table.index_root)
+    # Paths can spell a subject (a partition value): the record names it by number instead.
+    needles = Needles(_values(keys))
+
+    def redact(path: str | None) -> str | None:
+        return None if path is None else needles.redact(path)
+
+    removed = tuple(needles.redact(f.path) for f in result.files)
+
     # A purge may add a version of its own (Iceberg: the replace snapshot it keeps).
     kept = ((result.purge_report or {}).get("history") or {}).get("keptVersion")
     kept = None if kept == result.version else kept
@@ -462,8 +478,10 @@ def _write_audit(table: IndexedTable, result: EraseResult, keys: Sequence[Any], 
         version_before=result.version_before,
         versions_created=tuple(v for v in (result.version, kept) if v is not None),
         ordinal_created=ordinal,
-        files_rewritten=tuple(f.to_json() for f in result.files),
-        files_removed=tuple(f.path for f in result.files),
+        files_rewritten=tuple(
+            {**f.to_json(), "path": redact(f.path), "replacedBy": redact(f.replaced_by)} for f in result.files
+        ),
+        files_removed=removed,
         rows_erased=result.rows_erased,
         bytes_rewritten=result.bytes_rewritten,
         index_files_rewritten=tuple(

@@ -183,3 +183,18 @@ def test_a_trace_left_is_an_error_with_the_audit_record_written(tmp_path: Path) 
     records = t.erasures()
     assert len(records) == 1 and records[0].verification is not None and not records[0].verification["ok"]
     assert d.SUBJECTS[0] not in json.dumps(records[0].to_json())
+
+
+def test_partitioned_by_the_subject_column_leaves_no_trace_not_even_in_the_audit(tmp_path: Path) -> None:
+    uri = str(tmp_path / "by_subject")
+    for f in range(4):
+        write_deltalake(uri, d._batch(f * 50, 50), mode="append", partition_by=["email"])
+    t = li.open_table(uri)
+    t.create_index(li.SecondaryIndex("by_email", key="email"))
+    subjects = d.SUBJECTS[:3]
+    before = d._rows(uri)
+    result = t.erase("by_email", subjects, purge=True)
+    _check_delta(uri, before, subjects, result)
+    assert not [p for p in Path(uri).rglob("*") if any(s in str(p) for s in subjects)]
+    record = json.dumps(t.erasures()[-1].to_json())
+    assert all(s not in record for s in subjects) and "<value #0>" in record
