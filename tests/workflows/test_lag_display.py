@@ -162,7 +162,7 @@ def test_watch_prints_plain_lines_when_not_a_terminal(tmp_path: Path) -> None:
         [sys.executable, "-m", "lakehouse_index.cli", "watch", path, "--once"],
         capture_output=True,
         text=True,
-        env=code_env(COLUMNS="200"),
+        env=code_env(COLUMNS="400"),
         cwd=str(REPO_ROOT),
         check=True,
     ).stdout
@@ -179,7 +179,7 @@ def test_watch_in_a_terminal_shows_the_live_table(tmp_path: Path) -> None:
         stdin=follower,
         stdout=follower,
         stderr=follower,
-        env=code_env(COLUMNS="200", TERM="xterm"),
+        env=code_env(COLUMNS="400", TERM="xterm"),
         cwd=str(REPO_ROOT),
     )
     os.close(follower)
