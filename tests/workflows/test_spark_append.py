@@ -219,3 +219,30 @@ def test_millions_of_rows_then_lookup(tmp_path: Path, spark: Any) -> None:
         assert want.num_rows == 20, fmt  # 5 rows per key
         got = t.lookup("by_k", probe)
         assert multiset(got, SCHEMA.names) == multiset(want, SCHEMA.names), fmt
+
+
+def test_bad_input_changes_nothing(tmp_path: Path, spark: Any) -> None:
+    """A refused writer feature or a schema mismatch stops the distributed path before its job:
+    no data file, no index log entry, no commit."""
+    from tests.workflows.test_writes_bad_input import _declare
+
+    path = str(tmp_path / "t")
+    write_deltalake(path, rows(_records(20, 0)))
+    t = li.open_table(path, config=TINY)
+    _indexes(t)
+
+    def state() -> tuple[int, dict[str, int], list[str]]:
+        logs = {name: len(t._log(name).entries()) for name in ("by_k", "by_kk", "cov", "skip_v")}
+        data = sorted(p.name for p in Path(path).glob("*.parquet"))
+        return t.latest_version(), logs, data
+
+    before = state()
+    bad = _frame(spark, _records(50, 1), partitions=2).drop("v")
+    with pytest.raises(li.errors.SchemaMismatchError, match=r"missing columns \['v'\]"):
+        t.append(bad)
+    assert state() == before
+    _declare(path, {"minReaderVersion": 1, "minWriterVersion": 7, "writerFeatures": ["rowTracking"]})
+    before = state()  # the protocol change is a commit of its own
+    with pytest.raises(li.errors.UnsupportedWriterFeatureError, match="rowTracking"):
+        t.append(_frame(spark, _records(50, 1), partitions=2))
+    assert state() == before
