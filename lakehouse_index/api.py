@@ -107,6 +107,23 @@ class IndexInfo:
     log_entry: int
 
 
+@dataclass(frozen=True)
+class IndexStatus:
+    """One index against the table's latest version: what :meth:`Table.index_status` reports."""
+
+    info: IndexInfo
+    #: The table's latest version.
+    table_version: int
+    #: Table commits after the indexed version (None while a first build has no data yet).
+    lag: int | None
+    #: The table version quick refreshes recorded changes up to, not yet applied to the index
+    #: data (None: nothing pending).
+    pending_version: int | None
+    #: Data files those quick refreshes recorded: appended (scanned at query time), removed,
+    #: or with new row-level deletes.
+    pending_files: int
+
+
 def open_table(
     uri: str,
     *,
@@ -467,15 +484,54 @@ class Table:
 
     def indexes(self) -> list[IndexInfo]:
         """Every index on the table that exists (vacuumed ones are not listed)."""
+        return [self._info(e) for e in self._latest_entries()]
+
+    def index_status(self) -> list[IndexStatus]:
+        """Every index (as :meth:`indexes`) against the latest table version: lag and quick-refresh backlog.
+
+        Reads the table's latest version once (``indexes()`` reads only the index logs).
+        Example: ``[(s.info.name, s.lag, s.pending_files) for s in t.index_status()]``.
+        """
+        entries = self._latest_entries()
+        if not entries:
+            return []
+        version = self.latest_version()
+        ordinal = self.source.version_info(version).ordinal
+        out = []
+        for entry in entries:
+            stable = self._stable(entry)
+            built = stable.state is not IndexState.DOES_NOT_EXIST
+            pending = stable.pending
+            out.append(
+                IndexStatus(
+                    info=self._info(entry),
+                    table_version=version,
+                    lag=max(0, ordinal - stable.source.ordinal) if built else None,
+                    pending_version=pending.version if pending else None,
+                    pending_files=(
+                        len(pending.appended) + len(pending.removed) + len(pending.delete_changed)
+                        if pending
+                        else 0
+                    ),
+                )
+            )
+        return out
+
+    def _latest_entries(self) -> list[LogEntry]:
+        """The latest log entry of every index that exists."""
         out = []
         for name in self._catalog.names():
             latest = self._log(name).latest()
             if latest is not None and latest.state is not IndexState.DOES_NOT_EXIST:
-                out.append(self._info(latest))
+                out.append(latest)
         return out
 
+    def _stable(self, entry: LogEntry) -> LogEntry:
+        """``entry`` if stable, else the stable entry its index's operation in progress started from."""
+        return entry if entry.state.is_stable else self._log(entry.name).latest_stable() or entry
+
     def _info(self, entry: LogEntry) -> IndexInfo:
-        stable = entry if entry.state.is_stable else self._log(entry.name).latest_stable() or entry
+        stable = self._stable(entry)
         return IndexInfo(
             name=entry.name,
             kind=entry.spec.kind,

@@ -9,6 +9,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -49,12 +50,61 @@ def _timed(fn: Callable[[], T]) -> tuple[T, float]:
     return out, (time.perf_counter() - start) * 1000
 
 
-def run_demo(path: str | None = None, rows: int = 300_000, files: int = 50, keep: bool = False) -> None:
-    """Build the sample table and index, look up keys, compare with plain scans; prints a report."""
-    import lakehouse_index as li
-    from lakehouse_index.spark import get_spark
+@dataclass(frozen=True)
+class Measure:
+    """One way the demo answered its keys: rows returned and wall time."""
 
-    console = Console()
+    method: str
+    rows: int
+    ms: float
+
+
+@dataclass(frozen=True)
+class DemoReport:
+    """What the demo built and measured (``lakehouse-index demo --json`` prints :meth:`to_json`)."""
+
+    table: str
+    rows: int
+    files: int
+    index_entries: int
+    index_files: int
+    index_bytes: int
+    keys: tuple[str, ...]
+    #: Data files (names) holding the keys' rows, found by ``locate``.
+    files_touched: tuple[str, ...]
+    measures: tuple[Measure, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """As a JSON object."""
+        return {
+            "table": self.table,
+            "rows": self.rows,
+            "files": self.files,
+            "index": {"entries": self.index_entries, "files": self.index_files, "bytes": self.index_bytes},
+            "keys": list(self.keys),
+            "files_touched": list(self.files_touched),
+            "measures": [{"method": m.method, "rows": m.rows, "ms": round(m.ms, 3)} for m in self.measures],
+        }
+
+
+def run_demo(
+    path: str | None = None,
+    rows: int = 300_000,
+    files: int = 50,
+    keep: bool = False,
+    *,
+    spark: bool = True,
+    console: Console | None = None,
+) -> DemoReport:
+    """Build the sample table and index, look up keys, compare with plain scans; print a report.
+
+    ``spark``: also time the plain scan on Spark. ``console``: where the report goes (a
+    quiet console prints nothing). Raises ``SystemExit`` when the index answer differs from
+    the plain scan.
+    """
+    import lakehouse_index as li
+
+    console = console or Console()
     workdir = Path(path) if path else Path(tempfile.mkdtemp(prefix="lakehouse-index-demo-"))
     table_path = workdir / "customers"
     if table_path.exists():
@@ -66,8 +116,7 @@ def run_demo(path: str | None = None, rows: int = 300_000, files: int = 50, keep
 
         t = li.open_table(str(table_path))
         console.print(f"  format={t.format}, latest version={t.latest_version()}")
-        with console.status("starting Spark and building index by_email (email → id)"):
-            spark = get_spark()
+        with console.status("building index by_email (email → id)"):
             info, ms = _timed(
                 lambda: t.create_index(li.SecondaryIndex("by_email", key="email", record_key="id"))
             )
@@ -82,23 +131,43 @@ def run_demo(path: str | None = None, rows: int = 300_000, files: int = 50, keep
         located, locate_ms = _timed(lambda: t.locate("by_email", keys))
         where = "email IN (" + ", ".join(f"'{k}'" for k in keys) + ")"
         scanned, scan_ms = _timed(lambda: t.scan(where=where))
-        spark_rows, spark_ms = _timed(lambda: t.read(spark, where=where).collect())
+        measures = [
+            Measure("index lookup (full rows, pyarrow)", rows_found.num_rows, lookup_ms),
+            Measure("index locate (file, row)", located.num_rows, locate_ms),
+            Measure("plain scan (pyarrow)", scanned.num_rows, scan_ms),
+        ]
+        if spark:
+            from lakehouse_index.spark import get_spark
+
+            with console.status("starting Spark"):
+                session = get_spark()
+            spark_rows, spark_ms = _timed(lambda: t.read(session, where=where).collect())
+            measures.append(Measure("plain scan (Spark)", len(spark_rows), spark_ms))
 
         _print_rows(console, rows_found)
-        files_touched = sorted({p.rsplit("/", 1)[-1] for p in located["_file"].to_pylist()})
+        files_touched = tuple(sorted({p.rsplit("/", 1)[-1] for p in located["_file"].to_pylist()}))
         console.print(
             f"files touched by the lookup: {len(files_touched)} of {files}: {', '.join(files_touched)}"
         )
         report = RichTable(title=f"{len(keys)} keys at version {t.latest_version()}")
         for col in ("method", "rows", "time (ms)"):
             report.add_column(col, justify="right" if col != "method" else "left")
-        report.add_row("index lookup (full rows, pyarrow)", str(rows_found.num_rows), f"{lookup_ms:.1f}")
-        report.add_row("index locate (file, row)", str(located.num_rows), f"{locate_ms:.1f}")
-        report.add_row("plain scan (pyarrow)", str(scanned.num_rows), f"{scan_ms:.1f}")
-        report.add_row("plain scan (Spark)", str(len(spark_rows)), f"{spark_ms:.1f}")
+        for m in measures:
+            report.add_row(m.method, str(m.rows), f"{m.ms:.1f}")
         console.print(report)
         _check_same(rows_found, scanned)
         console.print("[green]✓[/] index answer equals the plain scan")
+        return DemoReport(
+            table=str(table_path),
+            rows=rows,
+            files=files,
+            index_entries=info.rows,
+            index_files=info.files,
+            index_bytes=info.size_bytes,
+            keys=tuple(keys),
+            files_touched=files_touched,
+            measures=tuple(measures),
+        )
     finally:
         if not keep and path is None:
             shutil.rmtree(workdir, ignore_errors=True)

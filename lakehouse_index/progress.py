@@ -1,8 +1,9 @@
-"""Progress of long Spark jobs, fed by Spark's status tracker.
+"""Progress displays of long operations: Spark jobs (fed by Spark's status tracker) and in-process work.
 
-Quiet by default in the API; the CLI turns it on. Example::
+Quiet by default in the API; the CLI turns them on, on standard error (``--quiet`` passes a
+quiet console). They draw only on a terminal: redirected output gets nothing. Example::
 
-    with spark_progress(spark, "building by_email"):
+    with spark_progress(spark, "building by_email", console=Console(stderr=True)):
         t.create_index(spec, spark=spark)
 """
 
@@ -13,15 +14,47 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TextColumn,
+    TimeElapsedColumn,
+)
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 
 @contextmanager
-def spark_progress(spark: SparkSession, description: str, *, interval_s: float = 0.25) -> Iterator[None]:
+def activity(console: Console, description: str) -> Iterator[None]:
+    """Show a spinner with the elapsed time while the block runs (work that reports no steps)."""
+    if not console.is_terminal:
+        yield
+        return
+    progress = Progress(
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
+    progress.add_task(description, total=None)
+    with progress:
+        yield
+
+
+@contextmanager
+def spark_progress(
+    spark: SparkSession, description: str, *, console: Console | None = None, interval_s: float = 0.25
+) -> Iterator[None]:
     """Show a progress bar of the tasks of the Spark stages that run inside the block."""
+    console = console or Console()
+    if not console.is_terminal:
+        yield
+        return
     tracker = spark.sparkContext.statusTracker()
     stop = threading.Event()
     progress = Progress(
@@ -30,6 +63,7 @@ def spark_progress(spark: SparkSession, description: str, *, interval_s: float =
         MofNCompleteColumn(),
         TextColumn("tasks"),
         TimeElapsedColumn(),
+        console=console,
         transient=True,
     )
     task = progress.add_task(description, total=None)

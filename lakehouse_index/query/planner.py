@@ -27,6 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
+from typing import Any
 
 from lakehouse_index.config import Config, PlannerConfig
 from lakehouse_index.errors import VersionNotFoundError
@@ -107,20 +108,51 @@ class Plan:
                 f"{c.label:<44} {c.cost:>14,} {c.scan_bytes:>12,} {c.index_bytes:>10,} {c.repair_cost:>8,} "
                 f"{c.fetch_bytes:>12,}  {c.reason.value}"
             )
-        ch = self.chosen
-        if ch.files is not None:
-            lines.append(f"→ {ch.label}: {len(ch.files)} of {len(self.target.files)} files read")
-        elif ch.coverage is not None:
-            cov = ch.coverage
-            mode = "exact window (index only)" if cov.exact_window else "hybrid scan"
-            lines.append(
-                f"→ {ch.label}: {mode}; {len(cov.answered)} files answered by the index, "
-                f"{len(cov.scan)} scanned, {len(cov.filter_deletes)} filtered by deletes"
-            )
-        else:
-            lines.append(f"→ {ch.label}")
+        lines.append(f"→ {self.summary}")
         lines += [f"  note: {n}" for n in self.notes]
         return "\n".join(lines)
+
+    @property
+    def summary(self) -> str:
+        """One line: the chosen candidate and what it reads (files, or index answer vs hybrid scan)."""
+        ch = self.chosen
+        if ch.files is not None:
+            return f"{ch.label}: {len(ch.files)} of {len(self.target.files)} files read"
+        if ch.coverage is not None:
+            cov = ch.coverage
+            mode = "exact window (index only)" if cov.exact_window else "hybrid scan"
+            return (
+                f"{ch.label}: {mode}; {len(cov.answered)} files answered by the index, "
+                f"{len(cov.scan)} scanned, {len(cov.filter_deletes)} filtered by deletes"
+            )
+        return ch.label
+
+    def to_json(self) -> dict[str, Any]:
+        """The plan as JSON-ready data: the query, the table version, every candidate's costs (bytes)."""
+        return {
+            "query": self.query,
+            "table_version": self.target.version,
+            "table_files": len(self.target.files),
+            "table_bytes": self.target.total_bytes,
+            "keys": self.keys,
+            "candidates": [
+                {
+                    "label": c.label,
+                    "index": c.index,
+                    "snapshot": None if c.entry is None else c.entry.id,
+                    "cost": c.cost,
+                    "scan_bytes": c.scan_bytes,
+                    "index_bytes": c.index_bytes,
+                    "repair_cost": c.repair_cost,
+                    "fetch_bytes": c.fetch_bytes,
+                    "decision": c.reason.value,
+                }
+                for c in self.candidates
+            ],
+            "chosen": self.chosen.label,
+            "summary": self.summary,
+            "notes": list(self.notes),
+        }
 
 
 def _snapshot_label(e: LogEntry) -> str:

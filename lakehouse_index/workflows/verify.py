@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -85,6 +85,18 @@ class VerifyReport:
             for m in self.mismatches
         ]
         return "\n".join([head, *lines])
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as a JSON object (``lakehouse-index verify --json``); keys as arrays."""
+        return {
+            "index": self.index,
+            "ok": self.ok,
+            "versions": list(self.versions),
+            "snapshots": list(self.snapshots),
+            "keys": self.keys,
+            "checks": self.checks,
+            "mismatches": [asdict(m) for m in self.mismatches],
+        }
 
 
 def verify_index(

@@ -62,5 +62,5 @@ def test_erase_errors_are_one_clear_line(tmp_path: Path) -> None:
     ]:
         out = cli(*args)
         assert out.returncode == 1, (args, out.stdout, out.stderr)
-        assert message in out.stdout, (args, out.stdout)
+        assert message in out.stderr, (args, out.stderr)
     assert DeltaTable(path).version() == v
