@@ -7,6 +7,7 @@ traceback with ``--debug``), 2 for a usage error. Progress goes to standard erro
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import sys
 import time
@@ -116,7 +117,16 @@ StorageOpt = Annotated[
 IndexRootOpt = Annotated[
     str | None, typer.Option(help="where the side-car indexes live", rich_help_panel=_TABLE)
 ]
-VersionOpt = Annotated[int | None, typer.Option("--version-as-of", help="table version / snapshot id")]
+VersionOpt = Annotated[
+    str | None,
+    typer.Option("--version-as-of", help="table version / snapshot id, or an Iceberg branch or tag"),
+]
+TimestampOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--timestamp-as-of", help="the version current at this time: ISO 8601 (UTC unless given) or epoch ms"
+    ),
+]
 QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="no progress display")]
 
 #: The JSON object of one index (``--json`` of create, refresh, optimize, delete, restore, vacuum, cancel).
@@ -125,6 +135,24 @@ InfoJsonOpt = Annotated[bool, typer.Option("--json", help=f"print one JSON objec
 RowsJsonOpt = Annotated[
     bool, typer.Option("--json", help="one JSON object per row and line (same as --format json)")
 ]
+
+
+def _ref(text: str) -> int | str:
+    """A version reference: a number (version, snapshot id), else a branch or tag name."""
+    return int(text) if text.lstrip("-").isdigit() else text
+
+
+def _as_of(version: str | None, timestamp: str | None) -> dict[str, Any]:
+    """The ``version_as_of`` / ``timestamp_as_of`` arguments of a query."""
+    if version is not None and timestamp is not None:
+        raise typer.BadParameter("--version-as-of and --timestamp-as-of exclude each other")
+    when: dt.datetime | int | None = None
+    if timestamp is not None:
+        try:
+            when = int(timestamp) if timestamp.isdigit() else dt.datetime.fromisoformat(timestamp)
+        except ValueError:
+            raise typer.BadParameter(f"--timestamp-as-of {timestamp!r} is not ISO 8601 or epoch ms") from None
+    return {"version_as_of": None if version is None else _ref(version), "timestamp_as_of": when}
 
 
 def _open(table: str, catalog: str | None, index_root: str | None, storage: list[str] | None) -> li.Table:
@@ -436,27 +464,21 @@ def list_(
     _show_status(_open(table, catalog, index_root, storage_option).index_status(), as_json)
 
 
-def _rows(
-    located: bool,
-    table: str,
+def _answer(
+    t: li.Table,
     name: str,
     keys: list[str],
-    version_as_of: int | None,
+    as_of: dict[str, Any],
+    located: bool,
     columns: list[str] | None,
-    fmt: Format,
-    output: str | None,
     quiet: bool,
-    options: tuple[str | None, str | None, list[str] | None],
-) -> None:
-    """Answer ``lookup`` (rows) or ``locate`` (file and row position) and print the rows."""
-    t = _open(table, *options)
+) -> pa.Table:
+    """The rows of ``lookup``, or with ``located`` the addresses of ``locate``."""
     parsed = _typed_keys(t, name, keys)
     with activity(_progress(quiet), f"{'locating' if located else 'looking up'} {len(parsed)} key(s)"):
         if located:
-            rows = t.locate(name, parsed, version_as_of=version_as_of)
-        else:
-            rows = t.lookup(name, parsed, version_as_of=version_as_of, columns=columns)
-    _emit(rows, fmt, output)
+            return t.locate(name, parsed, **as_of)
+        return t.lookup(name, parsed, columns=columns, **as_of)
 
 
 @app.command()
@@ -465,6 +487,7 @@ def lookup(
     name: NameArg,
     keys: KeysArg,
     version_as_of: VersionOpt = None,
+    timestamp_as_of: TimestampOpt = None,
     columns: ColumnsOpt = None,
     locate: Annotated[bool, typer.Option(help="print file and row position instead of rows")] = False,
     fmt: FormatOpt = Format.TABLE,
@@ -480,18 +503,9 @@ def lookup(
     Example: lakehouse-index lookup /data/customers by_email ada@example.com --format json
     """
     f = _format(fmt, as_json)
-    _rows(
-        locate,
-        table,
-        name,
-        keys,
-        version_as_of,
-        columns,
-        f,
-        output,
-        quiet,
-        (catalog, index_root, storage_option),
-    )
+    as_of = _as_of(version_as_of, timestamp_as_of)
+    t = _open(table, catalog, index_root, storage_option)
+    _emit(_answer(t, name, keys, as_of, locate, columns, quiet), f, output)
 
 
 @app.command("locate")
@@ -500,6 +514,7 @@ def locate_command(
     name: NameArg,
     keys: KeysArg,
     version_as_of: VersionOpt = None,
+    timestamp_as_of: TimestampOpt = None,
     fmt: FormatOpt = Format.TABLE,
     output: OutputOpt = None,
     as_json: RowsJsonOpt = False,
@@ -513,9 +528,9 @@ def locate_command(
     Example: lakehouse-index locate /data/customers by_email ada@example.com --json
     """
     f = _format(fmt, as_json)
-    _rows(
-        True, table, name, keys, version_as_of, None, f, output, quiet, (catalog, index_root, storage_option)
-    )
+    as_of = _as_of(version_as_of, timestamp_as_of)
+    t = _open(table, catalog, index_root, storage_option)
+    _emit(_answer(t, name, keys, as_of, True, None, quiet), f, output)
 
 
 @app.command()
@@ -524,6 +539,7 @@ def scan(
     where: Annotated[str | None, typer.Option("--where", help="SQL predicate")] = None,
     columns: ColumnsOpt = None,
     version_as_of: VersionOpt = None,
+    timestamp_as_of: TimestampOpt = None,
     use_indexes: Annotated[bool, typer.Option(help="let the planner narrow the files read")] = True,
     fmt: FormatOpt = Format.TABLE,
     output: OutputOpt = None,
@@ -538,9 +554,10 @@ def scan(
     Example: lakehouse-index scan /data/customers --where "country = 'DE'" --format csv -o de.csv
     """
     f = _format(fmt, as_json)
+    as_of = _as_of(version_as_of, timestamp_as_of)
     t = _open(table, catalog, index_root, storage_option)
     with activity(_progress(quiet), "scanning"):
-        rows = t.scan(version_as_of=version_as_of, where=where, columns=columns, use_indexes=use_indexes)
+        rows = t.scan(where=where, columns=columns, use_indexes=use_indexes, **as_of)
     _emit(rows, f, output)
 
 
@@ -553,6 +570,7 @@ def explain(
         str | None, typer.Option("--where", help="SQL predicate: plan a read over every index")
     ] = None,
     version_as_of: VersionOpt = None,
+    timestamp_as_of: TimestampOpt = None,
     as_json: Annotated[
         bool,
         typer.Option(
@@ -573,9 +591,10 @@ def explain(
 
     Example: lakehouse-index explain /data/customers --where "email = 'ada@example.com'"
     """
+    as_of = _as_of(version_as_of, timestamp_as_of)
     t = _open(table, catalog, index_root, storage_option)
     parsed = _typed_keys(t, name, keys) if name is not None and keys else None
-    plan = t.explain(name, parsed, where=where, version_as_of=version_as_of)
+    plan = t.explain(name, parsed, where=where, **as_of)
     if as_json:
         _echo_json(plan.to_json())
         return
@@ -823,7 +842,7 @@ def verify_command(
 
     Example: lakehouse-index verify /data/customers by_email --sample 500
     """
-    versions = [int(v) if v.lstrip("-").isdigit() else v for v in version] if version else None
+    versions = [_ref(v) for v in version] if version else None
     t = _open(table, catalog, index_root, storage_option)
     with activity(_progress(quiet), f"verifying {name} ({sample} keys)"):
         report = t.verify_index(name, sample=sample, versions=versions, seed=seed)
