@@ -141,7 +141,8 @@ def test_every_subcommand_has_help_with_an_example_json_and_table_options() -> N
 
 
 def test_bash_completion_completes_commands_options_and_choices(tmp_path: Path) -> None:
-    script = ok("--show-completion", "bash").stdout
+    # The bash script, as `--show-completion` prints it when it detects bash (asked for by name here).
+    script = ok(_LAKEHOUSE_INDEX_COMPLETE="source_bash").stdout
     assert "_LAKEHOUSE_INDEX_COMPLETE=complete_bash" in script
     assert sorted(complete("lakehouse-index lo")) == ["locate", "lookup"]
     assert complete("lakehouse-index list --js") == ["--json"]
