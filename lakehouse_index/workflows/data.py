@@ -51,8 +51,10 @@ def spark_arrow_schema(frame: Any) -> pa.Schema:
 
 
 def is_spark_frame(data: Any) -> bool:
-    """Whether ``data`` is a Spark DataFrame."""
-    return type(data).__module__.startswith("pyspark") and hasattr(data, "mapInArrow")
+    """Whether ``data`` is a classic (JVM-backed) Spark DataFrame, which the distributed append
+    runs on; Spark Connect frames are collected to this process."""
+    module = type(data).__module__
+    return module.startswith("pyspark.sql") and ".connect." not in module and hasattr(data, "mapInArrow")
 
 
 def spark_rows_estimate(frame: Any, config: ExecutorConfig) -> int:
