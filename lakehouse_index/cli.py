@@ -256,10 +256,18 @@ def _maintain(
         return run(spark)
 
 
-def _small(t: li.Table) -> bool:
-    """Whether the latest version is small enough to be indexed in this process (no JVM)."""
+def _runs_locally(t: li.Table, rows: int | None, local_max_rows: int | None) -> bool:
+    """Whether work of ``rows`` rows (None: the latest version's) runs in this process (no JVM)."""
     policy = t.config.executor
-    return policy.runs_locally(policy.estimate_rows(t.snapshot().files.values()))
+    if rows is None:
+        rows = policy.estimate_rows(t.snapshot().files.values())
+    return rows <= (policy.local_max_rows if local_max_rows is None else local_max_rows)
+
+
+LocalMaxRowsOpt = Annotated[
+    int | None,
+    typer.Option(help="work of at most this many rows runs in process, larger on Spark (default: config)"),
+]
 
 
 # ---------------------------------------------------------------------------------------- rows
@@ -359,6 +367,7 @@ def create(
     ] = AutoRefresh.INCREMENTAL,
     as_json: InfoJsonOpt = False,
     quiet: QuietOpt = False,
+    local_max_rows: LocalMaxRowsOpt = None,
     catalog: CatalogOpt = None,
     storage_option: StorageOpt = None,
     index_root: IndexRootOpt = None,
@@ -379,7 +388,12 @@ def create(
     else:
         spec = li.SecondaryIndex(name, key=key, record_key=record_key or None, auto_refresh=auto_refresh)
     t = _open(table, catalog, index_root, storage_option)
-    info = _maintain(quiet, f"building {name}", _small(t), lambda spark: t.create_index(spec, spark=spark))
+    info = _maintain(
+        quiet,
+        f"building {name}",
+        _runs_locally(t, None, local_max_rows),
+        lambda spark: t.create_index(spec, spark=spark, local_max_rows=local_max_rows),
+    )
     _show_info(info, as_json)
 
 
@@ -393,6 +407,7 @@ def refresh(
     ] = True,
     as_json: InfoJsonOpt = False,
     quiet: QuietOpt = False,
+    local_max_rows: LocalMaxRowsOpt = None,
     catalog: CatalogOpt = None,
     storage_option: StorageOpt = None,
     index_root: IndexRootOpt = None,
@@ -403,12 +418,14 @@ def refresh(
     """
     t = _open(table, catalog, index_root, storage_option)
     # Quick and most incremental refreshes need no JVM; a full one is a build.
-    in_process = mode is not RefreshMode.FULL or _small(t)
+    in_process = mode is not RefreshMode.FULL or _runs_locally(t, None, local_max_rows)
     info = _maintain(
         quiet,
         f"refreshing {name} ({mode.value})",
         in_process,
-        lambda spark: t.refresh_index(name, mode.value, spark=spark, remap=remap),
+        lambda spark: t.refresh_index(
+            name, mode.value, spark=spark, remap=remap, local_max_rows=local_max_rows
+        ),
     )
     _show_info(info, as_json)
 
@@ -420,6 +437,7 @@ def optimize(
     mode: Annotated[OptimizeMode, typer.Option(help="optimize mode")] = OptimizeMode.QUICK,
     as_json: InfoJsonOpt = False,
     quiet: QuietOpt = False,
+    local_max_rows: LocalMaxRowsOpt = None,
     catalog: CatalogOpt = None,
     storage_option: StorageOpt = None,
     index_root: IndexRootOpt = None,
@@ -433,8 +451,8 @@ def optimize(
     info = _maintain(
         quiet,
         f"optimizing {name} ({mode.value})",
-        t.config.executor.runs_locally(rows),  # a small index is compacted in process (no JVM)
-        lambda spark: t.optimize_index(name, mode.value, spark=spark),
+        _runs_locally(t, rows, local_max_rows),  # a small index is compacted in process (no JVM)
+        lambda spark: t.optimize_index(name, mode.value, spark=spark, local_max_rows=local_max_rows),
     )
     _show_info(info, as_json)
 

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from lakehouse_index.spark import MASTER_ENV
 from tests.api.test_cli import _batch
 from tests.engine.enginetest_stuck_workers import operate_and_die
 from tests.support.moto import moto_s3
@@ -97,6 +98,11 @@ def complete(words: str) -> list[str]:
     out = run(_LAKEHOUSE_INDEX_COMPLETE="complete_bash", COMP_WORDS=words, COMP_CWORD=str(len(parts) - 1))
     assert out.returncode == 0, out.stderr
     return out.stdout.split()
+
+
+def plain(text: str) -> str:
+    """``text`` without its colour and style escape sequences."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", text)
 
 
 def colours(text: str) -> set[int]:
@@ -451,9 +457,9 @@ def test_no_color_is_respected(table: str, tmp_path: Path) -> None:
     error = ("list", str(tmp_path / "nothing"))
     coloured = run(*error, FORCE_COLOR="1")  # Rich treats FORCE_COLOR as a terminal
     assert coloured.returncode == 1 and colours(coloured.stderr), coloured.stderr  # a red "error:"
-    plain = run(*error, FORCE_COLOR="1", NO_COLOR="1")
-    assert plain.returncode == 1 and not colours(plain.stderr)
-    assert re.sub(r"\x1b\[[0-9;]*m", "", plain.stderr).startswith("error: '")  # bold is no colour
+    uncoloured = run(*error, FORCE_COLOR="1", NO_COLOR="1")
+    assert uncoloured.returncode == 1 and not colours(uncoloured.stderr)
+    assert plain(uncoloured.stderr).startswith("error: '")  # bold is no colour
     progress = ("create", table, "by_email", "--key", "email", "--json")
     assert colours(ok(*progress, FORCE_COLOR="1").stderr)  # the spinner and the time are coloured
     ok("delete", table, "by_email")
@@ -513,3 +519,36 @@ def test_queries_travel_in_time_by_version_and_timestamp(table: str) -> None:
     for bad in (("--version-as-of", "1", "--timestamp-as-of", "5"), ("--timestamp-as-of", "yesterday")):
         out = run("lookup", table, "by_email", "u5@x", *bad)
         assert out.returncode == 2 and out.stderr.startswith("error: ") and len(out.stderr.splitlines()) == 1
+
+
+@pytest.mark.spark
+def test_spark_builds_show_a_bar_of_spark_tasks(table: str) -> None:
+    spark = {"FORCE_COLOR": "1", MASTER_ENV: "local[1]"}
+    built = ok(
+        "create",
+        table,
+        "by_email",
+        "--key",
+        "email",
+        "--record-key",
+        "id",
+        "--local-max-rows",
+        "0",
+        "--json",
+        **spark,
+    )
+    assert "starting Spark" in built.stderr and "building by_email" in built.stderr
+    assert re.search(r"\d+/\d+ tasks", plain(built.stderr)), built.stderr  # the bar: done/total tasks
+    [info] = json_lines(built)
+    assert info["rows"] == len(_rows(table))
+    write_deltalake(table, _batch(300, 10), mode="append")
+    ok("refresh", table, "by_email", "--quiet")
+    optimized = ok(
+        "optimize", table, "by_email", "--mode", "full", "--local-max-rows", "0", "--json", **spark
+    )
+    assert "optimizing by_email" in optimized.stderr and re.search(r"\d+/\d+ tasks", plain(optimized.stderr))
+    assert json_lines(optimized)[0]["rows"] == len(_rows(table))
+    found = json_lines(ok("lookup", table, "by_email", "u305@x", "u7@x", "--json"))
+    assert sorted((r["id"], r["email"], r["country"]) for r in found) == _rows(
+        table, email=["u305@x", "u7@x"]
+    )
