@@ -265,6 +265,9 @@ def _partition_codes(maps: pa.MapArray) -> tuple[pa.Int32Array, tuple[PartitionR
     length, a null value marked ``-``); only one row per group is converted to Python.
     """
     maps = pa.concat_arrays([maps])  # drop any slice offset: keys/items below are the whole children
+    uniform = _uniform_partition_codes(maps)
+    if uniform is not None:
+        return uniform
     keys = maps.keys.cast(pa.string())
     items = maps.items.cast(pa.string())
     entries = pc.binary_join_element_wise(
@@ -280,6 +283,35 @@ def _partition_codes(maps: pa.MapArray) -> tuple[pa.Int32Array, tuple[PartitionR
     firsts = pc.index_in(encoded.dictionary, value_set=rows)  # the first row of each distinct string
     values = tuple(tuple(sorted(m or ())) for m in maps.take(firsts).to_pylist())
     return encoded.indices.cast(pa.int32()), values
+
+
+def _uniform_partition_codes(maps: pa.MapArray) -> tuple[pa.Int32Array, tuple[PartitionRaw, ...]] | None:
+    """:func:`_partition_codes` when every row maps the same keys in the same order (as writers do).
+
+    Each partition column's values are dictionary-encoded on their own and the codes
+    combined, with no string built per row. None when the rows differ in their keys (or
+    the combined code could overflow): the caller then groups rows by strings.
+    """
+    offsets = int_values(maps.offsets).astype(np.int64) - maps.offsets[0].as_py()
+    n = len(maps)
+    width = int(offsets[1]) if n else 0
+    if maps.null_count or not np.array_equal(offsets, np.arange(n + 1, dtype=np.int64) * width):
+        return None
+    combined = np.zeros(n, np.int64)
+    distinct = 1
+    for j in range(width):
+        at = int_array(np.arange(j, n * width, width, dtype=np.int64))
+        key = maps.keys.take(at)
+        if not pc.all(pc.equal(key, key[0])).as_py():
+            return None
+        codes = maps.items.take(at).dictionary_encode(null_encoding="encode")
+        distinct *= len(codes.dictionary)
+        if distinct >= 2**62:
+            return None
+        combined = combined * len(codes.dictionary) + int_values(codes.indices)
+    _, firsts, inverse = np.unique(combined, return_index=True, return_inverse=True)
+    values = tuple(tuple(sorted(m)) for m in maps.take(int_array(firsts)).to_pylist())
+    return int_array(inverse.astype(np.int32)), values
 
 
 def _resolve_paths(raw: pa.StringArray, table_root: str) -> pa.StringArray:
