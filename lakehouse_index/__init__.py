@@ -53,6 +53,7 @@ if TYPE_CHECKING:
     )
     from lakehouse_index.kinds.base import IndexKind
     from lakehouse_index.log.entry import IndexState
+    from lakehouse_index.spark_source import SourceRead, explain_spark_source, register_spark_source
     from lakehouse_index.spec import AutoRefresh, CoveringIndex, IndexSpec, SecondaryIndex, SkippingIndex
     from lakehouse_index.workflows.reports import IndexReport, SyncResult, WriteResult
     from lakehouse_index.workflows.verify import Mismatch, VerifyReport
@@ -95,6 +96,7 @@ _MODULES = {
     ),
     "lakehouse_index.kinds.base": ("IndexKind",),
     "lakehouse_index.log.entry": ("IndexState",),
+    "lakehouse_index.spark_source": ("SourceRead", "explain_spark_source", "register_spark_source"),
     "lakehouse_index.spec": ("AutoRefresh", "CoveringIndex", "IndexSpec", "SecondaryIndex", "SkippingIndex"),
     "lakehouse_index.workflows.reports": ("IndexReport", "SyncResult", "WriteResult"),
     "lakehouse_index.workflows.verify": ("Mismatch", "VerifyReport"),
@@ -136,6 +138,10 @@ __all__ = [
     "UnsupportedFeatureError",
     "VersionNotFoundError",
     "open_table",
+    # the Spark data source (pyspark >= 4.1)
+    "SourceRead",
+    "explain_spark_source",
+    "register_spark_source",
     # writes, sync and the watcher
     "IndexReport",
     "SyncResult",

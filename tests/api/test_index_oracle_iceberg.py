@@ -351,6 +351,7 @@ def statements(t: str, name: str) -> list[str]:
 
 
 @pytest.mark.integration
+@pytest.mark.iceberg_spark
 @pytest.mark.parametrize("format_version", [2, 3])
 def test_spark_merge_on_read_index(spark: Any, spark_writer: Any, format_version: int) -> None:
     writer, wh = spark_writer

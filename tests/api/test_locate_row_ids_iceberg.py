@@ -25,7 +25,7 @@ from lakehouse_index.io import join_uri
 from lakehouse_index.log.store import IndexCatalog
 from lakehouse_index.query import lookup as lk
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+pytestmark = [pytest.mark.spark, pytest.mark.iceberg_spark, pytest.mark.integration]
 
 CATALOG = "rowids"
 PROBE: list[Any] = ["a", "ü", None, "", "日本", "missing"]

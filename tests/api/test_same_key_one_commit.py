@@ -348,6 +348,7 @@ def spark_rows(session: Any, table: str, sid: int) -> pa.Table:
 
 
 @pytest.mark.integration
+@pytest.mark.iceberg_spark
 @pytest.mark.parametrize("format_version", [2, 3])
 @pytest.mark.parametrize("mode", ["incremental", "quick", "full"])
 def test_delete_and_write_of_one_key_in_one_iceberg_snapshot(

@@ -259,6 +259,7 @@ def _relative(root: Path, uris: list[str]) -> set[str]:
 
 
 @pytest.mark.integration
+@pytest.mark.iceberg_spark
 def test_iceberg_delete_orphan_files_keeps_a_live_index(iceberg_spark: tuple[Any, Path], spark: Any) -> None:
     session, wh = iceberg_spark
     table, root, t = build_iceberg(session, wh, "orphans_action", spark)
@@ -289,6 +290,7 @@ def test_iceberg_delete_orphan_files_keeps_a_live_index(iceberg_spark: tuple[Any
 
 
 @pytest.mark.integration
+@pytest.mark.iceberg_spark
 def test_iceberg_remove_orphan_files_procedure_keeps_a_live_index(
     iceberg_spark: tuple[Any, Path], spark: Any
 ) -> None:

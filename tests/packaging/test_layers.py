@@ -49,6 +49,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "lakehouse_index.demo",
         "lakehouse_index.progress",
         "lakehouse_index.lag_display",
+        "lakehouse_index.spark_source",
         "lakehouse_index",
     ),
 )

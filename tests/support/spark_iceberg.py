@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import Any
 
 RUNTIME_JAR = "iceberg-spark-runtime-3.5_2.12-1.10.2.jar"
+#: The Spark line (major.minor) the runtime jar is built for.
+SPARK_LINE = "3.5"
 _FROM_SLASH, _TO_SLASH = b"com/fasterxml/jackson/", b"org/apache/iceberg/shaded/com/fasterxml/jackson/"
 _FROM_DOT, _TO_DOT = b"com.fasterxml.jackson.", b"org.apache.iceberg.shaded.com.fasterxml.jackson."
 _JACKSON = ("jackson-core", "jackson-databind", "jackson-annotations")
@@ -33,6 +35,19 @@ CACHE_DIR = Path(os.environ.get("LAKEHOUSE_INDEX_CACHE", Path.home() / ".cache" 
 
 class SparkIcebergUnavailable(RuntimeError):
     """The ``spark-iceberg`` extra is not installed or pyspark's Jackson jars are missing."""
+
+
+def iceberg_runtime_fits() -> bool:
+    """Whether the installed pyspark is the Spark line the runtime jar is built for (3.5).
+
+    Read from the distribution's metadata: pyspark is not imported.
+    """
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("pyspark").startswith(SPARK_LINE + ".")
+    except PackageNotFoundError:
+        return False
 
 
 def iceberg_runtime_jar() -> Path:

@@ -18,7 +18,7 @@ from iceberg_oracle import open_path
 import lakehouse_index as li
 from lakehouse_index.read.datafiles import read_file, row_ids
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+pytestmark = [pytest.mark.spark, pytest.mark.iceberg_spark, pytest.mark.integration]
 
 
 @pytest.fixture(scope="module")

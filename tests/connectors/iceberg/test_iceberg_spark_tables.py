@@ -17,7 +17,7 @@ from lakehouse_index_iceberg import IcebergRowDeletes
 
 from lakehouse_index.source import Change, FileEntry, TableFormatError, diff_snapshots
 
-pytestmark = [pytest.mark.spark, pytest.mark.integration]
+pytestmark = [pytest.mark.spark, pytest.mark.iceberg_spark, pytest.mark.integration]
 
 MOR = (
     "'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read', "

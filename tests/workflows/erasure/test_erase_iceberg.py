@@ -130,6 +130,7 @@ def spark_wh(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 
 @pytest.mark.spark
+@pytest.mark.iceberg_spark
 @pytest.mark.integration
 def test_erase_on_a_spark_table_with_position_deletes(spark_wh: Any) -> None:
     catalog, t = _spark_table(spark_wh, "posdel", 2)
@@ -149,6 +150,7 @@ def test_erase_on_a_spark_table_with_position_deletes(spark_wh: Any) -> None:
 
 
 @pytest.mark.spark
+@pytest.mark.iceberg_spark
 @pytest.mark.integration
 def test_erase_refuses_format_v3_before_changing_anything(spark_wh: Any) -> None:
     catalog, t = _spark_table(spark_wh, "v3", 3)

@@ -1,0 +1,112 @@
+"""The ``lakehouse_index`` Python data source (pyspark ≥ 4.1; imported only by ``register_spark_source``).
+
+Where each method runs: Spark creates the :class:`LakehouseIndexDataSource` and asks its
+schema in a Python worker on the driver's host, pickles it, and plans the read in another
+worker (``reader`` → ``pushFilters`` → ``partitions``); each task unpickles the reader and
+calls ``read`` with one partition. The version is pinned when the source is created, so
+every partition reads the same version even if the table moves on meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import StructType
+
+from lakehouse_index.errors import QueryError
+from lakehouse_index.expressions.pushed_filters import bind_filter
+from lakehouse_index.read.spark_read import spark_schema
+from lakehouse_index.spark_source.options import parse_options
+from lakehouse_index.spark_source.planning import (
+    Part,
+    conjunction,
+    plan_source_read,
+    read_part,
+    resolve_version,
+    snapshot_at,
+)
+
+__all__ = ["SHORT_NAME", "LakehouseIndexDataSource", "LakehouseIndexReader"]
+
+#: The format name: ``spark.read.format(SHORT_NAME)``, ``CREATE TEMPORARY VIEW v USING lakehouse_index``.
+SHORT_NAME = "lakehouse_index"
+
+_log = logging.getLogger("lakehouse_index.spark_source")
+
+
+def _log_to_stderr() -> None:
+    """Spark's Python workers configure no logging: show this source's INFO lines on stderr."""
+    if not _log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(name)s: %(message)s"))
+        _log.addHandler(handler)
+        _log.setLevel(logging.INFO)
+        _log.propagate = False
+
+
+class LakehouseIndexDataSource(DataSource):
+    """``spark.read.format("lakehouse_index").load(path)``: a Delta or Iceberg table version, index-aware."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SHORT_NAME
+
+    def __init__(self, options: Any) -> None:
+        super().__init__(options)
+        self.source_options = parse_options(dict(options))
+        self.version = resolve_version(self.source_options)
+
+    def schema(self) -> StructType:
+        """The version's logical schema (column mapping and Iceberg field ids applied)."""
+        return spark_schema(snapshot_at(self.source_options, self.version).schema)
+
+    def reader(self, schema: StructType) -> LakehouseIndexReader:
+        return LakehouseIndexReader(self, schema)
+
+
+class LakehouseIndexReader(DataSourceReader):
+    """Pushes filters into the read planner; one partition per file the plan keeps (or one index lookup)."""
+
+    def __init__(self, source: LakehouseIndexDataSource, schema: StructType) -> None:
+        self.options = source.source_options
+        self.version = source.version
+        table_schema = snapshot_at(self.options, self.version).schema
+        self.columns: tuple[str, ...] = tuple(schema.fieldNames())
+        unknown = [c for c in self.columns if c not in table_schema.names]
+        if unknown:
+            raise QueryError(f"the schema names column(s) {unknown} the table does not have")
+        self.arrow_schema: pa.Schema = to_arrow_schema(schema)
+        self.predicate = None
+        #: The pushed filters left to Spark (their text, for the log line).
+        self.left_to_spark: tuple[str, ...] = ()
+
+    def pushFilters(self, filters: Sequence[Any]) -> list[Any]:
+        """Bind each filter to the table schema; return those not applied exactly (Spark re-checks them)."""
+        schema = snapshot_at(self.options, self.version).schema
+        bound, rest = [], []
+        for f in filters:
+            node = bind_filter(f, schema)
+            if node is None:
+                rest.append(f)
+            else:
+                bound.append(node)
+        self.predicate = conjunction(bound, schema)
+        self.left_to_spark = tuple(repr(f) for f in rest)
+        return rest
+
+    def partitions(self) -> list[InputPartition]:
+        read = plan_source_read(self.options, self.version, self.predicate, self.columns)
+        _log_to_stderr()
+        _log.info("%s\n  left to Spark: %s", read, ", ".join(self.left_to_spark) or "(none)")
+        return [InputPartition(part) for part in read.parts]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        part: Part = partition.value
+        rows = read_part(self.options, self.version, self.predicate, self.columns, part)
+        yield from rows.cast(self.arrow_schema).to_batches()

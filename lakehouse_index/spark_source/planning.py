@@ -1,0 +1,225 @@
+"""What the ``lakehouse_index`` Spark source reads: the planner's choice, cut into partitions.
+
+No pyspark here: Spark's planning worker calls :func:`plan_source_read` once per query
+(after filter pushdown), its tasks call :func:`read_part` once per partition, and
+:func:`explain_spark_source` shows the same plan on the driver without Spark.
+
+* The pushed filters, bound to the version's schema, form one :class:`Predicate`; the
+  read planner ``Table.read`` and ``Table.scan`` use (``Table.explain(where=...)``) weighs
+  every index against a plain scan for it.
+* The chosen candidate's files become one :class:`FilePart` each (a plain scan: every live
+  file whose partition values the predicate does not rule out). A task reads its file with
+  the version's deletes and applies the predicate exactly (pyarrow, three-valued).
+* When a secondary or covering index pins the predicate's keys and stores every column the
+  query needs, the answer is one :class:`LookupPart`: a lookup answered from the index alone.
+
+Tables and snapshots are cached per process (Spark reuses its Python workers), keyed by
+the options that identify the table and by version.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import cachetools
+import pyarrow as pa
+
+from lakehouse_index.api import Table, open_table
+from lakehouse_index.config import Config, PlannerConfig
+from lakehouse_index.expressions import And, Node, Predicate
+from lakehouse_index.expressions.spark import to_spark_sql
+from lakehouse_index.kinds.base import kind_of
+from lakehouse_index.query.planner import Plan
+from lakehouse_index.read.scan import prune_files, scan_files
+from lakehouse_index.source import Snapshot
+from lakehouse_index.spark_source.options import SourceOptions, parse_options
+
+__all__ = [
+    "FilePart",
+    "LookupPart",
+    "Part",
+    "SourceRead",
+    "conjunction",
+    "explain_spark_source",
+    "open_cached",
+    "plan_source_read",
+    "read_part",
+    "resolve_version",
+    "snapshot_at",
+]
+
+
+@dataclass(frozen=True)
+class FilePart:
+    """One data file of the version, read whole (deletes applied, then the predicate)."""
+
+    path: str
+
+
+@dataclass(frozen=True)
+class LookupPart:
+    """The rows of ``keys`` through index ``index``, answered from the index alone."""
+
+    index: str
+    #: Key values (tuples for composite keys), as ``Table.lookup`` takes them.
+    keys: tuple[Any, ...]
+
+
+Part = FilePart | LookupPart
+
+
+@dataclass(frozen=True)
+class SourceRead:
+    """The plan of one read through the source: version, predicate, partitions and the planner's choice."""
+
+    path: str
+    version: int
+    predicate: Predicate | None
+    parts: tuple[Part, ...]
+    #: The planner's decision (None: no pushed predicate, or useIndexes=false).
+    plan: Plan | None
+    live_files: int
+
+    @property
+    def answer(self) -> str:
+        """One line: what answers the read."""
+        if self.parts and isinstance(self.parts[0], LookupPart):
+            part = self.parts[0]
+            return f"index {part.index!r} alone (lookup of {len(part.keys)} key(s))"
+        chosen = self.plan.chosen if self.plan is not None else None
+        via = "plain scan" if chosen is None or chosen.index is None else f"index {chosen.label!r}"
+        return f"{len(self.parts)} of {self.live_files} files via {via}"
+
+    def __str__(self) -> str:
+        where = str(self.predicate) if self.predicate is not None else "(none)"
+        lines = [
+            f"lakehouse_index read of {self.path} at version {self.version}: {self.answer}",
+            f"  pushed predicate: {where}",
+        ]
+        if self.plan is not None:
+            lines += ["  " + line for line in str(self.plan).splitlines()]
+        return "\n".join(lines)
+
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+_lock = threading.Lock()
+_tables: cachetools.LRUCache[tuple[object, ...], Table] = cachetools.LRUCache(maxsize=8)
+_snapshots: cachetools.LRUCache[tuple[object, ...], Snapshot] = cachetools.LRUCache(maxsize=8)
+
+
+def _cached(cache: cachetools.LRUCache[_K, _V], key: _K, make: Callable[[], _V]) -> _V:
+    with _lock:
+        if key in cache:
+            return cache[key]
+    value = make()
+    with _lock:
+        cache[key] = value
+    return value
+
+
+def open_cached(options: SourceOptions) -> Table:
+    """The table ``options`` name, opened once per process."""
+
+    def make() -> Table:
+        config = Config()
+        if options.force_index:
+            config = config.replace(planner=PlannerConfig(force_index=True))
+        return open_table(
+            options.path,
+            catalog=options.catalog,
+            storage_options=dict(options.storage_options) or None,
+            index_root=options.index_root,
+            config=config,
+        )
+
+    return _cached(_tables, options.table_key, make)
+
+
+def resolve_version(options: SourceOptions) -> int:
+    """The version a read with ``options`` pins (latest unless versionAsOf / timestampAsOf)."""
+    return open_cached(options).resolve_version(options.version_as_of, options.timestamp_as_of)
+
+
+def snapshot_at(options: SourceOptions, version: int) -> Snapshot:
+    """The table's state at ``version`` (cached per process)."""
+    return _cached(
+        _snapshots, (*options.table_key, version), lambda: open_cached(options).source.snapshot(version)
+    )
+
+
+def conjunction(nodes: Sequence[Node], schema: pa.Schema) -> Predicate | None:
+    """The AND of bound filter nodes as one predicate (None when there are none)."""
+    if not nodes:
+        return None
+    node = nodes[0] if len(nodes) == 1 else And(tuple(nodes))
+    return Predicate(node, schema, text=to_spark_sql(node))
+
+
+def _lookup_part(plan: Plan, predicate: Predicate, columns: Sequence[str]) -> LookupPart | None:
+    """The chosen index as the whole answer, when it pins the keys and stores every needed column."""
+    chosen = plan.chosen
+    if chosen.entry is None or chosen.index is None:
+        return None
+    spec = chosen.entry.spec
+    kind = kind_of(spec)
+    if not kind.answers_lookups or not (set(columns) | predicate.columns) <= set(spec.columns):
+        return None
+    keys = kind.access(spec, predicate).keys
+    if keys is None:
+        return None
+    values = tuple(k[0] for k in keys) if len(spec.key) == 1 else tuple(keys)
+    return LookupPart(chosen.index, values)
+
+
+def plan_source_read(
+    options: SourceOptions, version: int, predicate: Predicate | None, columns: Sequence[str]
+) -> SourceRead:
+    """The partitions of a read of ``columns`` at ``version`` with the pushed ``predicate``."""
+    table = open_cached(options)
+    snap = snapshot_at(options, version)
+    plan = None
+    files = None
+    if predicate is not None and options.use_indexes:
+        plan = table.explain(where=predicate, version_as_of=version)
+        lookup = _lookup_part(plan, predicate, columns)
+        if lookup is not None:
+            return SourceRead(options.path, version, predicate, (lookup,), plan, len(snap.files))
+        files = plan.chosen.files
+    kept = prune_files(snap.files.values() if files is None else files, predicate)
+    parts = tuple(FilePart(f.path) for f in kept)
+    return SourceRead(options.path, version, predicate, parts, plan, len(snap.files))
+
+
+def read_part(
+    options: SourceOptions, version: int, predicate: Predicate | None, columns: Sequence[str], part: Part
+) -> pa.Table:
+    """The rows of one partition: ``columns`` of the rows matching ``predicate`` (deletes applied)."""
+    table = open_cached(options)
+    snap = snapshot_at(options, version)
+    if isinstance(part, LookupPart):
+        needed = list(dict.fromkeys([*columns, *sorted(predicate.columns if predicate else ())]))
+        rows = table.lookup(part.index, list(part.keys), version_as_of=version, columns=needed)
+        if predicate is not None:
+            rows = rows.filter(predicate.to_pyarrow())
+        return rows.select(list(columns))
+    return scan_files(table.source, snap, [snap.files[part.path]], columns=columns, where=predicate)
+
+
+def explain_spark_source(path: str, where: str | None = None, **options: str) -> SourceRead:
+    """The plan ``spark.read.format("lakehouse_index")`` follows for ``where`` (no Spark needed).
+
+    ``options`` are the reader's (``versionAsOf="3"``, ``useIndexes="false"``...). Spark
+    pushes a WHERE clause's conjuncts on single columns; this assumes all of ``where`` is
+    pushed. ``print()`` the result: the version, the partitions and the planner's table of
+    candidates (the same text the source logs when Spark plans the read).
+    """
+    opts = parse_options({"path": path, **options})
+    version = resolve_version(opts)
+    snap = snapshot_at(opts, version)
+    predicate = Predicate.parse(where, snap.schema) if where else None
+    return plan_source_read(opts, version, predicate, snap.schema.names)
+
