@@ -81,7 +81,7 @@ class LakehouseIndexReader(DataSourceReader):
         unknown = [c for c in self.columns if c not in table_schema.names]
         if unknown:
             raise QueryError(f"the schema names column(s) {unknown} the table does not have")
-        self.arrow_schema: pa.Schema = to_arrow_schema(schema)
+        self.arrow_schema: pa.Schema = to_arrow_schema(schema, timezone="UTC")
         self.predicate = None
         #: The pushed filters left to Spark (their text, for the log line).
         self.left_to_spark: tuple[str, ...] = ()
@@ -107,6 +107,8 @@ class LakehouseIndexReader(DataSourceReader):
         return [InputPartition(part) for part in read.parts]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        part: Part = partition.value
+        part: Part | None = partition.value
+        if part is None:  # Spark reads one empty partition when the plan keeps none
+            return
         rows = read_part(self.options, self.version, self.predicate, self.columns, part)
         yield from rows.cast(self.arrow_schema).to_batches()

@@ -222,4 +222,3 @@ def explain_spark_source(path: str, where: str | None = None, **options: str) ->
     snap = snapshot_at(opts, version)
     predicate = Predicate.parse(where, snap.schema) if where else None
     return plan_source_read(opts, version, predicate, snap.schema.names)
-
