@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 
-.PHONY: setup demo test lint bench clean
+.PHONY: setup demo test test-spark4 lint bench clean
 
 setup: $(VENV)/.installed
 
@@ -19,6 +19,22 @@ demo: setup
 test: setup
 	$(BIN)/python -m pytest -q
 
+# pyspark 4.x in its own venv (the main one stays on 3.5: the Iceberg Spark jar is 3.5-only).
+# Runs the Spark tests that need no Iceberg Spark jar, including the lakehouse_index data source's.
+VENV4 ?= .venv-spark4
+BIN4 := $(VENV4)/bin
+SPARK4_TESTS ?= spark and not iceberg_spark
+
+$(VENV4)/.installed: pyproject.toml constraints-spark4.txt
+	rm -rf $(VENV4)
+	$(PYTHON) -m venv $(VENV4)
+	$(BIN4)/python -m pip install --quiet --upgrade pip
+	$(BIN4)/python -m pip install --quiet -c constraints-spark4.txt -e '.[all,dev]'
+	touch $@
+
+test-spark4: $(VENV4)/.installed
+	$(BIN4)/python -m pytest -q -m '$(SPARK4_TESTS)'
+
 lint: setup
 	$(BIN)/ruff check lakehouse_index connectors tests integration
 	$(BIN)/mypy
@@ -27,4 +43,4 @@ bench: setup
 	$(BIN)/python -m integration.bench.run_all
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VENV4) .pytest_cache .mypy_cache .ruff_cache .hypothesis

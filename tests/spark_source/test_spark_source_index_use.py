@@ -1,0 +1,119 @@
+"""Index use through the source: a key predicate plans one partition per file holding the key,
+an unindexed predicate one per live file; both answers equal the format's own reader.
+
+Counted against files found independently (each live data file read with pyarrow), on a
+Delta table whose index is stale (appends after the last refresh, answered by hybrid
+scan) and on delta-rs's peer table with deletion vectors at every version.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from deltalake import DeltaTable, write_deltalake
+from source_support import COLS, batch, partitions, source_rows
+
+import lakehouse_index as li
+
+pytestmark = pytest.mark.spark
+
+PEER_DV = Path(__file__).resolve().parents[1] / "data/peer-tables/delta-rs/cdf-table-with-cdc-and-dvs"
+
+
+def files_holding(dt: DeltaTable, column: str, value: Any) -> int:
+    """Live data files of ``dt`` whose stored rows include ``value`` in ``column`` (deleted or not)."""
+    return sum(1 for uri in dt.file_uris() if holds(uri, column, value))
+
+
+def holds(uri: str, column: str, value: Any) -> bool:
+    """Whether the data file at ``uri`` stores ``value`` in ``column`` (pyarrow, deletes ignored)."""
+    stored = pq.read_table(uri.removeprefix("file://"), columns=[column])[column]
+    return bool(pc.any(pc.equal(stored, value)).as_py())
+
+
+def live_rows(dt: DeltaTable) -> pa.Table:
+    """Every live row, deletion vectors applied (deltalake's scan)."""
+    return pa.RecordBatchReader.from_stream(dt.scan()).read_all()
+
+
+def test_stale_index_reads_only_the_located_files(source_spark: Any, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    for i in range(4):
+        write_deltalake(path, batch(i * 30, 30), mode="append")
+    li.open_table(path).create_index(li.SecondaryIndex("by_k", key="k", record_key="id"))
+    for i in range(4, 6):
+        write_deltalake(path, batch(i * 30, 30), mode="append")  # not indexed: hybrid scan
+    dt = DeltaTable(path)
+    rows = dt.to_pyarrow_table()
+    assert len(dt.file_uris()) == 6
+    for key in ("k12", "k50", "k52"):  # an indexed file, an appended one, an id split over two files
+        where = f"k = '{key}'"
+        holding = files_holding(dt, "k", key)
+        assert 1 <= holding < 6
+        assert partitions(source_spark, path, where, forceIndex="true") == holding
+        want = Counter(tuple(r[c] for c in COLS) for r in rows.to_pylist() if r["k"] == key)
+        assert source_rows(source_spark, path, where, forceIndex="true") == want
+    # a predicate no index answers: every live file, and the same rows
+    assert partitions(source_spark, path, "v = 'v7'", forceIndex="true") == 6
+    assert partitions(source_spark, path, "k = 'k12'", useIndexes="false") == 6
+    want = Counter(tuple(r[c] for c in COLS) for r in rows.to_pylist() if r["v"] == "v7")
+    assert source_rows(source_spark, path, "v = 'v7'") == want
+
+
+def test_deletion_vectors_at_every_version(source_spark: Any, tmp_path: Path) -> None:
+    path = str(tmp_path / "dv")
+    shutil.copytree(PEER_DV, path)
+    t = li.open_table(path)
+    t.create_index(li.SecondaryIndex("by_id", key="id"))
+    checked = 0
+    for version in range(t.latest_version() + 1):
+        dt = DeltaTable(path, version=version)
+        live = live_rows(dt)
+        files = len(dt.file_uris())
+        for key in sorted(set(live["id"].to_pylist()))[:3]:
+            where = f"id = {key}"
+            pairs = zip(live["id"].to_pylist(), live["comment"].to_pylist(), strict=True)
+            assert source_rows_dv(source_spark, path, where, version) == Counter(
+                p for p in pairs if p[0] == key
+            )
+            planned = partitions(source_spark, path, where, versionAsOf=version, forceIndex="true")
+            assert 1 <= planned <= files_holding(dt, "id", key)  # deleted copies are not located
+            checked += 1
+        unindexed = partitions(source_spark, path, "comment = 'x'", versionAsOf=version, forceIndex="true")
+        assert unindexed == files
+    assert checked > 10
+
+
+def source_rows_dv(spark: Any, path: str, where: str, version: int) -> Counter[tuple[Any, ...]]:
+    df = spark.read.format("lakehouse_index").options(versionAsOf=str(version), forceIndex="true").load(path)
+    return Counter((r["id"], r["comment"]) for r in df.where(where).collect())
+
+
+def test_covering_answer_reads_the_index_alone(source_spark: Any, tmp_path: Path) -> None:
+    path = str(tmp_path / "c")
+    for i in range(3):
+        write_deltalake(path, batch(i * 30, 30), mode="append")
+    t = li.open_table(path)
+    t.create_index(li.CoveringIndex("cov", indexed=["k"], included=["id"], num_buckets=2))
+    plan = li.explain_spark_source(path, "k = 'k12'", forceIndex="true")
+    assert "alone" in plan.answer, str(plan)
+    # Proof that no data file is read: remove the one holding the key.
+    for uri in DeltaTable(path).file_uris():
+        if holds(uri, "k", "k12"):
+            Path(uri.removeprefix("file://")).unlink()
+    df = (
+        source_spark.read.format("lakehouse_index")
+        .schema("k string, id long")
+        .option("forceIndex", "true")
+        .load(path)
+        .where("k = 'k12'")
+    )
+    assert sorted(tuple(r) for r in df.collect()) == [("k12", 36), ("k12", 37), ("k12", 38)]
+    assert df.rdd.getNumPartitions() == 1
