@@ -4,7 +4,8 @@ Each module's ``main(argv)`` is called in turn. Modules that accept ``--scale`` 
 scale; the connector benchmarks, which take explicit sizes, get the sizes in
 :data:`SIZE_ARGS` (a module may instead define ``scale_args(scale) -> list[str]``).
 A failing benchmark is reported and the others still run; the exit status is non-zero if
-any failed.
+any failed. A module whose ``unavailable()`` returns a reason (``bench_spark_source`` on
+pyspark 3.5) is skipped with that reason.
 
 Run: ``python -m integration.bench.run_all --scale small|full [--only lookup,build]``.
 Set ``LAKEHOUSE_INDEX_BENCHMARKS_MD`` (or pass ``--report-path``) to write elsewhere.
@@ -86,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
         run = getattr(module, "main", None)
         if not callable(run):
             print(f"== {name}: no main(), skipped", flush=True)
+            continue
+        why = getattr(module, "unavailable", lambda: None)()
+        if why:
+            print(f"== {name}: skipped, {why}", flush=True)
             continue
         bench_args = args_for(module, name, args.scale)
         print(f"== {name} {' '.join(bench_args)}", flush=True)

@@ -209,10 +209,13 @@ def read_part(
     return scan_files(table.source, snap, [snap.files[part.path]], columns=columns, where=predicate)
 
 
-def explain_spark_source(path: str, where: str | None = None, **options: str) -> SourceRead:
+def explain_spark_source(
+    path: str, where: str | None = None, columns: Sequence[str] | None = None, **options: str
+) -> SourceRead:
     """The plan ``spark.read.format("lakehouse_index")`` follows for ``where`` (no Spark needed).
 
-    ``options`` are the reader's (``versionAsOf="3"``, ``useIndexes="false"``...). Spark
+    ``columns``: those of a user-given schema (``.schema("k string, id long")``), every column
+    by default. ``options`` are the reader's (``versionAsOf="3"``, ``useIndexes="false"``...). Spark
     pushes a WHERE clause's conjuncts on single columns; this assumes all of ``where`` is
     pushed. ``print()`` the result: the version, the partitions and the planner's table of
     candidates (the same text the source logs when Spark plans the read).
@@ -221,4 +224,4 @@ def explain_spark_source(path: str, where: str | None = None, **options: str) ->
     version = resolve_version(opts)
     snap = snapshot_at(opts, version)
     predicate = Predicate.parse(where, snap.schema) if where else None
-    return plan_source_read(opts, version, predicate, snap.schema.names)
+    return plan_source_read(opts, version, predicate, list(columns or snap.schema.names))
