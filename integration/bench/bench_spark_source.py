@@ -26,6 +26,7 @@ import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -138,7 +139,7 @@ def run(scale: str, *, log: Callable[[str], None] = print) -> SourceResults:
             fn(f"{KEY} = '{datagen.email_of(keys[-1])}'")  # warm-up (JIT, footers, planning workers)
             timing = res.timings[name] = Timing()
             for i in keys[:-1]:
-                seconds, rows = timed(lambda fn=fn, i=i: fn(f"{KEY} = '{datagen.email_of(i)}'"))
+                seconds, rows = timed(partial(fn, f"{KEY} = '{datagen.email_of(i)}'"))
                 timing.samples.append(seconds)
                 if sorted(r["id"] for r in rows) != [i]:
                     res.wrong.append(f"{name}: {datagen.email_of(i)} → {sorted(r['id'] for r in rows)}")

@@ -15,7 +15,7 @@ of its partitions, without pyspark), :mod:`.datasource` (the pyspark classes).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from lakehouse_index.errors import UnsupportedFeatureError
 from lakehouse_index.spark_source.planning import SourceRead, explain_spark_source
@@ -57,4 +57,5 @@ def register_spark_source(spark: SparkSession | None = None) -> None:
 
     session = get_spark(spark)
     session.conf.set(_PUSHDOWN_CONF, "true")
-    session.dataSource.register(LakehouseIndexDataSource)
+    # ``dataSource`` is pyspark 4 API (mypy checks against 3.5's stubs).
+    cast(Any, session).dataSource.register(LakehouseIndexDataSource)

@@ -20,6 +20,7 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 from lakehouse_index.errors import QueryError
+from lakehouse_index.expressions import Predicate
 from lakehouse_index.expressions.pushed_filters import bind_filter
 from lakehouse_index.read.spark_read import spark_schema
 from lakehouse_index.spark_source.options import parse_options
@@ -81,8 +82,10 @@ class LakehouseIndexReader(DataSourceReader):
         unknown = [c for c in self.columns if c not in table_schema.names]
         if unknown:
             raise QueryError(f"the schema names column(s) {unknown} the table does not have")
-        self.arrow_schema: pa.Schema = to_arrow_schema(schema, timezone="UTC")
-        self.predicate = None
+        # Typed as pyspark 3.5's signature, which has no ``timezone`` (this module needs 4.1+).
+        arrow_schema: Any = to_arrow_schema
+        self.arrow_schema: pa.Schema = arrow_schema(schema, timezone="UTC")
+        self.predicate: Predicate | None = None
         #: The pushed filters left to Spark (their text, for the log line).
         self.left_to_spark: tuple[str, ...] = ()
 
