@@ -190,6 +190,24 @@ def render(res: SourceResults) -> str:
     return "\n\n".join(parts)
 
 
+def results(res: SourceResults) -> dict[str, Any]:
+    """The JSON results: every sample of every method, the plan and the answers' check."""
+    return {
+        "scale": res.scale,
+        "rows": res.params.rows,
+        "files": res.params.files,
+        "pyspark": res.pyspark,
+        "methods": {
+            m: {"samples_s": t.samples, "median_s": t.median, "best_s": min(t.samples)}
+            for m, t in res.timings.items()
+        },
+        "partitions": res.partitions,
+        "plan": res.plan,
+        "wrong": res.wrong,
+        "load_average": list(res.load),
+    }
+
+
 def main(argv: list[str] | None = None) -> SourceResults:
     """Command line entry: run, print, write the docs/BENCHMARKS.md section (unless ``--no-report``)."""
     return bench_main(
@@ -198,6 +216,7 @@ def main(argv: list[str] | None = None) -> SourceResults:
         scales=list(SCALES),
         run=run,
         render=render,
+        results=results,
         section=("spark_source", "Spark data source: selective WHERE key = … (issue 17)", SCRIPT),
     )
 
