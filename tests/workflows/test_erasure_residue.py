@@ -590,6 +590,7 @@ def spark_warehouse(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> tup
 
 
 @pytest.mark.spark
+@pytest.mark.iceberg_spark
 @pytest.mark.parametrize("version", [2, 3])
 def test_iceberg_spark_row_level_deletes(spark_warehouse: tuple[Any, Path], version: int) -> None:
     """Spark merge-on-read DELETE: v2 writes position-delete Parquet files, v3 Puffin deletion

@@ -147,6 +147,7 @@ def test_iceberg_erase_with_purge_leaves_no_trace(tmp_path: Path, partitioned: b
 
 
 @pytest.mark.spark
+@pytest.mark.iceberg_spark
 @pytest.mark.integration
 def test_iceberg_erase_with_purge_on_a_spark_table_with_position_deletes(spark_wh: Any) -> None:
     catalog, t = ic._spark_table(spark_wh, "purged", 2)
