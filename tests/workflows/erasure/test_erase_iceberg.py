@@ -121,14 +121,6 @@ def _spark_table(spark_wh: Any, name: str, version: int) -> tuple[Any, li.Table]
 CATALOG = "erase"
 
 
-@pytest.fixture(scope="module")
-def spark_wh(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    from tests.support.spark_iceberg import spark_session
-
-    wh = tmp_path_factory.mktemp("erase_wh")
-    return spark_session(wh, catalog=CATALOG), wh
-
-
 @pytest.mark.spark
 @pytest.mark.iceberg_spark
 @pytest.mark.integration

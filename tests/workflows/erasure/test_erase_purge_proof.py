@@ -167,9 +167,6 @@ def test_iceberg_erase_with_purge_on_a_spark_table_with_position_deletes(spark_w
     assert find_residue([location], subjects).ok
 
 
-spark_wh = ic.spark_wh
-
-
 def test_a_trace_left_is_an_error_with_the_audit_record_written(tmp_path: Path) -> None:
     """A subject's key left in a file the purge does not own (a stray copy under the table) is
     found by the verification: the erase raises, after recording the failed verification."""
