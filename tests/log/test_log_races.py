@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import Backend, make_backend
 from logtest_helpers import create_body, source, spec, tokens_of
 from logtest_workers import crash_worker, race_worker
 
@@ -24,6 +23,7 @@ from lakehouse_index.log.entry import IndexState, LogEntry, Operation
 from lakehouse_index.log.garbage import orphans, referenced_paths
 from lakehouse_index.log.lifecycle import IndexBusyError, cancel, run_operation
 from lakehouse_index.log.store import IndexLog
+from tests.log.conftest import Backend, make_backend
 
 SPAWN = mp.get_context("spawn")
 N_PROCS = 8

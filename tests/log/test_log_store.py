@@ -237,7 +237,7 @@ def test_write_is_put_if_absent(backend) -> None:
 
 @pytest.mark.parametrize("kind", ["local", "s3"])
 def test_storage_put_if_absent_has_one_winner_among_threads(kind, tmp_path, request) -> None:
-    from conftest import make_backend
+    from tests.log.conftest import make_backend
 
     s3 = request.getfixturevalue("s3_options") if kind == "s3" else None
     b = make_backend(kind, tmp_path, s3)
@@ -353,7 +353,7 @@ def test_catalog_lists_indexes_with_a_log(backend) -> None:
 def test_storage_pickles_after_s3_use(s3_options) -> None:
     import pickle
 
-    from conftest import BUCKET
+    from tests.log.conftest import BUCKET
 
     storage = Storage.for_uri(f"s3://{BUCKET}/p", s3_options)
     storage.put_if_absent(f"s3://{BUCKET}/p/{uuid_hex()}", b"x")  # caches the boto3 client
