@@ -329,8 +329,8 @@ class Table:
         from lakehouse_index.spark import get_spark
 
         cfg = self.config.executor
-        if local_max_rows is not None:
-            cfg = replace(cfg, local_max_rows=local_max_rows)
+        if local_max_rows is not None:  # an explicit bound governs every part of the operation
+            cfg = replace(cfg, local_max_rows=local_max_rows, local_max_entries=local_max_rows)
         return BuildContext(
             self.source,
             self.storage,
@@ -338,6 +338,7 @@ class Table:
             data_dir,
             cfg,
             executor_for=lambda rows: executor_for(rows, cfg, lambda: get_spark(spark)),
+            compactor_for=lambda rows: executor_for(rows, cfg, lambda: get_spark(spark), compaction=True),
             local=LocalExecutor(cfg),
         )
 
@@ -427,9 +428,9 @@ class Table:
     ) -> IndexInfo:
         """Compact an index: ``quick`` merges delta files; ``full`` writes a new base without tombstones.
 
-        Small indexes (at most ``local_max_rows`` entries) are compacted in this process,
-        larger ones on Spark. Older snapshots keep their data for time travel until
-        ``vacuum_index``. ``mode`` is an :class:`OptimizeMode` or its value.
+        Indexes of at most ``config.executor.local_max_entries`` entries (``local_max_rows``
+        when given) are compacted in this process, larger ones on Spark. Older snapshots keep
+        their data for time travel until ``vacuum_index``. ``mode`` is an :class:`OptimizeMode` or its value.
         """
         how = _mode(OptimizeMode, mode, "optimize")
         log = self._log(name)

@@ -256,12 +256,17 @@ def _maintain(
         return run(spark)
 
 
-def _runs_locally(t: li.Table, rows: int | None, local_max_rows: int | None) -> bool:
-    """Whether work of ``rows`` rows (None: the latest version's) runs in this process (no JVM)."""
+def _runs_locally(
+    t: li.Table, rows: int | None, local_max_rows: int | None, *, compaction: bool = False
+) -> bool:
+    """Whether work of ``rows`` rows (None: the latest version's; index entries when
+    ``compaction``) runs in this process (no JVM)."""
     policy = t.config.executor
     if rows is None:
         rows = policy.estimate_rows(t.snapshot().files.values())
-    return rows <= (policy.local_max_rows if local_max_rows is None else local_max_rows)
+    if local_max_rows is not None:
+        return rows <= local_max_rows
+    return policy.runs_locally(rows, compaction=compaction)
 
 
 LocalMaxRowsOpt = Annotated[
@@ -451,7 +456,7 @@ def optimize(
     info = _maintain(
         quiet,
         f"optimizing {name} ({mode.value})",
-        _runs_locally(t, rows, local_max_rows),  # a small index is compacted in process (no JVM)
+        _runs_locally(t, rows, local_max_rows, compaction=True),  # compacted in process (no JVM)
         lambda spark: t.optimize_index(name, mode.value, spark=spark, local_max_rows=local_max_rows),
     )
     _show_info(info, as_json)

@@ -44,9 +44,13 @@ class SizedFile(Protocol):
 class ExecutorConfig:
     """Where index data is computed, and the layout of the files written."""
 
-    #: Builds, refreshes and optimizes whose rows (net of deleted rows) number at most this
-    #: run in this process with pyarrow; larger ones on Spark.
+    #: Builds and refreshes whose rows (net of deleted rows) number at most this run in this
+    #: process with pyarrow; larger ones on Spark.
     local_max_rows: int = 1_000_000
+    #: Optimizes (compactions of index entries: no data file is decoded) of at most this many
+    #: entries run in this process; larger ones on Spark. An entry is a key and a row address,
+    #: far cheaper to merge than a data row is to extract, hence the higher bound.
+    local_max_entries: int = 10_000_000
     #: Rows assumed per byte of a data file whose row count the table's log does not record.
     bytes_per_row_estimate: int = 64
     #: Rows per row group of secondary and covering index files (a point lookup decodes one).
@@ -69,9 +73,10 @@ class ExecutorConfig:
             total += max(0, rows - f.deleted_count)
         return total
 
-    def runs_locally(self, rows: int) -> bool:
-        """Whether work of ``rows`` rows runs in this process (else on Spark)."""
-        return rows <= self.local_max_rows
+    def runs_locally(self, rows: int, *, compaction: bool = False) -> bool:
+        """Whether work of ``rows`` rows (index entries when ``compaction``) runs in this process
+        (else on Spark)."""
+        return rows <= (self.local_max_entries if compaction else self.local_max_rows)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,8 @@ One sizing policy (:func:`executor_for`, with ``ExecutorConfig.estimate_rows`` a
 ``runs_locally``) picks the executor for every build, refresh and optimize: work of at
 most ``ExecutorConfig.local_max_rows`` rows, counted net of deleted rows, runs in this
 process (no JVM: a Spark job's fixed cost would dominate, and it needs no Hadoop
-object-store jars); larger work runs on Spark. Both write one layout
+object-store jars); larger work runs on Spark. An optimize only merges index entries
+(no data file is decoded), so its bound is ``ExecutorConfig.local_max_entries`` entries. Both write one layout
 (:class:`~lakehouse_index.kinds.base.Layout`), so readers cannot tell which ran.
 """
 
@@ -24,8 +25,11 @@ if TYPE_CHECKING:
 __all__ = ["LocalExecutor", "SparkExecutor", "executor_for"]
 
 
-def executor_for(rows: int, config: ExecutorConfig, spark_factory: Callable[[], SparkSession]) -> Executor:
-    """The executor for work of ``rows`` rows: in process up to ``config.local_max_rows``, else Spark."""
-    if config.runs_locally(rows):
+def executor_for(
+    rows: int, config: ExecutorConfig, spark_factory: Callable[[], SparkSession], *, compaction: bool = False
+) -> Executor:
+    """The executor for work of ``rows`` rows: in process up to ``config.local_max_rows`` (for a
+    ``compaction`` of index entries, ``config.local_max_entries``), else Spark."""
+    if config.runs_locally(rows, compaction=compaction):
         return LocalExecutor(config)
     return SparkExecutor(spark_factory(), config)

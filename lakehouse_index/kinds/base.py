@@ -155,6 +155,8 @@ class BuildContext:
     config: ExecutorConfig
     #: The executor for work of about this many rows (in process when small, else Spark).
     executor_for: Callable[[int], Executor]
+    #: The executor for an optimize merging about this many index entries (no data file read).
+    compactor_for: Callable[[int], Executor]
     #: The in-process executor (entries already in memory are written with it).
     local: Executor
 

@@ -188,7 +188,7 @@ class SecondaryKind(IndexKind):
         if mode == "quick":
             deltas = [f for f in stable.content.files if f.level is Level.DELTA]
             n = sum(f.rows for f in deltas)
-            ex = ctx.executor_for(n)
+            ex = ctx.compactor_for(n)
             merged = ex.write(
                 ex.read_index(ctx.storage, ctx.index_dir, deltas), ctx.target(layout, schema, Level.DELTA), n
             )
@@ -198,7 +198,7 @@ class SecondaryKind(IndexKind):
         live_ids = [f.id for f in state.files]
         if not stable.content.files or not live_ids:
             return state, Content((), src.ordinal)
-        ex = ctx.executor_for(stable.content.rows)
+        ex = ctx.compactor_for(stable.content.rows)
         entries = ex.read_index(ctx.storage, ctx.index_dir, stable.content.files)
         live = ex.compact(entries, MoveMap.of(src.files, src.ordinal), live_ids)
         files = ex.write(live, ctx.target(layout, schema, Level.BASE), stable.content.rows)
