@@ -63,23 +63,33 @@ class MoveMap:
         fids = entries[sec.FILE_ID].to_numpy().copy()
         rows = entries[sec.ROW].to_numpy().copy()
         keep = np.ones(len(fids), dtype=bool)
+        # Every run of every moved file, ordered by (file id, start): one search places a
+        # row address in its run, whatever file it names.
         moved = np.array(sorted(self.runs), dtype=np.int64)
+        all_runs = [self.runs[int(f)] for f in moved]
+        run_fid = np.concatenate(
+            [np.full(len(r.start), f, dtype=np.int64) for f, r in zip(moved, all_runs, strict=True)]
+        )
+        start = np.concatenate([r.start for r in all_runs])
+        count = np.concatenate([r.count for r in all_runs])
+        to_fid = np.concatenate([r.file_id for r in all_runs])
+        to_row = np.concatenate([r.to for r in all_runs])
         # Each pass moves entries one step along their chain; a chain is at most as long as
         # the number of moved files.
         for _ in range(len(moved) + 1):
             todo = np.nonzero(keep & np.isin(fids, moved))[0]
             if not len(todo):
                 break
-            for fid in np.unique(fids[todo]).tolist():
-                sel = todo[fids[todo] == fid]
-                r = self.runs[fid]
-                run = np.searchsorted(r.start, rows[sel], side="right") - 1
-                inside = (run >= 0) & (rows[sel] < r.start[np.maximum(run, 0)] + r.count[np.maximum(run, 0)])
-                keep[sel[~inside]] = False
-                hit = sel[inside]
-                run = run[inside]
-                fids[hit] = r.file_id[run]
-                rows[hit] = r.to[run] + rows[hit] - r.start[run]
+            f, r = fids[todo], rows[todo]
+            # Last run with (file id, start) <= (f, r): lexicographic search on the pair.
+            run = _search_pairs(run_fid, start, f, r)
+            inside = (run >= 0) & (run_fid[np.maximum(run, 0)] == f)
+            at = np.maximum(run, 0)
+            inside &= r < start[at] + count[at]
+            keep[todo[~inside]] = False
+            hit, run = todo[inside], run[inside]
+            rows[hit] = to_row[run] + rows[hit] - start[run]
+            fids[hit] = to_fid[run]
         names = entries.schema.names
         out = entries.set_column(
             names.index(sec.FILE_ID), sec.FILE_ID, pa.array(fids, pa.int64())
@@ -108,6 +118,19 @@ class MoveMap:
             return memo[fid]
 
         return max((chain(f) for f in targets), default=0)
+
+
+def _search_pairs(a: np.ndarray, b: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Per query ``(x[i], y[i])``, the index of the last ``(a[j], b[j]) <= (x[i], y[i])`` in the
+    pairs sorted by ``(a, b)``; -1 when none."""
+    # Ranks of a in its distinct values make one sortable int key with b (b, y >= 0).
+    span = int(max(b.max(initial=0), y.max(initial=0))) + 1
+    levels = np.unique(a)
+    ka = np.searchsorted(levels, a) * span + b
+    pos = np.searchsorted(levels, x)
+    known = (pos < len(levels)) & (levels[np.minimum(pos, len(levels) - 1)] == x)
+    kx = np.where(known, pos * span + y, -1)
+    return np.where(known, np.searchsorted(ka, kx, side="right") - 1, -1)
 
 
 #: (id of a log entry's source state, cap) → (that state, its move map). Log entries are

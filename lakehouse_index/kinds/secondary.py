@@ -116,8 +116,12 @@ def merge(entries: pa.Table, cap: int | None) -> pa.Table:
 
 
 def _unique_addresses(entries: pa.Table) -> bool:
-    grouped = entries.group_by([FILE_ID, ROW]).aggregate([])
-    return bool(grouped.num_rows == entries.num_rows)
+    """Whether no two entries share a row address (file id, row)."""
+    fid = entries[FILE_ID].to_numpy()
+    row = entries[ROW].to_numpy()
+    order = np.lexsort((row, fid))
+    fid, row = fid[order], row[order]
+    return not bool(np.any((fid[1:] == fid[:-1]) & (row[1:] == row[:-1])))
 
 
 def sort_columns(spec: IndexSpec) -> Sequence[str]:
