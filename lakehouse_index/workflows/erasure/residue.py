@@ -69,11 +69,14 @@ the report not :attr:`~ResidueReport.ok`.
 from __future__ import annotations
 
 import decimal
+import os
 import re
+import threading
 import time
 import urllib.parse
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -103,6 +106,8 @@ _SIDECAR_FOLDER = "_lakehouse_index"
 #: The folders of a covering index's hash buckets: ``bucket=<n>``.
 _SIDECAR_BUCKET = "bucket"
 _NUMBER = re.compile(r"-?\d+(\.\d+)?")
+#: Threads decoding files at once (bounded by the cores; each holds one file's bytes).
+SCAN_THREADS = min(4, os.cpu_count() or 1)
 
 
 @dataclass(frozen=True)
@@ -248,28 +253,46 @@ def find_residue(
     files = sorted((e.uri, st, e) for st, e in entries.values() if e.is_file)
     decoders: dict[str, str] = {}
     unreadable: list[str] = []
-    size = 0
-    f = Findings(needles)
-    for done, (uri, st, e) in enumerate(files, 1):
-        data = st.read_bytes(uri)
-        size += len(data)
-        f.begin(uri, e.role)
-        try:
-            decoders[uri] = decode(f, data)
-        except DECODE_ERRORS:
-            unreadable.append(needles.redact(uri))
-            f.blob("bytes", data)
-            decoders[uri] = "raw"
-        if progress is not None:
-            progress(done, len(files))
-    f.flush()
+    done = [0, 0]  # files, bytes
+    lock = threading.Lock()
+
+    def scan(group: Sequence[tuple[str, Storage, _Entry]]) -> set[tuple[str, str, int]]:
+        """Decode and search the files of one group (in a worker thread); its hits."""
+        f = Findings(needles)
+        for uri, st, e in group:
+            data = st.read_bytes(uri)
+            f.begin(uri, e.role)
+            failed = False
+            try:
+                decoder = decode(f, data)
+            except DECODE_ERRORS:
+                f.blob("bytes", data)
+                decoder, failed = "raw", True
+            with lock:
+                decoders[uri] = decoder
+                if failed:
+                    unreadable.append(needles.redact(uri))
+                done[0] += 1
+                done[1] += len(data)
+                if progress is not None:
+                    progress(done[0], len(files))
+        f.flush()
+        return f.hits
+
+    # Files are decoded in parallel (pyarrow and the batched matching release the GIL),
+    # in interleaved groups of the sorted list; each group keeps its own findings.
+    workers = max(1, min(SCAN_THREADS, len(files)))
+    groups = [files[i::workers] for i in range(workers)]
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="residue") as pool:
+        found = [h for hits in pool.map(scan, groups) for h in hits]
+    size = done[1]
     by_decoder = Counter(decoders.values())
-    hits += [ResidueHit(needles.redact(u), decoders[u], needles.redact(loc), n) for u, loc, n in f.hits]
+    hits += [ResidueHit(needles.redact(u), decoders[u], needles.redact(loc), n) for u, loc, n in found]
     return ResidueReport(
         files_checked=len(files),
         bytes_checked=size,
         files_by_decoder=dict(by_decoder),
         hits=tuple(sorted(set(hits), key=lambda h: (h.path, h.decoder, h.location, h.value_number))),
         seconds=time.perf_counter() - started,
-        unreadable=tuple(unreadable),
+        unreadable=tuple(sorted(unreadable)),
     )
