@@ -29,6 +29,7 @@ PAGES = [REPO_ROOT / "README.md", *sorted(GUIDE.glob("*.md"))]
 TEXT_BLOCKS = {
     "README.md": 3,  # make demo / make test; the benchmark commands (minutes; tests/bench runs the tiny scale); make lint
     "writes-and-watcher.md": 1,  # a sample of the watcher's live table
+    "time-travel.md": 1,  # the printed answers
 }
 #: The guide pages the issue asks for (README links each).
 REQUIRED_PAGES = {
