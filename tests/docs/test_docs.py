@@ -30,6 +30,7 @@ TEXT_BLOCKS = {
     "README.md": 3,  # make demo / make test; the benchmark commands (minutes; tests/bench runs the tiny scale); make lint
     "writes-and-watcher.md": 1,  # a sample of the watcher's live table
     "time-travel.md": 1,  # the printed answers
+    "hybrid-scan.md": 1,  # the shape of explain output
 }
 #: The guide pages the issue asks for (README links each).
 REQUIRED_PAGES = {
