@@ -6,7 +6,8 @@ The convention (written for users in docs/guide/README.md):
   table the page needs there (relative paths such as ``customers``);
 * ```` ```python ```` blocks share one namespace per page, in order;
 * ```` ```console ```` / ```` ```bash ```` blocks hold ``lakehouse-index`` commands only, one per line
-  (``#`` comments and ``\\`` continuations allowed), each run through the CLI and expected to exit 0;
+  (``#`` comments, ``\\`` continuations and ``$VARIABLES`` allowed), each run through the CLI and
+  expected to exit 0;
 * ```` ```sql ```` blocks run on the page's Spark session (statements separated by ``;``);
 * ```` ```text ```` marks a block that is not run (output, shell set-up); the tests count them;
 * a tag after the language, ```` ```python spark4 ````, marks a block that needs pyspark >= 4.1;
@@ -18,6 +19,7 @@ The convention (written for users in docs/guide/README.md):
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 from dataclasses import dataclass
@@ -95,7 +97,7 @@ def commands(block: Block) -> list[list[str]]:
         if line.endswith("\\"):
             pending = line[:-1] + " "
             continue
-        argv = shlex.split(line, comments=True)
+        argv = shlex.split(os.path.expandvars(line), comments=True)
         if not argv:
             continue
         if argv[0] != PROGRAM:

@@ -31,6 +31,7 @@ TEXT_BLOCKS = {
     "writes-and-watcher.md": 1,  # a sample of the watcher's live table
     "time-travel.md": 1,  # the printed answers
     "hybrid-scan.md": 1,  # the shape of explain output
+    "object-stores-and-catalogs.md": 1,  # a pyiceberg configuration file and the CLI line that uses it
 }
 #: The guide pages the issue asks for (README links each).
 REQUIRED_PAGES = {
