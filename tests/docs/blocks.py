@@ -8,7 +8,6 @@ The convention (written for users in docs/guide/README.md):
 * ```` ```console ```` / ```` ```bash ```` blocks hold ``lakehouse-index`` commands only, one per line
   (``#`` comments, ``\\`` continuations and ``$VARIABLES`` allowed), each run through the CLI and
   expected to exit 0;
-* ```` ```sql ```` blocks run on the page's Spark session (statements separated by ``;``);
 * ```` ```text ```` marks a block that is not run (output, shell set-up); the tests count them;
 * a tag after the language, ```` ```python spark4 ````, marks a block that needs pyspark >= 4.1;
 * an HTML comment ``<!-- docs-test: spark s3 iceberg_spark -->`` on the page names what the page
@@ -26,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 #: Languages that run, and the one that marks a block that does not.
-PYTHON, CLI, SQL, TEXT = "python", ("console", "bash"), "sql", "text"
-KNOWN = {PYTHON, SQL, TEXT, *CLI}
+PYTHON, CLI, TEXT = "python", ("console", "bash"), "text"
+KNOWN = {PYTHON, TEXT, *CLI}
 #: The tags a block may carry after its language.
 TAGS = {"spark4"}
 #: What a page may ask for in its ``docs-test`` comment.
@@ -104,8 +103,3 @@ def commands(block: Block) -> list[list[str]]:
             raise ValueError(f"{block.where}: {line!r} is not a {PROGRAM} command (mark the block `text`)")
         out.append(argv[1:])
     return out
-
-
-def statements(block: Block) -> list[str]:
-    """The SQL statements of a sql block."""
-    return [s.strip() for s in block.code.split(";") if s.strip()]
