@@ -26,11 +26,11 @@ GUIDE = REPO_ROOT / "docs" / "guide"
 PAGES = [REPO_ROOT / "README.md", *sorted(GUIDE.glob("*.md"))]
 #: Blocks marked ``text`` (not run), per page: output samples and shell set-up.
 TEXT_BLOCKS = {  # by path under the repository
-    "README.md": 3,  # make demo / make test; the benchmark commands (minutes; tests/bench runs the tiny scale); make lint
+    "README.md": 3,  # make demo/test; the benchmark commands (tests/bench runs the tiny scale); make lint
     "docs/guide/writes-and-watcher.md": 1,  # a sample of the watcher's live table
     "docs/guide/time-travel.md": 1,  # the printed answers
     "docs/guide/hybrid-scan.md": 1,  # the shape of explain output
-    "docs/guide/object-stores-and-catalogs.md": 1,  # a pyiceberg configuration file and the CLI line that uses it
+    "docs/guide/object-stores-and-catalogs.md": 1,  # a pyiceberg config file and the CLI line using it
     "docs/guide/spark.md": 1,  # the data source's log output
 }
 #: The guide pages the issue asks for (README links each).
@@ -72,7 +72,9 @@ def _spark4() -> bool:
 def test_every_block_is_runnable_or_marked_text(page: Path) -> None:
     found = blocks(page)
     for b in found:
-        assert b.lang in KNOWN, f"{b.where}: fence language {b.lang!r} (use one of {sorted(KNOWN)}; `text` if it cannot run)"
+        assert b.lang in KNOWN, (
+            f"{b.where}: fence language {b.lang!r} (use one of {sorted(KNOWN)}; `text` if it cannot run)"
+        )
         assert set(b.tags) <= TAGS, f"{b.where}: unknown tags {b.tags}"
         if b.lang in CLI:
             assert commands(b), f"{b.where}: a console block without a command"
@@ -117,7 +119,9 @@ def _run(block: Block, namespace: dict[str, Any]) -> None:
 
 
 @pytest.mark.parametrize("page", [pytest.param(p, marks=_marks(p), id=_name(p)) for p in PAGES])
-def test_page_runs(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest) -> None:
+def test_page_runs(
+    page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
+) -> None:
     wanted = needs(page)
     if wanted & {"spark", "iceberg_spark"}:
         request.getfixturevalue("spark")  # the shared session: the page's getOrCreate() returns it
@@ -133,5 +137,7 @@ def test_page_runs(page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, 
     # Blocks for pyspark >= 4.1 run in `make test-spark4` (this test is marked spark); here they are
     # the only ones left out, and only the data source's.
     for block in later:
-        assert "lakehouse_index" in block.code, f"{block.where}: only the data source's blocks need pyspark 4.1"
+        assert "lakehouse_index" in block.code, (
+            f"{block.where}: only the data source's blocks need pyspark 4.1"
+        )
     assert os.getcwd() == str(tmp_path), "a block changed the working directory"
