@@ -72,6 +72,69 @@ def write_section(name: str, title: str, script: str, body: str, *, path: str | 
     return target
 
 
+#: Packages whose versions the header of the benchmarks file records.
+VERSIONED = (
+    "lakehouse-index",
+    "pyarrow",
+    "deltalake",
+    "pyiceberg",
+    "pyspark",
+    "duckdb",
+    "pylance",
+    "matplotlib",
+)
+
+
+def versions() -> dict[str, str]:
+    """Installed versions of :data:`VERSIONED` ("not installed" for a missing one)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    found: dict[str, str] = {}
+    for name in VERSIONED:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = "not installed"
+    return found
+
+
+def write_header(command: str, plots: Sequence[str] = (), *, path: str | Path | None = None) -> Path:
+    """Replace (or insert, after the title) the header of the benchmarks file: machine, versions, commands.
+
+    ``command`` is the command line of the run; ``plots`` the PNG files (relative to the
+    benchmarks file) to link. The sections of the benchmarks stay as they are.
+    """
+    target = benchmarks_path(path)
+    start, end = "<!-- bench-header -->", "<!-- /bench-header -->"
+    uname = platform.uname()
+    stamp = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    lines = [
+        start,
+        f"Last suite run: {stamp}, `{command}`, on {uname.system} {uname.machine}, {_cpus()} cores, "
+        f"Python {platform.python_version()}, 1-minute load average {load_average():.1f} at the start.",
+        "",
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in versions().items()) + ".",
+        "",
+        "Commands: `python -m integration.bench.run_all` (`make bench`; `--scale tiny|small|full`, "
+        "`--large` for the largest points, `--only lookup,build`) runs every benchmark and redraws the "
+        "plots; each section names its own script, which reruns it alone; "
+        "`python -m integration.bench.plots docs/bench` redraws the plots from the JSON.",
+    ]
+    if plots:
+        lines += ["", "Plots: " + " · ".join(f"[{Path(p).stem}]({p})" for p in plots) + "."]
+    block = "\n".join([*lines, end])
+    text = target.read_text() if target.exists() else _HEADER
+    if start in text and end in text:
+        before, rest = text.split(start, 1)
+        text = before + block + rest.split(end, 1)[1]
+    else:
+        title, _, rest = text.partition("\n\n")
+        text = f"{title}\n\n{block}\n\n{rest}"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(text)
+    return target
+
+
 def results_path(name: str, *, path: str | Path | None = None) -> Path:
     """Where benchmark ``name`` writes its JSON results: ``bench/<name>.json`` next to the benchmarks file."""
     return benchmarks_path(path).parent / "bench" / f"{name}.json"

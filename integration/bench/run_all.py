@@ -7,7 +7,13 @@ A failing benchmark is reported and the others still run; the exit status is non
 any failed. A module whose ``unavailable()`` returns a reason (``bench_spark_source`` on
 pyspark 3.5) is skipped with that reason.
 
-Run: ``python -m integration.bench.run_all --scale small|full [--only lookup,build]``.
+Before the benchmarks, the header of docs/BENCHMARKS.md (machine, versions, the command) is
+rewritten; after them, the PNG plots are redrawn from the JSON results
+(:mod:`integration.bench.plots`, ``docs/bench/*.png``).
+
+Run: ``python -m integration.bench.run_all [--scale tiny|small|full] [--large] [--only lookup,build]``.
+The default, ``small``, is the suite's everyday size; ``full`` is the issues' sizes; ``--large`` runs
+``full``, and ``--scale large`` in modules that set ``HAS_LARGE = True`` (the 100M-row points).
 Set ``LAKEHOUSE_INDEX_BENCHMARKS_MD`` (or pass ``--report-path``) to write elsewhere.
 """
 
@@ -23,7 +29,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from integration.bench.report import BENCHMARKS_ENV
+from integration.bench.report import BENCHMARKS_ENV, benchmarks_path, results_path, write_header
 
 #: Sizes for benchmarks without a ``--scale`` option, per scale.
 SIZE_ARGS: dict[str, dict[str, list[str]]] = {
@@ -47,7 +53,9 @@ def discover() -> list[str]:
 
 
 def args_for(module: object, name: str, scale: str) -> list[str]:
-    """Command-line arguments that run ``module`` at ``scale``."""
+    """Command-line arguments that run ``module`` at ``scale`` (``large``: ``full`` where it has none)."""
+    if scale == "large" and not getattr(module, "HAS_LARGE", False):
+        scale = "full"
     custom = getattr(module, "scale_args", None)
     if callable(custom):
         return list(custom(scale))
@@ -74,13 +82,17 @@ def main(argv: list[str] | None = None) -> int:
     """Run the benchmarks; returns the number that failed."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--scale", choices=["tiny", "small", "full"], default="small")
+    ap.add_argument("--large", action="store_true", help="the largest sizes (100M-row points where defined)")
     ap.add_argument("--only", default="", help="comma-separated module names (with or without bench_)")
     ap.add_argument("--report-path", default=None, help="write results here instead of docs/BENCHMARKS.md")
     args = ap.parse_args(argv)
     if args.report_path:
         os.environ[BENCHMARKS_ENV] = str(Path(args.report_path).resolve())
+    scale = "large" if args.large else args.scale
     wanted = {n if n.startswith("bench_") else f"bench_{n}" for n in args.only.split(",") if n}
     names = [n for n in discover() if not wanted or n in wanted]
+    command = " ".join(["python -m integration.bench.run_all", *(sys.argv[1:] if argv is None else argv)])
+    write_header(command)
     failed: list[str] = []
     for name in names:
         module = importlib.import_module(f"integration.bench.{name}")
@@ -92,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         if why:
             print(f"== {name}: skipped, {why}", flush=True)
             continue
-        bench_args = args_for(module, name, args.scale)
+        bench_args = args_for(module, name, scale)
         print(f"== {name} {' '.join(bench_args)}", flush=True)
         t0 = time.perf_counter()
         try:
@@ -105,9 +117,24 @@ def main(argv: list[str] | None = None) -> int:
             failed.append(name)
             traceback.print_exc()
         print(f"== {name} done in {time.perf_counter() - t0:.0f} s", flush=True)
+    plots = draw_plots()
+    write_header(command, [p.relative_to(benchmarks_path().parent).as_posix() for p in plots])
     if failed:
         print(f"failed: {', '.join(failed)}", flush=True)
     return len(failed)
+
+
+def draw_plots() -> list[Path]:
+    """Redraw the PNG plots from the JSON results next to the benchmarks file (none without matplotlib)."""
+    try:
+        from integration.bench import plots
+    except ImportError as e:  # matplotlib is in the dev extra; a results-only install still runs
+        print(f"== plots skipped: {e}", flush=True)
+        return []
+    drawn = plots.write_all(results_path("any").parent)
+    for path in drawn:
+        print(f"== plot {path}", flush=True)
+    return drawn
 
 
 if __name__ == "__main__":
