@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import nbformat
@@ -22,8 +23,22 @@ from tests.support.paths import REPO_ROOT, code_env
 
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
+
+
+def _iceberg_spark_jars() -> str:
+    """The Spark part of the Iceberg notebook runs on the test suite's Iceberg runtime jars."""
+    from tests.support.spark_iceberg import spark_jars
+
+    return f"SPARK_JARS = {','.join(str(p) for p in spark_jars())!r}"
+
+
 #: Code run right after a notebook's ``parameters`` cell in CI, per notebook.
-CI_PARAMETERS = {"04-benchmarks": 'RESULTS = Path("data/bench")'}
+CI_PARAMETERS: dict[str, Callable[[], str]] = {
+    "04-benchmarks": lambda: 'RESULTS = Path("data/bench")',
+    "02-iceberg": _iceberg_spark_jars,
+}
+#: Notebooks that start Spark with the Iceberg runtime jar (left out of pyspark 4 runs).
+ICEBERG_SPARK = {"02-iceberg"}
 #: Besides ``lakehouse_index``, the one import a notebook may make from this repository: the benchmark
 #: suite's plotting module, which the benchmarks notebook shares with ``run_all``.
 SHARED_CODE = {"04-benchmarks": ("integration.bench", "plots")}
@@ -85,14 +100,18 @@ def test_only_the_public_api(path: Path) -> None:
                 assert node.attr in public, f"{path.name}: li.{node.attr} is not exported by lakehouse_index"
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def _run_marks(path: Path) -> list[pytest.MarkDecorator]:
+    return [pytest.mark.spark, pytest.mark.iceberg_spark] if path.stem in ICEBERG_SPARK else []
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, marks=_run_marks(p), id=p.stem) for p in NOTEBOOKS])
 def test_runs_top_to_bottom(path: Path, tmp_path: Path) -> None:
     nb = nbformat.read(path, as_version=4)
     override = CI_PARAMETERS.get(path.stem)
     if override is not None:
         cells = nb.cells
         at = next(i for i, c in enumerate(cells) if "parameters" in c.metadata.get("tags", ()))
-        cells.insert(at + 1, nbformat.v4.new_code_cell(override, id="ci-parameters"))
+        cells.insert(at + 1, nbformat.v4.new_code_cell(override(), id="ci-parameters"))
     before = _repo_state()
     client = NotebookClient(
         nb,
@@ -108,6 +127,9 @@ def test_runs_top_to_bottom(path: Path, tmp_path: Path) -> None:
     assert _repo_state() == before, "the notebook wrote into the repository"
     leftovers = [p.name for p in tmp_path.iterdir() if p.name.startswith(WORKDIR_PREFIX)]
     assert not leftovers, f"the notebook left its work directory behind: {leftovers}"
+    if path.stem in ICEBERG_SPARK:
+        printed = "".join(o.get("text", "") for c in _code_cells(nb) for o in c.outputs)
+        assert "position delete file(s)" in printed and "skipped" not in printed, "the Spark part did not run"
     if path.stem == "04-benchmarks":
         images = [o for c in _code_cells(nb) for o in c.outputs if "image/png" in o.get("data", {})]
         assert len(images) == 2, "the benchmarks notebook draws the latency bars and the refresh plot"
