@@ -20,6 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakehouse_index.config import ExecutorConfig
+from lakehouse_index.faults import crash_point
 from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds.base import WriteTarget, relative_to
@@ -71,12 +72,14 @@ class FileWriter:
                 if out is None or bucket != current or out.rows >= self.config.rows_per_index_file:
                     if out is not None:
                         out.close()
+                        crash_point("index_data.file_written")
                     out, path = self._open(bucket)
                     written.append(path)
                     current = bucket
                 out.write(part)
         if out is not None:
             out.close()
+            crash_point("index_data.file_written")
         return written
 
     def _split(self, batch: pa.RecordBatch) -> Iterator[tuple[object, pa.RecordBatch]]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from lakehouse_index.errors import ConcurrentIndexUpdate, IndexBusyError, IndexMaintenanceError
+from lakehouse_index.faults import crash_point
 from lakehouse_index.log.entry import IndexState, LogEntry
 from lakehouse_index.log.store import IndexLog
 from lakehouse_index.spec import AutoRefresh
@@ -257,6 +258,7 @@ def sync_indexes(
             latest = _latest(table)
         report = maintain_index(table, info.name, wait_for_busy=wait_for_busy, spark=spark, latest=latest)
         reports.append(report)
+        crash_point("sync.after_index")
         if report.table_version != latest.version:  # a refresh found a newer commit: the next index sees it
             latest = _latest(table)
     result = SyncResult(

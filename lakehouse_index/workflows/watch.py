@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from lakehouse_index.faults import crash_point
 from lakehouse_index.workflows.facade import IndexedTable
 from lakehouse_index.workflows.reports import Action, IndexReport
 from lakehouse_index.workflows.sync import sync_indexes
@@ -125,6 +126,7 @@ def watch(
         result = sync_indexes(table, raise_on_error=False, wait_for_busy=False, should_stop=stop.is_set)
         for report in result.indexes:
             emit(WatchEvent(table.uri, report.table_version, report))
+        crash_point("watch.after_poll")
         if not stop.is_set() and all(r.ok and r.action is not Action.RACED for r in result.indexes):
             seen[table.uri] = latest  # a raced, failed or skipped index: re-checked next poll
         else:

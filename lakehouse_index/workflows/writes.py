@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from lakehouse_index.errors import IndexMaintenanceError, ReadOnlyTableError, WriteRefusedError
 from lakehouse_index.expressions import Predicate
+from lakehouse_index.faults import crash_point
 from lakehouse_index.io import join_uri
 from lakehouse_index.log.store import INDEX_DIR_NAME
 from lakehouse_index.source import Snapshot
@@ -78,7 +79,9 @@ def _set_values(values: Mapping[str, Any], schema: pa.Schema) -> dict[str, Any]:
 def _commit_and_sync(
     table: IndexedTable, operation: str, snap: Snapshot, commit: Callable[[], Any], start: float
 ) -> WriteResult:
+    crash_point("write.before_commit")
     done = commit()
+    crash_point("write.after_commit")
     sync = sync_indexes(table, raise_on_error=False)
     result = WriteResult(
         operation=operation,

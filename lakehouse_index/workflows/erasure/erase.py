@@ -27,6 +27,7 @@ from lakehouse_index.errors import (
     UnsupportedWriterFeatureError,
     WriteConflictError,
 )
+from lakehouse_index.faults import crash_point
 from lakehouse_index.kinds.base import kind_of
 from lakehouse_index.log.entry import IndexState
 from lakehouse_index.log.lifecycle import writer_is_dead
@@ -309,6 +310,7 @@ def erase(
             sorted(where.items()),
         )
         now = lap("locate", now)
+        crash_point("erase.after_locate")
         if dry_run or not rewrites:
             findings = [
                 FileFinding(r.entry.path, r.live_rows, r.erased.num_rows, r.entry.size) for r in rewrites
@@ -332,6 +334,7 @@ def erase(
         rows_erased = commit.rows_deleted or 0
         bytes_rewritten = sum(r.entry.size for r in rewrites)
         now = lap("delete", now)
+        crash_point("erase.after_delete")
         break
 
     index_reports: dict[str, Any] = {}
@@ -341,6 +344,7 @@ def erase(
         say("refreshing every index of the table")
         index_reports = _refresh_all(table, say)
         now = lap("refresh", now)
+        crash_point("erase.after_refresh")
         leftover = table.locate(index, keys)
         if leftover.num_rows:
             raise ErasureVerificationError(
@@ -350,8 +354,10 @@ def erase(
         if purge:
             purge_report = _purge(table, say, force)
             now = lap("purge", now)
+            crash_point("erase.after_purge")
             verification = _verify(table, keys, say)
             now = lap("verify", now)
+            crash_point("erase.after_verify")
     elif purge:
         from lakehouse_index.workflows.erasure.purge import purge_history
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import pyarrow.fs as pafs
 
+from lakehouse_index.faults import crash_point
 from lakehouse_index.io import Storage
 from lakehouse_index.source import FileStatus
 
@@ -37,7 +38,11 @@ STEPS = {
 
 
 def pause_point(step: str) -> None:
-    """Stop here forever if :data:`PAUSE_ENV` names ``step`` (after writing its marker file)."""
+    """Stop here forever if :data:`PAUSE_ENV` names ``step`` (after writing its marker file).
+
+    Also the crash point ``purge.<step>`` (:func:`lakehouse_index.faults.crash_point`).
+    """
+    crash_point(f"purge.{step}")
     spec = os.environ.get(PAUSE_ENV)
     if not spec:
         return
