@@ -53,6 +53,7 @@ from lakehouse_index.errors import (
     IndexNotFoundError,
     InvalidIndexSpecError,
 )
+from lakehouse_index.faults import crash_point
 from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.log.entry import Content, IndexState, LogEntry, Operation, Pending, SourceState
 from lakehouse_index.log.store import DATA_DIR, IndexLog
@@ -253,9 +254,12 @@ class Started:
 
     def finish(self, result: OpResult | None) -> LogEntry:
         """Write the final entry naming ``result`` (``None``: keep the starting entry's)."""
+        op = self.ctx.operation.value
+        crash_point(f"{op}.after_data")
         final = _final_entry(self.ctx.transient, self.final_state, self.ctx.stable, result, self.writer)
         # Losing this race means someone cancelled us: our data stays unnamed (an orphan).
         self.ctx.log.write(final)
+        crash_point(f"{op}.after_final")
         return final
 
     def abandon(self) -> None:
@@ -278,6 +282,10 @@ def start_operation(
     Arguments and errors as :func:`run_operation`.
     """
     writer = writer or default_writer()
+    # A full listing, not the cached view: another process's zero-retention vacuum or purge
+    # may have expired the slots above this process's view, and writing into such a hole
+    # would fork the log (found by the crash harness; one LIST per operation).
+    log.refresh(full=True)
     latest = log.latest()
     rule = check_allowed(operation, latest, log.name)
     assert rule.final is not None
@@ -322,6 +330,7 @@ def start_operation(
         )
 
     log.write(transient)  # losing this race: ConcurrentIndexUpdate, nothing else written
+    crash_point(f"{operation.value}.after_transient")
     return Started(OpContext(log, operation, stable, transient, new_data_dir()), rule.final, writer)
 
 
@@ -442,6 +451,7 @@ def cancel(log: IndexLog, *, writer: str | None = None) -> LogEntry:
     ``IllegalIndexStateError`` when the index is not in a transient state.
     """
     writer = writer or default_writer()
+    log.refresh(full=True)  # as start_operation: never write into a hole left by an expiry
     latest = log.latest()
     if latest is None or latest.state.is_stable:
         state = latest.state.value if latest is not None else "non-existent"
@@ -457,8 +467,10 @@ def cancel(log: IndexLog, *, writer: str | None = None) -> LogEntry:
         writer=writer,
     )
     log.write(transient)
+    crash_point("cancel.after_transient")
     final = _restoring_entry(transient, base, writer)
     log.write(final)
+    crash_point("cancel.after_final")
     return final
 
 
