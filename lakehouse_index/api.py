@@ -62,6 +62,7 @@ if TYPE_CHECKING:
 
 
 _M = TypeVar("_M", bound=Enum)
+_R = TypeVar("_R")
 
 
 class RefreshMode(str, Enum):
@@ -247,7 +248,11 @@ class Table:
         :meth:`read` and :meth:`explain`); ``use_indexes=False`` reads every live file.
         """
         snap = self.snapshot(version_as_of, timestamp_as_of)
-        files = self._files_for(snap, where) if use_indexes and where is not None else None
+        files = (
+            self._relisting(lambda: self._files_for(snap, where))
+            if use_indexes and where is not None
+            else None
+        )
         if files is None:
             return scan_snapshot(self.source, snap, columns=columns, where=where)
         return scan_files(self.source, snap, files, columns=columns, where=where)
@@ -275,7 +280,11 @@ class Table:
         from lakehouse_index.spark import get_spark
 
         snap = self.snapshot(version_as_of, timestamp_as_of)
-        files = self._files_for(snap, where) if use_indexes and where is not None else None
+        files = (
+            self._relisting(lambda: self._files_for(snap, where))
+            if use_indexes and where is not None
+            else None
+        )
         return spark_frame(
             get_spark(spark),
             self.source,
@@ -304,6 +313,20 @@ class Table:
         return planner.plan_read(
             self.source, self.storage, f"read where {text}", indexes, snap, predicate, self.config
         )
+
+    def _relisting(self, query: Callable[[], _R]) -> _R:
+        """Run ``query``; if an index data file it needs is gone, relist the index logs and run it again.
+
+        This process's view of a log is relisted only every ``relist_after_s``; meanwhile
+        another process's zero-retention vacuum or erase purge may have expired the snapshot
+        the view still ends at, and deleted its data. The full listing finds the newer entries.
+        """
+        try:
+            return query()
+        except FileNotFoundError:
+            for log in self._logs.values():
+                log.refresh(full=True)
+            return query()
 
     def _files_for(self, snap: Snapshot, where: Where) -> list[FileEntry] | None:
         """The files the planner's choice of index says may hold rows matching ``where`` (None: all)."""
@@ -475,10 +498,10 @@ class Table:
 
         def body(ctx: OpContext) -> OpResult | None:
             if ctx.stable is not None and ctx.stable.state is IndexState.DELETED:
-                vacuum.vacuum_deleted(log)
+                vacuum.vacuum_deleted(log, ctx.transient.timestamp_ms)
                 # No file map either: its paths (partition values) are table data the index no longer needs.
                 return OpResult(replace(ctx.stable.source, files=()), Content(), None)
-            vacuum.vacuum_active(log, retention_hours)
+            vacuum.vacuum_active(log, retention_hours, ctx.transient.timestamp_ms)
             return None
 
         return self._info(run_operation(log, Operation.VACUUM, body))
@@ -597,8 +620,12 @@ class Table:
 
         A ``None`` key matches rows whose key is null. Deletes of the version are applied.
         """
-        plan = self._lookup_plan(name, keys, version_as_of, timestamp_as_of)
-        return lk.lookup(self.source, self.storage, self._index_dir(name), plan, columns)
+
+        def query() -> pa.Table:
+            plan = self._lookup_plan(name, keys, version_as_of, timestamp_as_of)
+            return lk.lookup(self.source, self.storage, self._index_dir(name), plan, columns)
+
+        return self._relisting(query)
 
     def locate(
         self,
@@ -620,8 +647,12 @@ class Table:
         query time (the index stores no row ids), reading only the materialized column at
         the located positions. Without row ids, the row address is the record key.
         """
-        plan = self._lookup_plan(name, keys, version_as_of, timestamp_as_of)
-        return lk.locate(self.source, self.storage, self._index_dir(name), plan)
+
+        def query() -> pa.Table:
+            plan = self._lookup_plan(name, keys, version_as_of, timestamp_as_of)
+            return lk.locate(self.source, self.storage, self._index_dir(name), plan)
+
+        return self._relisting(query)
 
     def explain(
         self,

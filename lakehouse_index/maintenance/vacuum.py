@@ -10,24 +10,53 @@
 
 from __future__ import annotations
 
+import logging
 import time
 
 from lakehouse_index.config import LogConfig
+from lakehouse_index.faults import crash_point
 from lakehouse_index.io import join_uri
 from lakehouse_index.log.garbage import orphan_dirs, orphans
 from lakehouse_index.log.store import DATA_DIR, IndexLog
+
+_log = logging.getLogger(__name__)
 
 #: ``vacuum_index``'s default retention: ``LogConfig().vacuum_retention_hours``.
 DEFAULT_RETENTION_HOURS = LogConfig().vacuum_retention_hours
 
 
-def vacuum_deleted(log: IndexLog) -> None:
-    """Remove all index data of a deleted index."""
-    log.storage.delete_tree(join_uri(log.index_dir, DATA_DIR))
+def vacuum_deleted(log: IndexLog, started_ms: int) -> None:
+    """Remove the index data of a deleted index: every data directory whose files all predate
+    ``started_ms`` (the vacuum's transient entry).
+
+    A directory written since (by an operation that was cancelled while it still ran, then
+    vacuum started) is left for a later vacuum, as is one such an operation still writes
+    into while it is being deleted.
+    """
+    data_root = join_uri(log.index_dir, DATA_DIR)
+    if not log.storage.exists(data_root):
+        return
+    young: set[str] = set()
+    seen: set[str] = set()
+    for status in log.storage.list_tree(data_root):
+        directory = status.path[len(data_root) + 1 :].split("/")[0]
+        seen.add(directory)
+        if status.mtime_ms >= started_ms:
+            young.add(directory)
+    for directory in sorted(seen - young):
+        try:
+            log.storage.delete_tree(join_uri(data_root, directory))
+        except OSError as e:  # a live writer added a file meanwhile: the next vacuum removes it
+            _log.warning("index %r: vacuum left %s: %s", log.name, directory, e)
+        crash_point("vacuum.data_deleted")
 
 
-def vacuum_active(log: IndexLog, retention_hours: float) -> list[str]:
-    """Expire snapshots older than ``retention_hours``, delete unreferenced data; returns removed files."""
+def vacuum_active(log: IndexLog, retention_hours: float, started_ms: int) -> list[str]:
+    """Expire snapshots older than ``retention_hours``, delete unreferenced data; returns removed files.
+
+    Only data older than ``started_ms`` (the vacuum's transient entry) goes: files written
+    since belong to an operation that started after this vacuum was cancelled.
+    """
     stable = log.latest_stable()
     cutoff_ms = time.time() * 1000 - retention_hours * 3600 * 1000
     old = [
@@ -35,11 +64,14 @@ def vacuum_active(log: IndexLog, retention_hours: float) -> list[str]:
     ]
     retention_s = retention_hours * 3600
     log.expire(old, min_retention_s=retention_s if retention_s > log.relist_after_s else 0)
-    removed = [status.path for status in orphans(log)]
+    crash_point("vacuum.after_expire")
+    removed = [status.path for status in orphans(log, older_than_ms=started_ms)]
     # Directories no retained entry names go whole (with empty subdirectories and markers);
     # then single orphan files inside directories that are still referenced.
-    for directory in orphan_dirs(log):
+    for directory in orphan_dirs(log, older_than_ms=started_ms):
         log.storage.delete_tree(directory)
+        crash_point("vacuum.data_deleted")
     for path in removed:
         log.storage.delete(path)
+        crash_point("vacuum.data_deleted")
     return removed
