@@ -7,7 +7,8 @@ PNGs next to the JSON (:func:`write_all`, called by ``run_all`` after the benchm
   (W1 at the latest version, W3 with files appended), warm medians on a log axis, the spread
   (min to max over the repeats) as error bars;
 * ``refresh-cost.png``: incremental refresh time against the number of files appended since the
-  last refresh (W4), with the full rebuild as reference;
+  last refresh (W4), with the full rebuild as reference, and (log-log) against the table's size
+  at a fixed number of appended files, where the run refreshed tables of several sizes;
 * ``<name>-scaling.png``: scaling curves on log-log axes, for every results document holding
   ``"curves"``: a list of ``{"title", "x_label", "y_label", "series": {label: [[x, y], ...]}}``
   (the contract for scaling benchmarks such as W8: sizes against latency, index size or refresh cost).
@@ -105,11 +106,41 @@ def refresh_points(ax: Axes, build: Mapping[str, Any]) -> list[tuple[int, float]
     return points
 
 
+def table_size_curve(build: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Refresh time against table size at a fixed change size, from the build benchmark's steps.
+
+    For each number of appended files refreshed on tables of two or more sizes, one series of
+    (table files, ms) points, in the :func:`curve_axes` form; None when no change size was repeated.
+    """
+    by_change: dict[int, list[list[float]]] = {}
+    for s in build["steps"]:
+        if s["appended_files"] and s["seconds"] is not None:
+            by_change.setdefault(s["appended_files"], []).append([s["table_files"], s["seconds"] * 1000])
+    series = {
+        f"{n} file(s) appended": points
+        for n, points in sorted(by_change.items())
+        if len({p[0] for p in points}) > 1
+    }
+    if not series:
+        return None
+    return {
+        "title": "refresh cost against table size (flat: cost follows the change)",
+        "x_label": "table files after the append (log)",
+        "y_label": "refresh time (ms, log)",
+        "series": series,
+    }
+
+
 def refresh_figure(doc: Mapping[str, Any]) -> Figure:
-    """Refresh cost against change size (the build benchmark's steps)."""
-    fig, ax = plt.subplots(figsize=(7, 4), constrained_layout=True)
-    refresh_points(ax, doc["results"])
-    ax.set_title(f"Incremental refresh against appended files ({run_line(doc)})", fontsize=10)
+    """Refresh cost against change size, and against table size where the steps allow it."""
+    curve = table_size_curve(doc["results"])
+    panels = 2 if curve else 1
+    fig, axes = plt.subplots(1, panels, figsize=(7 * panels, 4), constrained_layout=True, squeeze=False)
+    refresh_points(axes[0][0], doc["results"])
+    axes[0][0].set_title("incremental refresh against appended files", fontsize=10)
+    if curve:
+        curve_axes(axes[0][1], curve)
+    fig.suptitle(f"Index maintenance, W4 ({run_line(doc)})", fontsize=10)
     return fig
 
 

@@ -56,6 +56,23 @@ def test_refresh_points_are_the_incremental_steps() -> None:
     plt.close(fig)
 
 
+def test_table_size_curve_keeps_change_sizes_seen_on_several_tables() -> None:
+    steps = _doc("build")["results"]["steps"]
+    curve = plots.table_size_curve({"steps": steps})
+    assert curve is not None
+    twice = {
+        n
+        for n in {s["appended_files"] for s in steps if s["appended_files"]}
+        if len({s["table_files"] for s in steps if s["appended_files"] == n}) > 1
+    }
+    assert set(curve["series"]) == {f"{n} file(s) appended" for n in twice} and twice
+    for n in twice:
+        want = [[s["table_files"], s["seconds"] * 1000] for s in steps if s["appended_files"] == n]
+        assert curve["series"][f"{n} file(s) appended"] == want
+    one_table = [s for s in steps if "to a" not in s["label"]]
+    assert plots.table_size_curve({"steps": one_table}) is None
+
+
 def test_curves_are_log_log_and_skip_points_a_log_axis_cannot_show(results: Path) -> None:
     curve = {
         "title": "lookup latency against table size",
