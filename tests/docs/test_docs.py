@@ -141,3 +141,19 @@ def test_page_runs(
             f"{block.where}: only the data source's blocks need pyspark 4.1"
         )
     assert os.getcwd() == str(tmp_path), "a block changed the working directory"
+
+
+_LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
+
+
+@pytest.mark.parametrize("page", PAGES, ids=_name)
+def test_relative_links_resolve(page: Path) -> None:
+    """Every relative link of the page (outside code blocks) names a file or folder of the repository."""
+    text = page.read_text()
+    for b in blocks(page):
+        text = text.replace(b.code, "")
+    for m in _LINK.finditer(text):
+        target = m["target"].split("#", 1)[0]
+        if not target or "://" in target or target.startswith("mailto:"):
+            continue
+        assert (page.parent / target).exists(), f"{_name(page)}: broken link {m['target']}"
