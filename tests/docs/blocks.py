@@ -10,7 +10,7 @@ The convention (written for users in docs/guide/README.md):
   expected to exit 0;
 * ```` ```text ```` marks a block that is not run (output, shell set-up); the tests count them;
 * a tag after the language, ```` ```python spark4 ````, marks a block that needs pyspark >= 4.1;
-* an HTML comment ``<!-- docs-test: spark s3 iceberg_spark -->`` on the page names what the page
+* an HTML comment ``<!-- docs-test: spark s3 iceberg_spark -->``, on a line of its own, names what the page
   needs: Spark (the test's local session is active, so the page's ``SparkSession.builder.getOrCreate()``
   returns it), the moto S3 server (the ``AWS_*`` variables point at it and the bucket
   ``lakehouse-docs`` exists), the Iceberg Spark jar.
@@ -36,7 +36,7 @@ BUCKET = "lakehouse-docs"
 PROGRAM = "lakehouse-index"
 
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+)(?P<info>.*)$")
-_NEEDS = re.compile(r"<!--\s*docs-test:(?P<needs>[^>]*)-->")
+_NEEDS = re.compile(r"^<!--\s*docs-test:(?P<needs>[^>]*)-->$", re.MULTILINE)  # a line of its own
 
 
 @dataclass(frozen=True)
