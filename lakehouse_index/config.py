@@ -106,6 +106,11 @@ class ReadConfig:
     point_read_max_rows: int = 64
     #: Batch size when a large row group is read batch by batch up to the last wanted row.
     point_read_batch_rows: int = 4_096
+    #: Bytes read from the end of a data file to get its footer in one request (more only
+    #: when the footer is larger); the offset indexes just before it usually come along.
+    footer_read_bytes: int = 64 << 10
+    #: Point reads of several data files fetch them concurrently on up to this many threads.
+    parallel_files: int = 8
     #: Spark reads: below this many deleted positions the delete table is broadcast.
     spark_broadcast_deletes: int = 2_000_000
     #: Spark reads: driver-side tables up to this many values become SQL VALUES.
@@ -135,6 +140,12 @@ class CacheConfig:
     footer_entries: int = 1_024
     #: Parquet page indexes of data files kept (point reads page by page).
     page_index_entries: int = 256
+    #: Bytes of decoded dictionary pages of data files kept, per (file, column, row group):
+    #: a warm point read then fetches only the data pages holding its rows.
+    dictionary_bytes: int = 256 << 20
+    #: Bytes of key columns of files a lookup scans (files the index does not cover yet)
+    #: kept between lookups.
+    scan_key_bytes: int = 128 << 20
     #: Opened index files (footers and row-group bounds) kept.
     index_file_entries: int = 256
     #: Lineage move maps kept.

@@ -29,17 +29,23 @@ Stable row ids (:func:`row_ids`): the value of the file's materialized row-id co
 ``delta.rowTracking.materializedRowIdColumnName``, found by name) where it is not null,
 else ``first_row_id + position``; null when the file has no ``first_row_id``.
 
-Parquet footers are cached in an LRU keyed by (path, size, mtime): repeated point
-reads of a file do not re-read its footer, and a file rewritten in place misses. Point
+Parquet footers are cached in an LRU keyed by the path, the log's size and mtime, and the
+size and version token (ETag on object stores, mtime in ns on local disk) the store
+reports when the file is opened (:mod:`lakehouse_index.io.versioned`, no extra request):
+repeated point reads of a file do not re-read its footer, and a file rewritten in place
+misses even when the table's log does not tell. A footer is read with one request for the
+file's last ``ReadConfig.footer_read_bytes``, which usually holds the page index too. Point
 reads in large row groups of files with a page index fetch and decode only the pages holding the rows
-(:mod:`lakehouse_index.read.parquet_pages`); those files' page indexes are cached likewise.
+(:mod:`lakehouse_index.read.parquet_pages`); those files' page indexes are cached likewise,
+and so are their decoded dictionary pages (byte-weighted), so a warm point read fetches only
+the data pages holding its rows.
 Cache sizes: :class:`~lakehouse_index.config.CacheConfig` (``footer_entries``,
-``page_index_entries``); read tuning: :class:`~lakehouse_index.config.ReadConfig`.
+``page_index_entries``, ``dictionary_bytes``); read tuning: :class:`~lakehouse_index.config.ReadConfig`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -49,6 +55,7 @@ import pyarrow.parquet as pq
 
 from lakehouse_index.config import ReadConfig, SizedCache
 from lakehouse_index.errors import QueryError, TableFormatError
+from lakehouse_index.io.versioned import open_versioned
 from lakehouse_index.read.parquet_pages import (
     NO_PAGE_INDEX,
     PageIndex,
@@ -56,6 +63,7 @@ from lakehouse_index.read.parquet_pages import (
     load_page_index,
     plain_type,
     read_group_rows,
+    read_tail,
 )
 from lakehouse_index.source import Column, FileEntry, Snapshot, Subfield, TableSource
 
@@ -69,6 +77,7 @@ __all__ = [
     "conversion_of",
     "deleted_positions_array",
     "equality_delete_mask",
+    "file_key",
     "file_layout",
     "read_file",
     "resolve_columns",
@@ -109,22 +118,23 @@ class FileLayout:
         return int(self.metadata.num_rows)
 
 
-#: (path, size, mtime) of a data file: a file rewritten in place gets a new key.
-FileKey = tuple[str, int, int]
+#: A data file's bytes: (path, the log's size and mtime, the size and version token the
+#: store reports when the file is opened). A file rewritten in place gets a new key even
+#: when the table's log does not tell (Iceberg records no modification time).
+FileKey = tuple[str, int, int, int, str]
 
 _FOOTERS: SizedCache[FileKey, FileLayout] = SizedCache("footer_entries")
 #: Page indexes of the files point-read page by page (larger than footers: fewer of them).
 _PAGES: SizedCache[FileKey, PageIndex] = SizedCache("page_index_entries")
-
-
-def _file_key(entry: FileEntry) -> FileKey:
-    return (entry.path, entry.size, entry.mtime_ms)
+#: Decoded dictionary pages, per (file key, row group, column), weighted by Arrow size.
+_DICTIONARIES: SizedCache[Hashable, pa.Array] = SizedCache("dictionary_bytes", getsizeof=lambda a: a.nbytes)
 
 
 def clear_footer_cache() -> None:
-    """Forget every cached footer and page index (tests, benchmarks of cold reads)."""
+    """Forget every cached footer, page index and dictionary (tests, benchmarks of cold reads)."""
     _FOOTERS.clear()
     _PAGES.clear()
+    _DICTIONARIES.clear()
 
 
 def _layout(metadata: pq.FileMetaData) -> FileLayout:
@@ -145,37 +155,62 @@ def _layout(metadata: pq.FileMetaData) -> FileLayout:
     return FileLayout(metadata, schema, starts, by_id, frozenset(schema.names), int96)
 
 
-def _open(source: TableSource, entry: FileEntry) -> tuple[pq.ParquetFile, pa.NativeFile, FileLayout]:
+@dataclass(frozen=True)
+class _OpenFile:
+    """One data file opened for reading, with its (cached) footer facts."""
+
+    file: pq.ParquetFile
+    handle: pa.NativeFile
+    layout: FileLayout
+    key: FileKey
+    #: The end of the file when its footer was read just now (else None): the page index
+    #: is taken from it without another request.
+    tail: bytes | None
+
+    def close(self) -> None:
+        self.file.close()
+        self.handle.close()  # ParquetFile does not close a handle it was given
+
+
+def _open(source: TableSource, entry: FileEntry, config: ReadConfig | None = None) -> _OpenFile:
+    """Open a data file; its footer is read (one request for its last bytes) only on a cache miss."""
     fs, path = source.io.arrow(entry.path)
-    key = _file_key(entry)
-    layout = _FOOTERS.get(key)
     try:
-        handle = fs.open_input_file(path)
+        opened = open_versioned(fs, path)
     except FileNotFoundError as e:
         raise TableFormatError(f"data file {entry.path} of the table is missing") from e
+    handle = opened.handle
+    key = (entry.path, entry.size, entry.mtime_ms, opened.size, opened.version)
+    layout = _FOOTERS.get(key)
+    tail = None
     try:
+        metadata = layout.metadata if layout is not None else None
+        if metadata is None:
+            metadata, tail = read_tail(handle, (config or _DEFAULT_READ).footer_read_bytes)
         # INT96 (legacy Spark/Hive timestamps) as microseconds: the lakehouse formats are
         # microsecond-based, and nanoseconds overflow for dates outside 1677..2262.
-        pf = pq.ParquetFile(
-            handle, metadata=layout.metadata if layout else None, coerce_int96_timestamp_unit="us"
-        )
+        pf = pq.ParquetFile(handle, metadata=metadata, coerce_int96_timestamp_unit="us")
     except (pa.ArrowInvalid, OSError) as e:
         handle.close()
         raise TableFormatError(f"data file {entry.path} is not a readable Parquet file: {e}") from e
     if layout is None:
         layout = _layout(pf.metadata)
         _FOOTERS[key] = layout
-    return pf, handle, layout
+    return _OpenFile(pf, handle, layout, key, tail)
 
 
 def file_layout(source: TableSource, entry: FileEntry) -> FileLayout:
-    """The (cached) footer facts of one data file."""
-    layout = _FOOTERS.get(_file_key(entry))
-    if layout is None:
-        pf, handle, layout = _open(source, entry)
-        pf.close()
-        handle.close()
-    return layout
+    """The footer facts of one data file (cached while the store reports the same bytes)."""
+    opened = _open(source, entry)
+    opened.close()
+    return opened.layout
+
+
+def file_key(source: TableSource, entry: FileEntry) -> tuple[FileKey, FileLayout]:
+    """The key naming the current bytes of a data file in caches, and its footer facts."""
+    opened = _open(source, entry)
+    opened.close()
+    return opened.key, opened.layout
 
 
 # --------------------------------------------------------------------------- column resolution
@@ -482,16 +517,13 @@ def read_file(
                     eq_cols.append(c)
     read_cols = wanted + eq_cols
 
-    pf, handle, layout = _open(source, entry)
+    opened = _open(source, entry, config)
     try:
-        resolved = resolve_columns(snapshot, entry, layout, read_cols)
+        resolved = resolve_columns(snapshot, entry, opened.layout, read_cols)
         stored = list(dict.fromkeys(r.stored for r in resolved if r.stored is not None))
-        rows, data = _read_rows(
-            pf, handle, layout, entry, stored, positions, source if apply_deletes else None, config
-        )
+        rows, data = _read_rows(opened, entry, stored, positions, source if apply_deletes else None, config)
     finally:
-        pf.close()
-        handle.close()  # ParquetFile does not close a handle it was given
+        opened.close()
 
     n = len(rows)
     out: dict[str, pa.ChunkedArray | pa.Array] = {}
@@ -517,9 +549,7 @@ def read_file(
 
 
 def _read_rows(
-    pf: pq.ParquetFile,
-    handle: pa.NativeFile,
-    layout: FileLayout,
+    opened: _OpenFile,
     entry: FileEntry,
     stored: list[str],
     positions: Sequence[int] | np.ndarray | None,
@@ -527,6 +557,7 @@ def _read_rows(
     config: ReadConfig | None = None,
 ) -> tuple[np.ndarray, pa.Table]:
     """(row positions, table of the ``stored`` columns for those rows)."""
+    pf, layout = opened.file, opened.layout
     total = layout.num_rows
     deleted = deleted_positions_array(deletes_from, entry) if deletes_from is not None else None
 
@@ -562,7 +593,7 @@ def _read_rows(
     cfg = config or _DEFAULT_READ
     for g in np.nonzero(np.diff(bounds))[0]:
         local = pos[bounds[g] : bounds[g + 1]] - starts[g]
-        parts.append(_read_group_rows(pf, handle, layout, _file_key(entry), int(g), local, stored, cfg))
+        parts.append(_read_group_rows(opened, int(g), local, stored, cfg))
     return pos, pa.concat_tables(parts) if len(parts) > 1 else parts[0]
 
 
@@ -570,10 +601,7 @@ _DEFAULT_READ = ReadConfig()
 
 
 def _read_group_rows(
-    pf: pq.ParquetFile,
-    handle: pa.NativeFile,
-    layout: FileLayout,
-    key: FileKey,
+    opened: _OpenFile,
     group: int,
     local: np.ndarray,
     stored: list[str],
@@ -588,8 +616,10 @@ def _read_group_rows(
     decode (:class:`~lakehouse_index.read.parquet_pages.PageIndexError`). Thresholds:
     ``config.page_read_min_rows`` (below it, and above ``config.point_read_max_rows``
     wanted rows, the row group is decoded whole: that costs less than loading the page
-    index), ``config.point_read_batch_rows``.
+    index), ``config.point_read_batch_rows``. Dictionaries are kept in the process's
+    dictionary cache (:class:`~lakehouse_index.config.CacheConfig` ``dictionary_bytes``).
     """
+    pf, handle, layout, key = opened.file, opened.handle, opened.layout, opened.key
     group_rows = int(layout.row_group_starts[group + 1] - layout.row_group_starts[group])
     if len(local) == group_rows:  # every row (local is sorted and distinct)
         return without_views(pf.read_row_group(group, columns=stored))
@@ -598,9 +628,10 @@ def _read_group_rows(
     try:
         pages = _PAGES.get(key)
         if pages is None:
-            pages = load_page_index(handle, layout.metadata, layout.schema)
+            pages = load_page_index(handle, layout.metadata, layout.schema, opened.tail)
             _PAGES[key] = pages
-        served = read_group_rows(handle, pages, layout.schema, group, local, stored).table
+        read = read_group_rows(handle, pages, layout.schema, group, local, stored, _DICTIONARIES, key)
+        served = read.table
     except PageIndexError:
         _PAGES[key] = NO_PAGE_INDEX  # the file will not decode better next time
         return _read_batches(pf, group, local, stored, config.point_read_batch_rows)
@@ -699,12 +730,11 @@ def row_ids(
     wanted = ~np.isin(groups, _all_null_groups(layout, stored, np.unique(groups)))
     values = pa.nulls(len(uniq), pa.int64())
     if wanted.any():
-        pf, handle, layout = _open(source, entry)
+        opened = _open(source, entry)
         try:
-            _, data = _read_rows(pf, handle, layout, entry, [stored], uniq[wanted], None)
+            _, data = _read_rows(opened, entry, [stored], uniq[wanted], None)
         finally:
-            pf.close()
-            handle.close()
+            opened.close()
         read = _cast(data.column(stored), pa.int64(), entry.path, stored)
         read = read.combine_chunks() if isinstance(read, pa.ChunkedArray) else read
         if bool(wanted.all()):

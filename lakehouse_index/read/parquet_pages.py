@@ -35,7 +35,7 @@ import base64
 import contextlib
 import os
 import struct
-from collections.abc import Iterator
+from collections.abc import Hashable, Iterator, MutableMapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -50,6 +50,7 @@ __all__ = [
     "MAX_THRIFT_DEPTH",
     "NO_PAGE_INDEX",
     "ColumnPages",
+    "DictionaryCache",
     "PageIndex",
     "PageIndexError",
     "PageRead",
@@ -59,6 +60,7 @@ __all__ = [
     "load_page_index",
     "plain_type",
     "read_group_rows",
+    "read_tail",
 ]
 
 # --------------------------------------------------------------------------- Thrift compact protocol
@@ -264,12 +266,16 @@ _CMD_NUM_VALUES, _CMD_UNCOMPRESSED, _CMD_COMPRESSED = 5, 6, 7
 _CMD_DATA_PAGE_OFFSET, _CMD_DICTIONARY_PAGE_OFFSET = 9, 11
 #: ColumnMetaData fields copied into the one-column file: type, encodings, path, codec.
 _CMD_KEPT = (1, 2, 3, 4)
+_CMD_CODEC = 4
 _OI_PAGE_LOCATIONS = 1
 _PL_OFFSET, _PL_SIZE, _PL_FIRST_ROW = 1, 2, 3
 _PH_TYPE, _PH_UNCOMPRESSED, _PH_COMPRESSED = 1, 2, 3
-_PH_DATA_V1, _PH_DATA_V2 = 5, 8
+_PH_CRC, _PH_DATA_V1, _PH_DICTIONARY, _PH_DATA_V2 = 4, 5, 7, 8
 _DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
-_REPEATED, _INT96 = 2, 3
+_OPTIONAL, _REPEATED, _INT96 = 1, 2, 3
+_RLE, _RLE_DICTIONARY = 3, 8
+#: Codecs decompressed here (pyarrow names); others (LZO, Hadoop LZ4) take the one-column path.
+_CODECS = {1: "snappy", 2: "gzip", 4: "brotli", 6: "zstd", 7: "lz4_raw"}
 _DICTIONARY_ENCODINGS = (2, 8)  # PLAIN_DICTIONARY, RLE_DICTIONARY
 _ARROW_SCHEMA = b"ARROW:schema"
 
@@ -293,6 +299,13 @@ class ColumnPages:
     page_rows: np.ndarray
     #: ``ARROW:schema`` value for the one-column file (None: the file carries none).
     arrow_schema: bytes | None
+    #: Whether the column is OPTIONAL (its pages carry definition levels).
+    optional: bool = True
+
+    @property
+    def codec(self) -> int:
+        """The chunk's compression codec (parquet.thrift ``CompressionCodec``)."""
+        return int(_get(self.meta, _CMD_CODEC))
 
 
 @dataclass(frozen=True)
@@ -321,13 +334,17 @@ def _decoding(what: str) -> Iterator[None]:
         raise PageIndexError(f"{what} does not decode: {e}") from e
 
 
-def load_page_index(handle: pa.NativeFile, metadata: pq.FileMetaData, schema: pa.Schema) -> PageIndex:
-    """Read the footer and the offset indexes of an open Parquet file (two reads).
+def load_page_index(
+    handle: pa.NativeFile, metadata: pq.FileMetaData, schema: pa.Schema, tail: Bytes | None = None
+) -> PageIndex:
+    """Read the footer and the offset indexes of an open Parquet file.
 
     ``metadata`` and ``schema`` are the file's footer and Arrow schema as pyarrow reads
-    them. A file without any offset index is not read (an index without chunks). Columns
-    the page path cannot serve are left out. :class:`PageIndexError` when the footer or an
-    offset index does not decode.
+    them. ``tail`` is the end of the file when the caller already read it (see
+    :func:`read_tail`): the footer, and offset indexes lying in it, are then taken from it
+    instead of read again. A file without any offset index is not read (an index without
+    chunks). Columns the page path cannot serve are left out. :class:`PageIndexError` when
+    the footer or an offset index does not decode.
     """
     if not any(
         metadata.row_group(g).column(c).has_offset_index
@@ -336,20 +353,59 @@ def load_page_index(handle: pa.NativeFile, metadata: pq.FileMetaData, schema: pa
     ):
         return NO_PAGE_INDEX
     footer_len = metadata.serialized_size
-    tail = handle.read_at(footer_len + 8, handle.size() - footer_len - 8)
+    size = handle.size()
+    if tail is None or len(tail) < footer_len + 8:
+        tail = handle.read_at(footer_len + 8, size - footer_len - 8)
     if tail[-4:] != _MAGIC or int.from_bytes(tail[-8:-4], "little") != footer_len:
         return NO_PAGE_INDEX
+    footer = memoryview(tail)[len(tail) - footer_len - 8 :]
     with _decoding("the page index"):  # not the footer or offset index we expect
-        return _page_index(handle, decode_struct(tail)[0], schema)
+        return _page_index(_Source(handle, size - len(tail), tail), decode_struct(footer)[0], schema)
 
 
-def _page_index(handle: pa.NativeFile, fmd: Struct, schema: pa.Schema) -> PageIndex:
+def read_tail(handle: pa.NativeFile, length: int) -> tuple[pq.FileMetaData, bytes]:
+    """The footer of an open Parquet file, from one read of its last ``length`` bytes.
+
+    Returns the parsed footer and the bytes read (the end of the file: footer, and usually
+    the page index before it), for :func:`load_page_index`. A second read only when the
+    footer is longer than ``length``. ``OSError``/``ArrowInvalid`` when the file is not
+    Parquet.
+    """
+    size = handle.size()
+    if size < 12:
+        raise pa.ArrowInvalid(f"a Parquet file has at least 12 bytes, this one {size}")
+    start = max(0, size - max(length, 8))
+    tail = bytes(handle.read_at(size - start, start))
+    if tail[-4:] != _MAGIC:
+        raise pa.ArrowInvalid("the file does not end with the Parquet magic bytes")
+    footer_len = int.from_bytes(tail[-8:-4], "little")
+    if footer_len + 8 > size - 4:
+        raise pa.ArrowInvalid(f"the footer length {footer_len} exceeds the file")
+    if footer_len + 8 > len(tail):
+        start = size - footer_len - 8
+        tail = bytes(handle.read_at(size - start, start))
+    footer = tail[len(tail) - footer_len - 8 :]
+    return pq.read_metadata(pa.BufferReader(_MAGIC + footer)), tail
+
+
+@dataclass(frozen=True)
+class _Source:
+    """An open file, and the bytes of it already read (``head`` at ``offset``)."""
+
+    handle: pa.NativeFile
+    offset: int = 0
+    head: Bytes = b""
+
+
+def _page_index(handle: _Source, fmd: Struct, schema: pa.Schema) -> PageIndex:
     if _FMD_ENCRYPTION in fmd:
         return NO_PAGE_INDEX
     elements = _get(fmd, _FMD_SCHEMA)[1]
     kv = {_get(item, 1): _get(item, 2) for item in _get(fmd, _FMD_KV, (_STRUCT, []))[1]}
     served = {}  # name → (leaf index, leaf, ARROW:schema for the one-column file)
+    optional: dict[str, bool] = {}
     for name, (leaf, el) in _flat_columns(elements).items():
+        optional[name] = _get(el, _SE_REPETITION) == _OPTIONAL
         if name in schema.names and not pa.types.is_dictionary(schema.field(name).type):
             one = pa.schema([schema.field(name)]).serialize().to_pybytes()
             served[name] = (leaf, encode_struct(el), base64.b64encode(one) if _ARROW_SCHEMA in kv else None)
@@ -372,7 +428,7 @@ def _page_index(handle: pa.NativeFile, fmd: Struct, schema: pa.Schema) -> PageIn
     chunks = {}
     for (g, name, cc, rows), raw in zip(found, offset_indexes, strict=True):
         _, encoded_leaf, arrow_schema = served[name]
-        pages = _column_pages(name, encoded_leaf, _get(cc, _CC_META), raw, rows, arrow_schema)
+        pages = _column_pages(name, encoded_leaf, _get(cc, _CC_META), raw, rows, arrow_schema, optional[name])
         if pages is not None:
             chunks[(g, name)] = pages
     root = encode_struct({**elements[0], _SE_NUM_CHILDREN: (_I32, 1)})
@@ -418,7 +474,13 @@ def _subtree(elements: list[Struct], pos: int) -> tuple[int, int]:
 
 
 def _column_pages(
-    name: str, leaf: bytes, meta: Struct, offset_index: Bytes, rows: int, arrow_schema: bytes | None
+    name: str,
+    leaf: bytes,
+    meta: Struct,
+    offset_index: Bytes,
+    rows: int,
+    arrow_schema: bytes | None,
+    optional: bool,
 ) -> ColumnPages | None:
     """The chunk's pages (None when the offset index does not fit the chunk)."""
     locations = _get(decode_struct(offset_index)[0], _OI_PAGE_LOCATIONS)[1]
@@ -451,28 +513,40 @@ def _column_pages(
         page_sizes=sizes,
         page_rows=first_rows,
         arrow_schema=arrow_schema,
+        optional=optional,
     )
 
 
-def _fetch(handle: pa.NativeFile, ranges: list[tuple[int, int]]) -> list[memoryview]:
-    """The bytes at each (offset, length); one read per run of adjacent or overlapping ranges."""
+def _fetch(source: pa.NativeFile | _Source, ranges: list[tuple[int, int]]) -> list[memoryview]:
+    """The bytes at each (offset, length): one read per run of adjacent or overlapping ranges,
+    the runs read concurrently; ranges inside bytes already read are not read again."""
+    src = source if isinstance(source, _Source) else _Source(source)
     order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
-    out = [memoryview(b"")] * len(ranges)
-    i = 0
-    while i < len(order):
-        start = ranges[order[i]][0]
-        end = start + ranges[order[i]][1]
-        j = i + 1
-        while j < len(order) and ranges[order[j]][0] <= end:
-            end = max(end, ranges[order[j]][0] + ranges[order[j]][1])
-            j += 1
-        blob = memoryview(handle.read_at(end - start, start))
+    runs: list[tuple[int, int, list[int]]] = []  # (start, end, range numbers)
+    for k in order:
+        offset, length = ranges[k]
+        if runs and offset <= runs[-1][1]:
+            start, end, members = runs[-1]
+            runs[-1] = (start, max(end, offset + length), [*members, k])
+        else:
+            runs.append((offset, offset + length, [k]))
+    head = memoryview(src.head)
+
+    def read(run: tuple[int, int, list[int]]) -> memoryview:
+        start, end, _ = run
+        if src.offset <= start and end <= src.offset + len(head):
+            return head[start - src.offset : end - src.offset]
+        blob = memoryview(src.handle.read_at(end - start, start))
         if len(blob) != end - start:
             raise ValueError(f"short read at {start}: {len(blob)} of {end - start} bytes")
-        for k in order[i:j]:
+        return blob
+
+    blobs = list(_READERS.map(read, runs)) if len(runs) > 1 else [read(r) for r in runs]
+    out = [memoryview(b"")] * len(ranges)
+    for (start, _, members), blob in zip(runs, blobs, strict=True):
+        for k in members:
             offset, length = ranges[k]
             out[k] = blob[offset - start : offset - start + length]
-        i = j
     return out
 
 
@@ -566,6 +640,11 @@ def _data_encoding(page: _Page | None, rows: int) -> int | None:
     return None
 
 
+#: Where decoded dictionaries are kept: (file key, row group, column) → the dictionary's
+#: values, as :func:`read_group_rows` decodes them.
+DictionaryCache = MutableMapping[Hashable, pa.Array]
+
+
 def read_group_rows(
     handle: pa.NativeFile,
     index: PageIndex,
@@ -573,6 +652,8 @@ def read_group_rows(
     group: int,
     local: np.ndarray,
     columns: list[str],
+    dictionaries: DictionaryCache | None = None,
+    file_key: Hashable = None,
 ) -> PageRead:
     """Rows ``local`` (sorted, distinct positions in row group ``group``) of ``columns``.
 
@@ -582,6 +663,11 @@ def read_group_rows(
     types, field metadata), with string/binary views as large string/binary
     (:func:`plain_type`); the other columns are left out. The page path never reads more
     than the whole chunk would (the same dictionary page, a subset of the data pages).
+
+    With ``dictionaries`` (a cache; ``file_key`` names the file's current bytes in it),
+    the dictionary of a column whose selected pages are all dictionary encoded is decoded
+    once, kept there, and the pages' dictionary indexes at the wanted rows are decoded
+    here and looked up in it: a warm read fetches and decompresses only the data pages.
     :class:`PageIndexError` when the index or a fetched page does not decode as expected.
     """
     with _decoding(f"pages of row group {group}"):
@@ -591,24 +677,34 @@ def read_group_rows(
         if not plans or len(local) == 0:
             return PageRead(pa.table({}), 0)
         pages = _data_pages(handle, plans)
+        decoded: dict[str, pa.Array | pa.ChunkedArray | None] = {}
+        read = 0
+        if dictionaries is not None:
+            by_index, read = _read_by_dictionary(
+                handle, index, schema, group, plans, pages, dictionaries, file_key
+            )
+            decoded.update(by_index)
+        rest = [
+            (plan, mine) for plan, mine in zip(plans, pages, strict=True) if plan.chunk.name not in decoded
+        ]
         # The dictionary page is needed only when a selected page is dictionary encoded
         # (writers fall back to plain pages when the dictionary grows too large).
-        needs = [mine is not None and any(e in _DICTIONARY_ENCODINGS for e, _ in mine) for mine in pages]
-        dictionaries = iter(
-            _dictionary_pages(handle, [p.chunk for p, need in zip(plans, needs, strict=True) if need])
+        needs = [mine is not None and any(e in _DICTIONARY_ENCODINGS for e, _ in mine) for _, mine in rest]
+        fetched = iter(
+            _dictionary_pages(handle, [p.chunk for (p, _), need in zip(rest, needs, strict=True) if need])
         )
         work = []  # (plan, one-column file) of every column whose pages were fetched as indexed
-        read = 0
-        for plan, mine, need in zip(plans, pages, needs, strict=True):
-            dictionary = next(dictionaries) if need else None
+        for (plan, mine), need in zip(rest, needs, strict=True):
+            dictionary = next(fetched) if need else None
             if mine is None or (need and dictionary is None):
                 continue
-            work.append((plan, _one_column_file(index, plan, dictionary, [page for _, page in mine])))
+            file = _one_column_file(index, plan.chunk, int(plan.rows.sum()), dictionary, [p for _, p in mine])
+            work.append((plan, file))
             read += plan.data_bytes + (len(dictionary.data) if dictionary is not None else 0)
         types = [schema.field(plan.chunk.name).type for plan, _ in work]
         # pyarrow decodes without the GIL: columns in parallel, as a whole row-group read does.
-        args = ([data for _, data in work], types, [plan for plan, _ in work])
-        decoded = dict(
+        args = ([data for _, data in work], types, [plan.positions for plan, _ in work])
+        decoded.update(
             zip(
                 [plan.chunk.name for plan, _ in work],
                 _DECODERS.map(_decode, *args) if len(work) > 1 else map(_decode, *args),
@@ -619,6 +715,237 @@ def read_group_rows(
         fields = [schema.field(c) for c in served]
         out = pa.schema([f.with_type(plain_type(f.type)) for f in fields], schema.metadata)
         return PageRead(pa.Table.from_arrays([decoded[c] for c in served], schema=out), read)
+
+
+def _read_by_dictionary(
+    handle: pa.NativeFile,
+    index: PageIndex,
+    schema: pa.Schema,
+    group: int,
+    plans: list[_Plan],
+    pages: list[list[tuple[int, _Page]] | None],
+    cache: DictionaryCache,
+    file_key: Hashable,
+) -> tuple[dict[str, pa.Array], int]:
+    """The wanted rows of the columns whose selected pages are all dictionary encoded, in a
+    codec decompressed here, looked up in their (cached, else fetched and cached) dictionary;
+    and the bytes of pages fetched for them. A column that does not decode so is left out."""
+    eligible = [
+        (plan, mine)
+        for plan, mine in zip(plans, pages, strict=True)
+        if mine is not None
+        and all(e in _DICTIONARY_ENCODINGS for e, _ in mine)
+        and (plan.chunk.codec == 0 or plan.chunk.codec in _CODECS)
+        and plan.chunk.dictionary[1] > 0
+    ]
+    found = {plan.chunk.name: cache.get((file_key, group, plan.chunk.name)) for plan, _ in eligible}
+    missing = [plan.chunk for plan, _ in eligible if found[plan.chunk.name] is None]
+    read = 0
+    if missing:
+        raw = _dictionary_pages(handle, missing)
+        types = [schema.field(c.name).type for c in missing]
+        loaded = _DECODERS.map(_dictionary_values, [index] * len(missing), missing, raw, types)
+        for chunk, page, values in zip(missing, raw, loaded, strict=True):
+            read += len(page.data) if page is not None else 0
+            if values is not None:
+                found[chunk.name] = values
+                cache[(file_key, group, chunk.name)] = values
+    out: dict[str, pa.Array] = {}
+    for plan, mine in eligible:
+        dictionary = found[plan.chunk.name]
+        if dictionary is None:
+            continue
+        values = _values_at(plan, [page for _, page in mine], dictionary)
+        if values is not None:
+            out[plan.chunk.name] = values
+            read += plan.data_bytes
+    return out, read
+
+
+def _decompress(codec: int, data: Bytes, size: int) -> bytes | None:
+    """``data`` in ``codec`` decompressed to ``size`` bytes (None when that fails)."""
+    if codec == 0:
+        return bytes(data) if len(data) == size else None
+    try:
+        out = pa.Codec(_CODECS[codec]).decompress(data, decompressed_size=size, asbytes=True)
+    except (pa.ArrowException, OSError, KeyError, ValueError):
+        return None
+    return bytes(out) if len(out) == size else None
+
+
+def _varint(buf: Bytes, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _hybrid_at(buf: bytes, pos: int, end: int, width: int, want: np.ndarray) -> np.ndarray:
+    """Values at positions ``want`` (sorted) of the RLE / bit-packed hybrid run sequence at
+    ``buf[pos:end]`` of ``width``-bit values; runs after the last wanted value are not read."""
+    out = np.zeros(len(want), dtype=np.int64)
+    data = np.frombuffer(buf, dtype=np.uint8)
+    mask = (1 << width) - 1
+    vbytes = (width + 7) // 8
+    span = (width + 7 + 7) // 8  # bytes one value can touch at any bit offset
+    first = k = 0
+    while k < len(want):
+        if pos >= end:
+            raise ValueError("the RLE runs end before the wanted values")
+        header, pos = _varint(buf, pos)
+        if header & 1:  # bit-packed groups of 8 values
+            count, nbytes = (header >> 1) * 8, (header >> 1) * width
+            if pos + nbytes > end:
+                raise ValueError("a bit-packed run runs past its page")
+            j = int(np.searchsorted(want, first + count))
+            if j > k and width:
+                bits = (want[k:j] - first) * width
+                at = pos + (bits >> 3)
+                word = np.zeros(j - k, dtype=np.uint64)
+                for b in range(span):
+                    byte = data[np.minimum(at + b, len(data) - 1)].astype(np.uint64)
+                    word |= byte << np.uint64(8 * b)
+                out[k:j] = ((word >> (bits & 7).astype(np.uint64)) & np.uint64(mask)).astype(np.int64)
+            pos += nbytes
+        else:  # a run of one repeated value
+            count = header >> 1
+            j = int(np.searchsorted(want, first + count))
+            out[k:j] = int.from_bytes(buf[pos : pos + vbytes], "little")
+            pos += vbytes
+        first += count
+        k = j
+    return out
+
+
+def _levels(buf: bytes, pos: int, end: int, count: int) -> np.ndarray:
+    """The first ``count`` 1-bit definition levels of the hybrid runs at ``buf[pos:end]``, as bools."""
+    out = np.zeros(count, dtype=bool)
+    n = 0
+    while n < count:
+        if pos >= end:
+            raise ValueError("the definition levels end early")
+        header, pos = _varint(buf, pos)
+        if header & 1:
+            nbytes = header >> 1
+            bits = np.unpackbits(np.frombuffer(buf, np.uint8, nbytes, pos), bitorder="little")
+            take = min(len(bits), count - n)
+            out[n : n + take] = bits[:take].astype(bool)
+            pos += nbytes
+        else:
+            take = min(header >> 1, count - n)
+            out[n : n + take] = bool(buf[pos])
+            pos += 1
+        n += take
+    return out
+
+
+def _values_at(plan: _Plan, pages: list[_Page], dictionary: pa.Array) -> pa.Array | None:
+    """The plan's rows, from dictionary-encoded ``pages`` and their decoded ``dictionary``."""
+    chunk = plan.chunk
+    indices = np.zeros(len(plan.positions), dtype=np.int64)
+    valid = np.ones(len(plan.positions), dtype=bool)
+    base = 0
+    for page, rows in zip(pages, plan.rows.tolist(), strict=True):
+        lo, hi = np.searchsorted(plan.positions, [base, base + rows])
+        if hi > lo:
+            found = _page_indices(page, chunk, rows, plan.positions[lo:hi] - base)
+            if found is None:
+                return None
+            indices[lo:hi], valid[lo:hi] = found
+        base += rows
+    if len(dictionary) == 0 or int(indices[valid].max(initial=0)) >= len(dictionary):
+        return None
+    return dictionary.take(pa.array(indices, mask=~valid))
+
+
+def _page_indices(
+    page: _Page, chunk: ColumnPages, rows: int, want: np.ndarray
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """(dictionary index, not null) of the rows ``want`` of one dictionary-encoded data page."""
+    header = page.header
+    body = page.data[page.header_len :]
+    size = int(_get(header, _PH_UNCOMPRESSED))
+    if _get(header, _PH_TYPE) == _DATA_PAGE:
+        raw = _decompress(chunk.codec, body, size)
+        if raw is None:
+            return None
+        pos = 0
+        levels = None
+        if chunk.optional:
+            length = int.from_bytes(raw[:4], "little")
+            levels = _levels(raw, 4, 4 + length, rows)
+            pos = 4 + length
+    else:  # v2: levels uncompressed before the (maybe compressed) values
+        v2 = _get(header, _PH_DATA_V2)
+        def_len, rep_len = int(_get(v2, 5)), int(_get(v2, 6))
+        if rep_len:
+            return None
+        values = body[def_len:]
+        raw_values = _decompress(chunk.codec, values, size - def_len) if _get(v2, 7, True) else bytes(values)
+        if raw_values is None:
+            return None
+        levels = _levels(bytes(body[:def_len]), 0, def_len, rows) if chunk.optional and _get(v2, 2) else None
+        raw, pos = raw_values, 0
+    valid = levels[want] if levels is not None else np.ones(len(want), dtype=bool)
+    value_at = want if levels is None else np.cumsum(levels)[want] - 1
+    width = raw[pos]
+    if width > 32:
+        return None
+    indices = np.zeros(len(want), dtype=np.int64)
+    if valid.any():
+        indices[valid] = _hybrid_at(raw, pos + 1, len(raw), width, value_at[valid])
+    return indices, valid
+
+
+def _dictionary_values(
+    index: PageIndex, chunk: ColumnPages, page: _Page | None, t: pa.DataType
+) -> pa.Array | None:
+    """Every value of a chunk's dictionary page, decoded by pyarrow as type ``t`` (then
+    :func:`plain_type`); None when the page or its codec does not serve.
+
+    pyarrow reads a one-column file of the page, decompressed, followed by a data page
+    whose dictionary indexes are 0, 1, ..., n - 1 (and no nulls).
+    """
+    if page is None:
+        return None
+    head = _get(page.header, _PH_DICTIONARY)
+    n = int(_get(head, 1, 0)) if head is not None else 0
+    body = _decompress(chunk.codec, page.data[page.header_len :], int(_get(page.header, _PH_UNCOMPRESSED)))
+    if n <= 0 or body is None:
+        return None
+    header = {f: v for f, v in page.header.items() if f != _PH_CRC}
+    header[_PH_COMPRESSED] = (_I32, len(body))
+    plain = encode_struct(header)
+    dictionary = _Page(plain + body, header, len(plain))
+    width = max(1, (n - 1).bit_length())
+    padded = np.minimum(np.arange(-(-n // 8) * 8, dtype=np.int64), n - 1)
+    bits = ((padded[:, None] >> np.arange(width)) & 1).astype(np.uint8).ravel()
+    run = bytearray()
+    _put_varint(run, (len(padded) // 8) << 1 | 1)
+    values = bytes([width]) + bytes(run) + np.packbits(bits, bitorder="little").tobytes()
+    levels = b""
+    if chunk.optional:
+        rle = bytearray()
+        _put_varint(rle, n << 1)
+        rle.append(1)
+        levels = len(rle).to_bytes(4, "little") + bytes(rle)
+    data_body = levels + values
+    v1: Struct = {1: (_I32, n), 2: (_I32, _RLE_DICTIONARY), 3: (_I32, _RLE), 4: (_I32, _RLE)}
+    data_header: Struct = {
+        _PH_TYPE: (_I32, _DATA_PAGE),
+        _PH_UNCOMPRESSED: (_I32, len(data_body)),
+        _PH_COMPRESSED: (_I32, len(data_body)),
+        _PH_DATA_V1: (_STRUCT, v1),
+    }
+    encoded = encode_struct(data_header)
+    data = _Page(encoded + data_body, data_header, len(encoded))
+    file = _one_column_file(index, chunk, n, dictionary, [data], codec=0)
+    column = _decode(file, t, None)
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
 def _data_pages(handle: pa.NativeFile, plans: list[_Plan]) -> list[list[tuple[int, _Page]] | None]:
@@ -654,22 +981,31 @@ def _pool() -> ThreadPoolExecutor:
     return ThreadPoolExecutor(max(2, min(8, pa.cpu_count())), thread_name_prefix="parquet-pages")
 
 
-#: Decodes the one-column files of a read in parallel (one pool per process: a forked
-#: child gets a new one, the parent's threads do not exist there).
+def _io_pool() -> ThreadPoolExecutor:
+    # Waiting on storage, not on the CPU: as many requests in flight as an object store likes.
+    return ThreadPoolExecutor(16, thread_name_prefix="parquet-ranges")
+
+
+#: Decodes the one-column files of a read in parallel, and fetches the merged ranges of a
+#: read concurrently (one pool each per process: a forked child gets new ones, the
+#: parent's threads do not exist there).
 _DECODERS = _pool()
+_READERS = _io_pool()
 
 
 def _new_pool_after_fork() -> None:
-    global _DECODERS
+    global _DECODERS, _READERS
     _DECODERS = _pool()
+    _READERS = _io_pool()
 
 
 if hasattr(os, "register_at_fork"):  # POSIX
     os.register_at_fork(after_in_child=_new_pool_after_fork)
 
 
-def _decode(data: bytes, t: pa.DataType, plan: _Plan) -> pa.ChunkedArray | None:
-    """The plan's rows of the one-column file ``data``, whose column must decode as type ``t``."""
+def _decode(data: bytes, t: pa.DataType, positions: np.ndarray | None) -> pa.ChunkedArray | None:
+    """Rows ``positions`` (None: all) of the one-column file ``data``, whose column must decode
+    as type ``t``."""
     try:
         reader = pq.ParquetFile(pa.BufferReader(data), pre_buffer=False)
         column = reader.read_row_group(0, use_threads=False).column(0)
@@ -679,14 +1015,20 @@ def _decode(data: bytes, t: pa.DataType, plan: _Plan) -> pa.ChunkedArray | None:
         return None
     if plain_type(t) != t:
         column = column.cast(plain_type(t))
-    return column.take(pa.array(plan.positions))
+    return column if positions is None else column.take(pa.array(positions))
 
 
-def _one_column_file(index: PageIndex, plan: _Plan, dictionary: _Page | None, pages: list[_Page]) -> bytes:
-    """A Parquet file holding one row group of one column: ``dictionary`` and ``pages``."""
-    chunk = plan.chunk
+def _one_column_file(
+    index: PageIndex,
+    chunk: ColumnPages,
+    num_rows: int,
+    dictionary: _Page | None,
+    pages: list[_Page],
+    codec: int | None = None,
+) -> bytes:
+    """A Parquet file holding one row group of ``num_rows`` rows of one column: ``dictionary``
+    and ``pages``, compressed with ``codec`` (default: the chunk's)."""
     every = pages if dictionary is None else [dictionary, *pages]
-    num_rows = int(plan.rows.sum())
     uncompressed = sum(p.uncompressed_size for p in every)
     meta: Struct = {
         **chunk.meta,
@@ -695,6 +1037,8 @@ def _one_column_file(index: PageIndex, plan: _Plan, dictionary: _Page | None, pa
         _CMD_COMPRESSED: (_I64, sum(len(p.data) for p in every)),
         _CMD_DATA_PAGE_OFFSET: (_I64, len(_MAGIC) + (0 if dictionary is None else len(dictionary.data))),
     }
+    if codec is not None:
+        meta[_CMD_CODEC] = (_I32, codec)
     if dictionary is not None:
         meta[_CMD_DICTIONARY_PAGE_OFFSET] = (_I64, len(_MAGIC))
     column_chunk: Struct = {_CC_FILE_OFFSET: (_I64, 0), _CC_META: (_STRUCT, meta)}

@@ -74,19 +74,26 @@ def _chunk_bytes(pf: pq.ParquetFile, group: int, columns: list[str]) -> int:
 def _check_point_reads(path: str) -> None:
     """Every row group of a file with a page index: the page path equals the whole read.
 
-    Reads one row, then three spread rows, of every column (all served page by page).
+    Reads one row, then three spread rows, of every column (all served page by page):
+    without a dictionary cache, then with one, cold and warm (dictionary indexes decoded
+    here and looked up in the cached dictionary).
     """
     handle, pf, index = _open(path)
     columns = pf.schema_arrow.names
+    cache: dict[Any, pa.Array] = {}
     for g in range(pf.num_row_groups):
         n = pf.metadata.row_group(g).num_rows
         for local in (np.array([n // 2]), np.array(sorted({0, n // 3, n - 1}))):
-            got = read_group_rows(handle, index, pf.schema_arrow, g, local, columns)
             want = _expected(pf, g, local, columns)
-            assert got.table.schema.equals(want.schema, check_metadata=True)
-            assert got.table.equals(want)
+            plain = read_group_rows(handle, index, pf.schema_arrow, g, local, columns)
+            cold = read_group_rows(handle, index, pf.schema_arrow, g, local, columns, cache, path)
+            warm = read_group_rows(handle, index, pf.schema_arrow, g, local, columns, cache, path)
+            for got in (plain, cold, warm):
+                assert got.table.schema.equals(want.schema, check_metadata=True)
+                assert got.table.equals(want)
+            assert warm.bytes_read <= plain.bytes_read
             if len(local) == 1 and any(len(index.chunks[(g, c)].page_offsets) > 1 for c in columns):
-                assert got.bytes_read < _chunk_bytes(pf, g, columns)
+                assert plain.bytes_read < _chunk_bytes(pf, g, columns)
 
 
 # --------------------------------------------------------------------------- random pyarrow files
@@ -253,7 +260,7 @@ def test_read_file_reads_pages(tmp_path: Path) -> None:
         positions = [0, 7777, whole.num_rows - 1]
         got = read_file(source, snap, entry, positions=positions, with_positions=True)
         assert got.equals(whole.take(positions))
-        index = datafiles._PAGES.get(datafiles._file_key(entry))
+        index = datafiles._PAGES.get(datafiles.file_key(source, entry)[0])
         assert index is not None and index.chunks  # the point read went page by page
         assert read_file(source, snap, entry, ["email"], positions=[3]).equals(
             whole.select(["email"]).take([3])
@@ -343,7 +350,7 @@ def test_read_file_mixes_page_and_row_group_reads(tmp_path: Path) -> None:
     got = read_file(source, snap, entry, ["tags", "id", "name"], positions=positions, with_positions=True)
     whole = read_file(source, snap, entry, ["tags", "id", "name"], with_positions=True)
     assert got.equals(whole.take(positions))
-    index = datafiles._PAGES.get(datafiles._file_key(entry))
+    index = datafiles._PAGES.get(datafiles.file_key(source, entry)[0])
     assert index is not None and {c for _, c in index.chunks} == {"id", "name"}
 
 
@@ -405,4 +412,4 @@ def test_corrupt_offset_index_falls_back_to_row_group_reads(tmp_path: Path, garb
         assert got.num_rows == len(positions)
         for name in want.column_names:
             assert got.column(name).to_pylist() == want.column(name).take(positions).to_pylist(), name
-    assert datafiles._PAGES.get(datafiles._file_key(entry)) is not None  # the failure is remembered
+    assert datafiles._PAGES.get(datafiles.file_key(source, entry)[0]) is not None  # the failure is remembered
