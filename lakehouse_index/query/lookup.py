@@ -12,14 +12,17 @@ files the index does not cover are scanned with the same key filter.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Hashable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse_index.config import ReadConfig
+from lakehouse_index.config import ReadConfig, SizedCache
 from lakehouse_index.expressions.types import orders_alike
 from lakehouse_index.io import Storage
 from lakehouse_index.kinds import keys as K
@@ -35,11 +38,12 @@ from lakehouse_index.query.index_reader import (
     Selection,
     read_entries,
 )
-from lakehouse_index.read.datafiles import file_layout, read_file, resolve_columns, row_ids
+from lakehouse_index.read.datafiles import FileLayout, file_key, read_file, resolve_columns, row_ids
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
 from lakehouse_index.spec import IndexSpec
 
 FILE = "_file"
+_T = TypeVar("_T")
 #: The column ``locate`` adds for the stable row id when the index declares no record key.
 ROW_ID = "_row_id"
 
@@ -185,43 +189,110 @@ def _live_positions(
     return np.array([p for p in positions.tolist() if p not in deleted], dtype=np.int64)
 
 
+#: Key columns of files lookups scan (not covered by the index yet), kept between lookups:
+#: (file key, key columns as resolved) → the columns plus ``_row``, deletes not applied.
+_SCAN_KEYS: SizedCache[Hashable, pa.Table] = SizedCache("scan_key_bytes", getsizeof=lambda t: t.nbytes)
+
+
+def clear_scan_cache() -> None:
+    """Forget the cached key columns of scanned files (tests, benchmarks of cold lookups)."""
+    _SCAN_KEYS.clear()
+
+
+def _scan_keys(source: TableSource, plan: LookupPlan, fe: FileEntry) -> pa.Table | None:
+    """The key columns and ``_row`` of every row of ``fe`` (deletes not applied), cached while
+    the file's bytes stay the same; None when no row group's statistics may hold a key."""
+    key, layout = file_key(source, fe)
+    cols = [plan.target.column(c) for c in plan.key_columns]
+    cache_key = (
+        key,
+        tuple((c.name, str(c.type), c.field_id, c.stored_name, c.in_data_files) for c in cols),
+        tuple(sorted((k, repr(v)) for k, v in fe.partition_dict.items() if k in plan.key_columns)),
+    )
+    found = _SCAN_KEYS.get(cache_key)
+    if found is not None:
+        return found if _may_hold(plan, fe, layout) else None
+    if not _may_hold(plan, fe, layout):
+        return None
+    found = read_file(
+        source,
+        plan.target,
+        fe,
+        columns=list(plan.key_columns),
+        with_positions=True,
+        apply_deletes=False,
+        config=plan.read,
+    )
+    _SCAN_KEYS[cache_key] = found
+    return found
+
+
 def _scan_hits(
     source: TableSource, plan: LookupPlan, columns: Sequence[str]
 ) -> list[tuple[FileEntry, pa.Table]]:
     """Rows with the keys in files the index does not answer for (read directly).
 
-    Per file: row groups whose statistics of the leading key column exclude every key
-    are skipped, the key columns of the others are read and matched, and the remaining
-    columns are read for the matching rows only.
+    Per file: skipped when the row-group statistics of the leading key column exclude
+    every key; else the file's key columns (read once, then kept between lookups until
+    the file's bytes change, see ``CacheConfig.scan_key_bytes``) are matched, and the
+    matching rows alone are read, all ``columns`` (keys included), with the target's
+    deletes applied; the key is re-checked on the rows read.
     """
-    out = []
-    keys = list(plan.key_columns)
-    rest = [c for c in columns if c not in keys]
-    for fe in plan.coverage.scan:
-        candidates = _candidate_rows(source, plan, fe)
-        if candidates is not None and not len(candidates):
-            continue
+
+    def one(fe: FileEntry) -> tuple[FileEntry, pa.Table] | None:
+        keys = _scan_keys(source, plan, fe)
+        if keys is None:
+            return None
+        positions = keys[sec.ROW].to_numpy()[
+            K.match_mask(keys, plan.keys.table).to_numpy(zero_copy_only=False)
+        ]
+        if not len(positions):
+            return None
         t = read_file(
-            source, plan.target, fe, columns=keys, positions=candidates, with_positions=True, config=plan.read
+            source,
+            plan.target,
+            fe,
+            columns=columns,
+            positions=positions,
+            with_positions=True,
+            config=plan.read,
         )
         t = t.filter(K.match_mask(t, plan.keys.table))
-        if not t.num_rows:
-            continue
-        if rest:
-            positions = t[sec.ROW].to_numpy()
-            more = read_file(source, plan.target, fe, columns=rest, positions=positions, config=plan.read)
-            for c in rest:
-                t = t.append_column(plan.target.schema.field(c), more[c])
-        out.append((fe, t))
-    return out
+        return (fe, t) if t.num_rows else None
+
+    return [hit for hit in _each_file(one, plan.coverage.scan, plan.read) if hit is not None]
 
 
-def _candidate_rows(source: TableSource, plan: LookupPlan, fe: FileEntry) -> np.ndarray | None:
+def _each_file(fn: Callable[[FileEntry], _T], files: Sequence[FileEntry], read: ReadConfig) -> list[_T]:
+    """``fn`` of each file, in order; up to ``read.parallel_files`` files at a time."""
+    if len(files) <= 1 or read.parallel_files <= 1:
+        return [fn(fe) for fe in files]
+    return list(_file_pool(read.parallel_files).map(fn, files))
+
+
+_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
+
+
+def _file_pool(size: int) -> ThreadPoolExecutor:
+    """A pool of ``size`` threads for per-file reads (one per process and size)."""
+    key = (os.getpid(), size)
+    pool = _POOLS.get(key)
+    if pool is None:
+        pool = _POOLS.setdefault(key, ThreadPoolExecutor(size, thread_name_prefix="lookup-files"))
+    return pool
+
+
+def _may_hold(plan: LookupPlan, fe: FileEntry, layout: FileLayout) -> bool:
+    """Whether a row group of ``fe`` may hold a key by its leading-key statistics."""
+    candidates = _candidate_rows(plan, fe, layout)
+    return candidates is None or bool(len(candidates))
+
+
+def _candidate_rows(plan: LookupPlan, fe: FileEntry, layout: FileLayout) -> np.ndarray | None:
     """Positions of the row groups of ``fe`` whose leading-key statistics may hold a key.
 
     None when every row group may (read the whole file).
     """
-    layout = file_layout(source, fe)
     lead = resolve_columns(plan.target, fe, layout, [plan.key_columns[0]])[0]
     if (
         lead.stored is None
@@ -314,14 +385,18 @@ def lookup(
         parts = [hits.select(out_cols), *(t.select(out_cols) for _, t in _scan_hits(source, plan, need))]
         return pa.concat_tables([p.cast(schema) for p in parts])
     hits = _index_hits(source, storage, index_dir, plan, apply_deletes=False)
-    parts = []
     fids = hits[sec.FILE_ID].to_numpy()
     rows = hits[sec.ROW].to_numpy()
-    for fid in np.unique(fids).tolist():
-        fe = plan.coverage.answered[fid]
-        positions = np.sort(rows[fids == fid])
+    files = [plan.coverage.answered[fid] for fid in np.unique(fids).tolist()]
+    by_path = {fe.path: fid for fid, fe in zip(np.unique(fids).tolist(), files, strict=True)}
+
+    def fetch(fe: FileEntry) -> pa.Table:
+        positions = np.sort(rows[fids == by_path[fe.path]])
         t = read_file(source, plan.target, fe, columns=need, positions=positions, config=plan.read)
-        parts.append(t.filter(K.match_mask(t, plan.keys.table)).select(out_cols))
+        return t.filter(K.match_mask(t, plan.keys.table)).select(out_cols)
+
+    # The files' pages are fetched concurrently (and within a file, as merged ranges in parallel).
+    parts = _each_file(fetch, files, plan.read)
     for _, t in _scan_hits(source, plan, need):
         parts.append(t.select(out_cols))
     if not parts:
