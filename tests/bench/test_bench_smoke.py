@@ -204,6 +204,7 @@ def test_lookup_benchmark_tiny(spark: SparkSession, isolated: Path) -> None:
     # The probes really cover appended keys, and keys appended after the version in between.
     assert any(_row_of(k) >= between_rows for k in res.w2["between"].answers)
 
+    assert res.batches and all(set(per) == {"lookup", "duckdb", "lance"} for per in res.batches.values())
     warm = res.io["lookup, warm"]
     assert warm["index-data reads"] >= 1 and warm["table-data reads"] >= 1
     assert res.io["locate, warm"]["table-data reads"] == 0  # locate answers from the index alone
