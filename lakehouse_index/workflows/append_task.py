@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -111,21 +112,30 @@ class IndexShare:
 
 
 def split(rows: pa.Table, columns: tuple[str, ...]) -> Iterator[tuple[PartitionKey, pa.Table]]:
-    """``rows`` grouped by the values of ``columns`` (nulls form their own group)."""
+    """``rows`` grouped by the values of ``columns`` (nulls form their own group), each group
+    in its rows' original order: one stable sort of the combined partition codes, then slices."""
     if not columns:
         yield (), rows
         return
-    keys = rows.select(list(columns)).group_by(list(columns)).aggregate([])
-    if keys.num_rows == 1:
-        yield tuple((c, keys[c][0].as_py()) for c in columns), rows
+    if rows.num_rows == 0:
         return
-    for key in keys.to_pylist():
-        mask = None
-        for c in columns:
-            v = key[c]
-            cond = pc.is_null(rows[c]) if v is None else pc.fill_null(pc.equal(rows[c], v), False)
-            mask = cond if mask is None else pc.and_(mask, cond)
-        yield tuple((c, key[c]) for c in columns), rows.filter(mask)
+    codes = np.zeros(rows.num_rows, dtype=np.int64)
+    for c in columns:
+        encoded = pc.dictionary_encode(rows[c], null_encoding="encode").combine_chunks()
+        width = max(1, len(encoded.dictionary))
+        codes = codes * width + encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        if len(columns) > 1:  # renumber densely (below the row count), so the next product cannot overflow
+            codes = np.unique(codes, return_inverse=True)[1].astype(np.int64)
+    order = np.argsort(codes, kind="stable")
+    starts = np.flatnonzero(np.diff(codes[order], prepend=-1))
+    if len(starts) == 1:
+        yield tuple((c, rows[c][0].as_py()) for c in columns), rows
+        return
+    grouped = rows.take(pa.array(order))
+    ends = [*starts[1:].tolist(), rows.num_rows]
+    for start, end in zip(starts.tolist(), ends, strict=True):
+        part = grouped.slice(start, end - start)
+        yield tuple((c, part[c][0].as_py()) for c in columns), part
 
 
 #: Rows a task gathers before handing them to a data file's writer (one row group each
@@ -158,6 +168,10 @@ class _File:
             self.out.write(pa.concat_tables(self.held))
         self.held, self.held_rows, self.held_bytes = [], 0, 0
 
+    def close(self) -> WrittenFile:
+        self.flush()
+        return self.out.close()
+
 
 @dataclass(frozen=True)
 class AppendTask:
@@ -169,6 +183,8 @@ class AppendTask:
     indexes: tuple[IndexShare, ...]
     #: Partitions of the DataFrame (the ``n`` of the file-id rule).
     tasks: int
+    #: Threads a task writes its files and index entries on.
+    threads: int = 1
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -178,13 +194,22 @@ class AppendTask:
         yield self.run(context.partitionId(), batches)
 
     def run(self, task: int, batches: Iterable[pa.RecordBatch]) -> pa.RecordBatch:
-        """Write the task's rows and their entries; one result row per data file."""
+        """Check the task's rows against the table schema, write them and their entries; the
+        pickled :class:`TaskOutput` as the task's one result row."""
+        rows = (
+            conform(pa.Table.from_batches([b]), self.schema, self.table_uri) for b in batches if b.num_rows
+        )
+        out = self.write(task, rows)
+        return pa.RecordBatch.from_pydict({RESULT_COLUMN: [pickle.dumps(out)]}, schema=RESULT_SCHEMA)
+
+    def write(self, task: int, tables: Iterable[pa.Table]) -> TaskOutput:
+        """Write ``tables`` (rows already in the table schema) as task ``task``: the data files,
+        then each index's entries for them, on ``threads`` threads (pyarrow's writes, sorts
+        and statistics release the GIL, so the index entries are computed and written while
+        the data files are)."""
         needed = list(dict.fromkeys(c for i in self.indexes for c in i.entries.columns))
         opened: dict[PartitionKey, _File] = {}
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            rows = conform(pa.Table.from_batches([batch]), self.schema, self.table_uri)
+        for rows in tables:
             for key, part in split(rows, self.files.partition_columns):
                 f = opened.get(key)
                 if f is None:
@@ -193,28 +218,35 @@ class AppendTask:
                     positions = pa.array(np.arange(f.rows, f.rows + part.num_rows, dtype=np.int64))
                     f.index_rows.append(part.select(needed).append_column(ROW, positions))
                 f.add(part)
-        written = []
-        for f in opened.values():
-            f.flush()
-            ids = tuple((i.name, i.file_id(task, self.tasks, f.seq)) for i in self.indexes)
-            written.append(replace(f.out.close(), file_ids=ids))
-        index_files = []
-        for share in self.indexes:
-            parts = [
-                share.entries.entries(
-                    pa.concat_tables(f.index_rows), share.file_id(task, self.tasks, f.seq), share.ordinal
-                )
-                for f in opened.values()
-            ]
-            # Files in id order, rows in position order: the entries are in address order.
-            paths = (
-                write_entries(pa.concat_tables(parts), share.target, share.config, in_address_order=True)
-                if parts
-                else []
+        files = list(opened.values())
+        with ThreadPoolExecutor(max(1, self.threads)) as pool:
+            # The index jobs first: each is one long sort and write that the file closes overlap.
+            index_jobs = [pool.submit(self._index_files, share, task, files) for share in self.indexes]
+            closes = [pool.submit(f.close) for f in files]
+            index_files = tuple(
+                (share.name, tuple(j.result())) for share, j in zip(self.indexes, index_jobs, strict=True)
             )
-            index_files.append((share.name, tuple(paths)))
-        out = TaskOutput(tuple(written), tuple(index_files))
-        return pa.RecordBatch.from_pydict({RESULT_COLUMN: [pickle.dumps(out)]}, schema=RESULT_SCHEMA)
+            written = tuple(
+                replace(
+                    c.result(),
+                    file_ids=tuple((i.name, i.file_id(task, self.tasks, f.seq)) for i in self.indexes),
+                )
+                for f, c in zip(files, closes, strict=True)
+            )
+        return TaskOutput(written, index_files)
+
+    def _index_files(self, share: IndexShare, task: int, files: list[_File]) -> list[str]:
+        """Write ``share``'s entries of ``files``; the index files' paths."""
+        parts = [
+            share.entries.entries(
+                pa.concat_tables(f.index_rows), share.file_id(task, self.tasks, f.seq), share.ordinal
+            )
+            for f in files
+        ]
+        if not parts:
+            return []
+        # Files in id order, rows in position order: the entries are in address order.
+        return write_entries(pa.concat_tables(parts), share.target, share.config, in_address_order=True)
 
 
 def task_outputs(rows: Iterable[Any]) -> list[TaskOutput]:

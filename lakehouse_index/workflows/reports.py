@@ -13,7 +13,9 @@ class Action(str, Enum):
     """What maintaining one index did."""
 
     INCREMENTAL = "incremental"  # index data brought to the latest version
-    WRITE_JOB = "write_job"  # entries computed and written by the write's own Spark job
+    WRITE_JOB = (
+        "write_job"  # entries computed from the written rows by the write itself (Spark job or in process)
+    )
     QUICK = "quick"  # changes recorded (Pending), repaired by hybrid scan at query time
     NOTHING = "nothing"  # already up to date
     REPORTED = "reported"  # policy off: only the lag is reported

@@ -122,7 +122,10 @@ def append(table: IndexedTable, data: Any) -> WriteResult:
     """Append ``data`` (pyarrow, pandas or Spark); see :meth:`lakehouse_index.Table.append`.
 
     A Spark DataFrame of more than ``local_max_rows`` rows is written by Spark, with the
-    index entries computed in the same job (:mod:`.spark_append`).
+    index entries computed in the same job (:mod:`.spark_append`). Other data, when an
+    index takes entries computed by the write, is written by this process the same way,
+    on threads (:func:`.direct_append.append_rows`); else through the format library,
+    then each index refreshes.
     """
     start = time.perf_counter()
     snap, handle = _open(table, "append")
@@ -134,6 +137,12 @@ def append(table: IndexedTable, data: Any) -> WriteResult:
         if distributed is not None:
             return distributed
     rows = inputs.conform(inputs.to_arrow(data), snap.schema, table.uri)
+    if rows.num_rows:
+        from lakehouse_index.workflows import direct_append
+
+        direct = direct_append.append_rows(table, rows, snap, handle, start)
+        if direct is not None:
+            return direct
     if table.format == "delta":
         from lakehouse_index.workflows import delta_commit as dc
 

@@ -20,8 +20,8 @@ from deltalake import DeltaTable, write_deltalake
 
 import lakehouse_index as li
 from lakehouse_index.io.uri import local_path
+from lakehouse_index.workflows.direct_append import NOT_INCREMENTAL, NOT_WRITE_TIME
 from lakehouse_index.workflows.reports import Action
-from lakehouse_index.workflows.spark_append import NOT_INCREMENTAL, NOT_WRITE_TIME
 from tests.api.iceberg_index_support import sql_catalog
 from tests.workflows.helpers import SCHEMA, check_version, multiset, rows
 
