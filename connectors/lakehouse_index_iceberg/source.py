@@ -193,6 +193,9 @@ class IcebergSource(TableSource):
 
     def _refresh(self) -> History:
         location = self._locator()
+        io = self._io.serving(location)  # a catalog's table may live on another store
+        if io is not self._io:
+            self._io, self._reader = io, DeleteReader(io)
         if self._history is None or self._history.location != location:
             self.reads["metadata"] += 1
             meta = parse_metadata(self._io, location)

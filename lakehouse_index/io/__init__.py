@@ -146,6 +146,10 @@ class Storage:
         """The storage that serves ``uri`` (UnsupportedSchemeError for an unknown scheme)."""
         return cls(uri_scheme(uri), dict(storage_options or {}))
 
+    def serving(self, uri: str) -> Storage:
+        """This storage when it serves ``uri``'s scheme, else one for that scheme with the same options."""
+        return self if uri_scheme(uri) == self.scheme else Storage.for_uri(uri, self.options)
+
     # ------------------------------------------------------------------ paths
 
     @property

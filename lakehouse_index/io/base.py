@@ -68,6 +68,11 @@ class FileIO(Protocol):
         """A pyarrow filesystem and the path within it, for Parquet readers."""
         ...
 
+    def serving(self, uri: str) -> FileIO:
+        """Access to ``uri`` with the same storage options: this one when it serves ``uri``'s
+        scheme (a catalog's table may live on another store than the catalog was opened with)."""
+        ...
+
 
 class StorageBackend(abc.ABC):
     """The scheme-specific part of a :class:`~lakehouse_index.io.Storage`.

@@ -110,11 +110,22 @@ def refused_features(
     return out
 
 
-def open_for_write(uri: str, operation: str) -> Any:
+def deltalake_options(storage_options: Mapping[str, str]) -> dict[str, str]:
+    """``storage_options`` as deltalake takes them: an ``http://`` endpoint (an S3-compatible
+    store on a private network) needs ``AWS_ALLOW_HTTP``. Commits to S3 are safe without a
+    locking provider: deltalake writes each log entry with a conditional PUT."""
+    out = dict(storage_options)
+    upper = {k.upper(): v for k, v in out.items()}
+    if upper.get("AWS_ENDPOINT_URL", "").startswith("http://") and "AWS_ALLOW_HTTP" not in upper:
+        out["AWS_ALLOW_HTTP"] = "true"
+    return out
+
+
+def open_for_write(uri: str, operation: str, storage_options: Mapping[str, str]) -> Any:
     """The deltalake DeltaTable at ``uri``, after checking that ``operation`` may commit to it."""
     from deltalake import DeltaTable
 
-    dt = DeltaTable(_deltalake_uri(uri))
+    dt = DeltaTable(_deltalake_uri(uri), storage_options=deltalake_options(storage_options) or None)
     protocol = dt.protocol()
     config = dict(dt.metadata().configuration)
     schema = json.loads(dt.schema().to_json())

@@ -108,7 +108,7 @@ def _open(table: IndexedTable, operation: str) -> tuple[Snapshot, Any]:
     if table.format == "delta":
         from lakehouse_index.workflows import delta_commit
 
-        handle = delta_commit.open_for_write(table.uri, operation)
+        handle = delta_commit.open_for_write(table.uri, operation, table.storage.options)
     elif table.format == "iceberg":
         from lakehouse_index.workflows import iceberg_commit
 
