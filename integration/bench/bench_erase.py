@@ -129,6 +129,7 @@ def run(scale: str, *, log: Any = print) -> EraseBench:
             quoted = ", ".join("'" + s + "'" for s in subjects)
             steps = res.naive.steps
             steps["delete"], _ = timed(lambda: dt.delete(f"email IN ({quoted})"))
+
             def cleanup() -> None:
                 dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
                 dt.create_checkpoint()

@@ -241,7 +241,8 @@ def measure(fmt: str, n_files: int, sc: WriteScale, work: Path, first_id: int) -
         result = t.append(d)
         sample.api.append(time.perf_counter() - t0)
         (report,) = result.indexes
-        if report.action.value not in ("incremental", "write_job") or report.indexed_version != result.table_version:
+        wrote = report.action.value in ("incremental", "write_job")
+        if not wrote or report.indexed_version != result.table_version:
             raise AssertionError(f"the API append left {INDEX} at {report} (commit {result.table_version})")
         sample.api_index.append(report.seconds)
         sample.files_written = len(t.snapshot(result.table_version).files) - before

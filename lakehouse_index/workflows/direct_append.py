@@ -137,12 +137,14 @@ def _hold(table: IndexedTable, snap: Snapshot, notes: dict[str, str], held: list
             notes[info.name] = BUSY
             continue
         build = table._build_context(log, started.ctx.data_uri, None, None)
+        held_from = started.ctx.stable  # after the catch-up above: its file ids are taken
+        assert held_from is not None
         share = IndexShare(
             name=info.name,
             entries=entries,
             target=build.target(entries.layout, entries.schema, Level.DELTA, "files"),
             config=build.config,
-            first_id=stable.source.next_file_id,
+            first_id=held_from.source.next_file_id,
             ordinal=snap.ordinal + 1,
         )
         held.append(_Held(info.name, started, build, share))
