@@ -122,10 +122,11 @@ def append(table: IndexedTable, data: Any) -> WriteResult:
     """Append ``data`` (pyarrow, pandas or Spark); see :meth:`lakehouse_index.Table.append`.
 
     A Spark DataFrame of more than ``local_max_rows`` rows is written by Spark, with the
-    index entries computed in the same job (:mod:`.spark_append`). Other data, when an
-    index takes entries computed by the write, is written by this process the same way,
-    on threads (:func:`.direct_append.append_rows`); else through the format library,
-    then each index refreshes.
+    index entries computed in the same job (:mod:`.spark_append`). Other data goes through
+    the format library, then each index refreshes; with
+    ``ExecutorConfig.write_time_entries_in_process``, when an index takes entries computed
+    by the write, this process writes it the distributed way, on threads
+    (:func:`.direct_append.append_rows`).
     """
     start = time.perf_counter()
     snap, handle = _open(table, "append")
@@ -137,7 +138,7 @@ def append(table: IndexedTable, data: Any) -> WriteResult:
         if distributed is not None:
             return distributed
     rows = inputs.conform(inputs.to_arrow(data), snap.schema, table.uri)
-    if rows.num_rows:
+    if rows.num_rows and config.write_time_entries_in_process:
         from lakehouse_index.workflows import direct_append
 
         direct = direct_append.append_rows(table, rows, snap, handle, start)

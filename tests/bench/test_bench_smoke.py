@@ -258,6 +258,7 @@ def test_writes_benchmark_tiny(isolated: Path) -> None:
         assert all(len(x) == sc.repeats and all(math.isfinite(t) and t > 0 for t in x) for x in series)
         assert all(i < a for i, a in zip(s.api_index, s.api, strict=True))  # the index part of the API write
         assert s.profile["commit"] > 0 and s.profile["read keys"] > 0 and s.profile["sort + write"] > 0
+        assert all(len(x) == sc.repeats and all(t > 0 for t in x) for x in (s.bare_cpu, s.api_cpu))
         assert s.profile["index"] < s.profile["total"]
     assert res.checked_keys > 0
     text = isolated.read_text()

@@ -6,7 +6,8 @@
   the table is in the index's file map once, and every version answers like the reader;
 * rows are split into one file per partition value (nulls and several partition columns
   included) in their original order: the written files, read back, hold exactly the rows;
-* without an index that takes write-time entries, the format library writes the data.
+* without an index that takes write-time entries, or by default
+  (``ExecutorConfig.write_time_entries_in_process`` off), the format library writes the data.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from lakehouse_index.workflows.reports import Action
 from tests.api.iceberg_index_support import sql_catalog
 from tests.workflows.helpers import check_all, create_indexes, rows
 
+#: The in-process write-time entries are opt-in.
+CONFIG = li.Config(executor=li.ExecutorConfig(write_time_entries_in_process=True))
 FIRST = [(i, "abc"[i % 3], i % 3, i, "xy"[i % 2]) for i in range(6)]
 
 
@@ -41,7 +44,7 @@ def _file_map(t: li.Table, name: str) -> Counter[str]:
 def test_delta_append_after_a_foreign_commit(tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     write_deltalake(path, rows(FIRST), partition_by=["p"])
-    t = li.open_table(path)
+    t = li.open_table(path, config=CONFIG)
     create_indexes(t)
     write_deltalake(path, rows([(10, "a", 1, 5, "y")]), mode="append")  # the index lags
     result = t.append(rows([(11, "a", 2, 6, "x"), (12, "b", 1, 7, "y")]))
@@ -59,7 +62,7 @@ def test_iceberg_append_after_a_foreign_commit(tmp_path: Path) -> None:
     with tbl.update_spec() as spec:
         spec.add_identity("p")
     tbl.append(rows(FIRST))
-    t = li.open_table("db.t", catalog=catalog)
+    t = li.open_table("db.t", catalog=catalog, config=CONFIG)
     create_indexes(t)
     catalog.load_table("db.t").append(rows([(10, "a", 1, 5, "y")]))
     result = t.append(rows([(11, "a", 2, 6, "x"), (12, "b", 1, 7, "y")]))
@@ -98,7 +101,7 @@ def test_split_groups_rows_in_order() -> None:
 def test_delta_partitioned_files_hold_exactly_the_rows(tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     write_deltalake(path, rows(FIRST), partition_by=["p"])
-    t = li.open_table(path)
+    t = li.open_table(path, config=CONFIG)
     t.create_index(li.SecondaryIndex("by_k", key="k"))
     data = rows([(100 + i, "abc"[i % 3], i % 5, i, "xyz"[i % 3]) for i in range(300)])
     result = t.append(data)
@@ -118,7 +121,7 @@ def test_delta_partitioned_files_hold_exactly_the_rows(tmp_path: Path) -> None:
 def test_without_write_time_indexes_the_format_library_writes(tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     write_deltalake(path, rows(FIRST), partition_by=["p"])
-    t = li.open_table(path)
+    t = li.open_table(path, config=CONFIG)
     t.create_index(li.SecondaryIndex("by_k", key="k", auto_refresh="quick"))
     result = t.append(rows([(50, "c", 0, 5, "x")]))
     assert result.indexes[0].action is Action.QUICK
@@ -126,3 +129,14 @@ def test_without_write_time_indexes_the_format_library_writes(tmp_path: Path) ->
     (uri,) = added
     assert Path(uri).name.startswith("part-00000-")  # deltalake's own file naming
     assert 50 in t.lookup("by_k", ["c"])["id"].to_pylist()
+
+
+def test_by_default_the_format_library_writes_and_the_index_refreshes(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    write_deltalake(path, rows(FIRST), partition_by=["p"])
+    t = li.open_table(path)
+    t.create_index(li.SecondaryIndex("by_k", key="k"))
+    result = t.append(rows([(50, "c", 0, 5, "x")]))
+    assert result.indexes[0].action is Action.INCREMENTAL and result.indexes[0].indexed_version == 1
+    (uri,) = set(DeltaTable(path).file_uris()) - set(DeltaTable(path, version=0).file_uris())
+    assert Path(uri).name.startswith("part-00000-")
