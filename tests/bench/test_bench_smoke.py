@@ -284,6 +284,24 @@ def test_watcher_benchmark_tiny(isolated: Path) -> None:
     assert doc["benchmark"] == "watcher" and _same(doc["results"], bench_watcher.results(res))
 
 
+def test_cdc_benchmark_tiny(isolated: Path) -> None:
+    from integration.bench import bench_cdc
+
+    res = bench_cdc.main(["--scale", "tiny"])
+    sc = bench_cdc.SCALES["tiny"]
+    # every batch size measured on both tables; lookups were checked against deltalake inside
+    assert [s.rows for s in res.samples] == list(sc.batches) and res.checked_keys > 0
+    for s in res.samples:
+        series = (s.bare, s.api, s.index, s.api_merge)
+        assert all(len(x) == sc.repeats and all(math.isfinite(t) for t in x) for x in series)
+        assert all(0 < i < a for i, a in zip(s.index, s.api, strict=True))
+        assert all(n > 0 for n in s.entries_written)  # changed and inserted rows got entries
+    text = isolated.read_text()
+    assert "<!-- bench:cdc -->" in text and "index upkeep" in text
+    doc = json.loads(results_path("cdc").read_text())
+    assert doc["benchmark"] == "cdc" and _same(doc["results"], bench_cdc.results(res))
+
+
 @pytest.mark.spark
 def test_distributed_append_benchmark_tiny(spark: SparkSession, isolated: Path) -> None:
     from integration.bench import bench_distributed_append as bench
