@@ -573,16 +573,18 @@ class Table:
     def _snapshots(self, name: str) -> list[LogEntry]:
         """The retained ACTIVE snapshots of an index; clear errors when it cannot answer."""
         log = self._log(name)
-        stable = log.latest_stable()
-        if stable is None or stable.state is IndexState.DOES_NOT_EXIST:
-            raise IndexNotFoundError(f"no index {name!r} on {self.uri}")
-        if stable.state is not IndexState.ACTIVE:
+        snapshots = log.active_snapshots()  # one probe of the log when warm
+        if not snapshots:
+            stable = log.latest_stable()
+            if stable is None or stable.state is IndexState.DOES_NOT_EXIST:
+                raise IndexNotFoundError(f"no index {name!r} on {self.uri}")
             raise IllegalIndexStateError(f"index {name!r} is {stable.state.value}; restore it to query it")
-        if not kind_of(stable.spec).answers_lookups:
+        spec = snapshots[-1].spec
+        if not kind_of(spec).answers_lookups:
             raise IllegalIndexStateError(
-                f"index {name!r} is a {stable.spec.kind} index: it prunes scans, it has no lookups"
+                f"index {name!r} is a {spec.kind} index: it prunes scans, it has no lookups"
             )
-        return log.active_snapshots()
+        return snapshots
 
     def plan(
         self,

@@ -26,6 +26,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, ClassVar
 from urllib.parse import quote
 
@@ -301,9 +302,9 @@ class Snapshot:
                 return c
         raise KeyError(name)
 
-    @property
+    @cached_property
     def total_bytes(self) -> int:
-        """Sum of live data file sizes."""
+        """Sum of live data file sizes (computed once per snapshot)."""
         if isinstance(self.files, FileMap):
             return self.files.total_bytes()
         return sum(f.size for f in self.files.values())

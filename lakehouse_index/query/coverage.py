@@ -22,7 +22,11 @@ remap).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
+import pyarrow as pa
+
+from lakehouse_index.config import SizedCache
 from lakehouse_index.errors import VersionNotFoundError
 from lakehouse_index.kinds.moves import MoveMap, moves_of
 from lakehouse_index.log.entry import LogEntry, SourceFile
@@ -44,11 +48,23 @@ class Coverage:
     exact_window: bool
     #: Where rows of files rewritten up to ``cap`` moved (applied to entries before the merge).
     moves: MoveMap
+    #: Files the snapshot counts as live that the target does not hold (their entries are dropped).
+    excluded: int = 0
 
-    @property
+    @cached_property
     def scan_bytes(self) -> int:
         """Bytes of data files the hybrid scan must read."""
         return sum(f.size for f in self.scan)
+
+    @cached_property
+    def answered_ids(self) -> pa.Array:
+        """The ids of :attr:`answered`, ascending (int64): the filter of the index entries."""
+        return pa.array(sorted(self.answered), pa.int64())
+
+    @cached_property
+    def deleted_rows(self) -> int:
+        """Rows deleted in the target from the files filtered by its deletes (the delete filter's work)."""
+        return sum(self.answered[fid].deleted_count for fid in self.filter_deletes)
 
 
 def is_ancestor(source: TableSource, older: int, newer: int, min_ordinal: int) -> bool:
@@ -67,8 +83,26 @@ def is_ancestor(source: TableSource, older: int, newer: int, min_ordinal: int) -
     return False
 
 
+#: (id of a log entry, id of a target snapshot) → (that entry, that snapshot, its coverage).
+#: Both are immutable and a connector hands out one Snapshot object per version while it is
+#: cached, so a warm lookup computes coverage once per (table version, index log entry): a new
+#: table version or a new log entry is another object, hence a miss. Holding both objects keeps
+#: their ids from being reused while cached. Size: ``CacheConfig.coverage_entries``.
+_CACHE: SizedCache[tuple[int, int], tuple[LogEntry, Snapshot, Coverage]] = SizedCache("coverage_entries")
+
+
 def coverage(source: TableSource, entry: LogEntry, target: Snapshot) -> Coverage:
-    """Plan the repair of ``entry``'s index data for the table state ``target``."""
+    """Plan the repair of ``entry``'s index data for the table state ``target`` (cached per pair)."""
+    key = (id(entry), id(target))
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0] is entry and hit[1] is target:
+        return hit[2]
+    found = _coverage(source, entry, target)
+    _CACHE[key] = (entry, target, found)
+    return found
+
+
+def _coverage(source: TableSource, entry: LogEntry, target: Snapshot) -> Coverage:
     base = entry.content.base_ordinal if entry.content.base_ordinal is not None else entry.source.ordinal
     window = base <= target.ordinal <= entry.source.ordinal and is_ancestor(
         source, target.version, entry.source.version, base
@@ -133,7 +167,9 @@ def _window(entry: LogEntry, target: Snapshot) -> Coverage:
         answered[sf.id] = fe
         if _verify(sf, fe):
             filtered.add(sf.id)
-    return Coverage(v, answered, frozenset(filtered), tuple(scan), True, moves_of(entry.source, v))
+    return Coverage(
+        v, answered, frozenset(filtered), tuple(scan), True, moves_of(entry.source, v), _excluded(entry, target)
+    )
 
 
 def _hybrid(entry: LogEntry, target: Snapshot, legacy: dict[str, frozenset[str]] | None) -> Coverage:
@@ -160,8 +196,19 @@ def _hybrid(entry: LogEntry, target: Snapshot, legacy: dict[str, frozenset[str]]
             scan.append(fe)
     cap = entry.source.ordinal
     return Coverage(
-        cap, answered, frozenset(filtered), tuple(scan), False, MoveMap.of(entry.source.files, cap)
+        cap,
+        answered,
+        frozenset(filtered),
+        tuple(scan),
+        False,
+        MoveMap.of(entry.source.files, cap),
+        _excluded(entry, target),
     )
+
+
+def _excluded(entry: LogEntry, target: Snapshot) -> int:
+    """Files ``entry`` counts as live (not removed) that ``target`` does not hold."""
+    return sum(1 for f in entry.source.files if f.removed_ordinal is None and f.path not in target.files)
 
 
 def covered_files(entry: LogEntry, target: Snapshot) -> tuple[dict[int, FileEntry], tuple[FileEntry, ...]]:

@@ -143,8 +143,7 @@ def _live_entries(
     # a moved address, which later deletes may name) need the LSM merge.
     has_deltas = bool(coverage.moves) or any(f.level is Level.DELTA for f in entry.content.files)
     live = sec.merge(raw, None) if has_deltas else raw
-    answered = pa.array(sorted(coverage.answered), pa.int64())
-    return live.filter(pc.is_in(live[sec.FILE_ID], value_set=answered))
+    return live.filter(pc.is_in(live[sec.FILE_ID], value_set=coverage.answered_ids))
 
 
 def files_matching(

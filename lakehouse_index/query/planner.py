@@ -348,10 +348,10 @@ def _snapshot_candidates(
             )
             continue
         cov = coverage(source, e, target)
-        live = set(target.files)
-        excluded = sum(1 for f in e.source.files if f.removed_ordinal is None and f.path not in live)
-        deleted = sum(fe.deleted_count for fid, fe in cov.answered.items() if fid in cov.filter_deletes)
-        repair = excluded * config.planner.excluded_file_cost + deleted * config.planner.deleted_row_cost
+        repair = (
+            cov.excluded * config.planner.excluded_file_cost
+            + cov.deleted_rows * config.planner.deleted_row_cost
+        )
         reason = Reason.MORE_EXPENSIVE
         if (
             total
