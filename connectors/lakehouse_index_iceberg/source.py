@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -146,6 +146,11 @@ class IcebergSource(TableSource):
         self._manifest_lists = contract.SizedCache("iceberg_manifest_entries")
         self._manifests = contract.SizedCache("iceberg_manifest_entries")
         self._states: contract.SizedCache[int, _State] = contract.SizedCache("iceberg_state_entries")
+        # Built snapshots per (snapshot id, metadata file): a lookup gets the same object back
+        # until the next commit, so what the core caches per snapshot stays warm.
+        self._snapshots: contract.SizedCache[tuple[int, str], Snapshot] = contract.SizedCache(
+            "iceberg_state_entries"
+        )
         self._reader = DeleteReader(self._io)
         self._eq_files: dict[str, ContentFile] = {}
 
@@ -330,6 +335,16 @@ class IcebergSource(TableSource):
         v = self.latest_version() if version is None else version
         snap = self._snap(v)
         h = self._hist()
+        key = (v, h.location)
+        hit = self._snapshots.get(key)
+        if hit is not None:
+            return hit
+        built = self._build_snapshot(h, snap)
+        self._snapshots[key] = built
+        return built
+
+    def _build_snapshot(self, h: History, snap: IcebergSnapshot) -> Snapshot:
+        v = snap.snapshot_id
         state = self._state(snap)
         schema = h.schema_for(snap)
         return Snapshot(
@@ -778,10 +793,49 @@ def _catalog_locator(catalog: Any, identifier: str) -> MetadataLocator:
             f"catalog must be a catalog name or a pyiceberg Catalog, got {type(catalog).__name__}"
         )
 
+    row = _sql_metadata_location(cat, identifier)
+
     def locate() -> str:
         try:
-            return str(cat.load_table(identifier).metadata_location)
+            location = row() if row is not None else None
+            return location if location is not None else str(cat.load_table(identifier).metadata_location)
         except NoSuchTableError as e:
             raise NotATableError(f"catalog {cat.name!r} has no Iceberg table {identifier!r}") from e
 
     return locate
+
+
+def _sql_metadata_location(cat: Any, identifier: str) -> Callable[[], str | None] | None:
+    """For a pyiceberg ``SqlCatalog``: a query of the table's current metadata location alone.
+
+    ``load_table`` reads and parses the whole metadata file on every call, only for the source
+    to learn whether it changed; the catalog's table row names it. None for other catalogs
+    (their ``load_table`` is the only portable way); the query returns None when the row is
+    missing or has no location (``load_table`` then raises the catalog's own error).
+    """
+    try:
+        from pyiceberg.catalog.sql import IcebergTables, SqlCatalog
+        from sqlalchemy import select
+        from sqlalchemy.orm import Session
+    except ImportError:  # the SQL catalog's dependencies are optional
+        return None
+    if not isinstance(cat, SqlCatalog):
+        return None
+    from pyiceberg.catalog import Catalog
+
+    namespace = Catalog.namespace_to_string(Catalog.namespace_from(identifier))
+    stmt = select(IcebergTables.metadata_location).where(
+        IcebergTables.catalog_name == cat.name,
+        IcebergTables.table_namespace == namespace,
+        IcebergTables.table_name == Catalog.table_name_from(identifier),
+    )
+    # Rows of views share the table; the filter is None on catalogs of the old schema.
+    type_filter = getattr(cat, "_iceberg_type_filter", lambda: None)()
+    if type_filter is not None:
+        stmt = stmt.where(type_filter)
+
+    def query() -> str | None:
+        with Session(cat.engine) as session:
+            return session.scalar(stmt)
+
+    return query
