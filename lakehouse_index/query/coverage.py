@@ -167,9 +167,8 @@ def _window(entry: LogEntry, target: Snapshot) -> Coverage:
         answered[sf.id] = fe
         if _verify(sf, fe):
             filtered.add(sf.id)
-    return Coverage(
-        v, answered, frozenset(filtered), tuple(scan), True, moves_of(entry.source, v), _excluded(entry, target)
-    )
+    moves = moves_of(entry.source, v)
+    return Coverage(v, answered, frozenset(filtered), tuple(scan), True, moves, _excluded(entry, target))
 
 
 def _hybrid(entry: LogEntry, target: Snapshot, legacy: dict[str, frozenset[str]] | None) -> Coverage:
