@@ -11,9 +11,9 @@ Each slot is written once, with :meth:`Storage.put_if_absent` (local: temp file 
 ``n`` owns it; a second writer gets :class:`~lakehouse_index.errors.ConcurrentIndexUpdate`.
 Entries never change, so they are cached forever once read.
 
-Finding the newest entry is cheap: the first call lists ``_log/`` once, later calls only
-try to read the slot after the highest id seen (one request when nothing changed) and
-keep going upward while slots exist. Every ``relist_after_s`` seconds the log is listed
+Finding the newest entry is cheap: the first call lists ``_log/`` once (and reads the
+listed entries concurrently), later calls only try to read the slot after the highest id
+seen (one request when nothing changed) and keep going upward while slots exist. Every ``relist_after_s`` seconds the log is listed
 again, which picks up entries removed by :meth:`IndexLog.expire` (expiry only removes
 entries older than ``min_retention_s`` > ``relist_after_s``, so a cached view can never
 miss a newer entry because of a hole).
@@ -35,6 +35,7 @@ import re
 import threading
 import time
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow.fs as pafs
 
@@ -48,6 +49,8 @@ INDEX_DIR_NAME = "_lakehouse_index"
 LOG_DIR = "_log"
 DATA_DIR = "data"
 _ENTRY_NAME = re.compile(r"^(\d{20})\.json$")
+#: Log entries a cold reader fetches at once (each is a small object: the round trip dominates).
+_MAX_CONCURRENT_READS = 16
 
 
 def entry_file_name(entry_id: int) -> str:
@@ -121,8 +124,11 @@ class IndexLog:
         with self._lock:
             stale = self._listed_at is None or time.monotonic() - self._listed_at > self.relist_after_s
             if full or stale:
+                # A listing is as fresh as a probe: probing after it would cost a round trip
+                # and find an entry only if one was written in between, which either view may miss.
                 self._list_all()
-            self._probe_upward()
+            else:
+                self._probe_upward()
 
     def _list_all(self) -> None:
         ids = []
@@ -187,7 +193,12 @@ class IndexLog:
     def entries(self) -> list[LogEntry]:
         """Every retained entry, ascending by id."""
         with self._lock:
-            found = (self._try_read(i) for i in self.list_ids())
+            ids = self.list_ids()
+            missing = [i for i in ids if i not in self._entries]
+            if len(missing) > 1:  # a cold reader: fetch them concurrently, one round trip
+                with ThreadPoolExecutor(min(len(missing), _MAX_CONCURRENT_READS)) as pool:
+                    list(pool.map(self._try_read, missing))
+            found = (self._try_read(i) for i in ids)
             # An id listed but gone by now was expired concurrently: it is not retained.
             return [e for e in found if e is not None]
 
