@@ -1,0 +1,384 @@
+"""W1 along other paths (issue 18): Iceberg against Delta, cold lookups, and object-store latency.
+
+Same rows everywhere: a :mod:`integration.bench.datagen` Delta table (ids dealt over every
+file), an Iceberg copy written by pyiceberg into a SQLite ``SqlCatalog`` (one append per
+Delta data file: one snapshot each), and the Lance copy with a BTREE index on ``email``.
+Both tables get ``SecondaryIndex("by_email", key="email", record_key="id")``, built in
+process. Every answer is checked against the generator (``email_of(i)`` names row ``i``).
+
+* **Warm** ``locate`` / ``lookup`` (full rows), Iceberg (opened through the catalog) next to
+  Delta: each key timed after one untimed call. Goal: Iceberg locate within 1.2x of Delta.
+* **Cold** lookup: ``open_table`` + ``lookup`` with the process caches cleared (footers,
+  coverages), next to Lance cold (``lance.dataset`` + filtered ``to_table``); the OS page
+  cache stays warm for both. Goal: within 3x of Lance.
+* **Sequential requests** of one cold and one warm lookup, and their latency with
+  ``--latency-ms`` (default 20) added per request: every local read served as an object
+  store would (listing, HEAD, GET, ranged GET; :mod:`integration.bench.latency`), with
+  overlapping requests counted as one round trip.
+
+Run: ``python -m integration.bench.bench_lookup_paths --scale small|full``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from integration.bench import datagen
+from integration.bench.common import (
+    Timing,
+    clear_engine_caches,
+    fmt_ms,
+    fmt_ratio,
+    load_average,
+    ratio,
+    timed,
+    verdict,
+)
+from integration.bench.latency import RequestLog, delayed_local_storage, rounds
+
+INDEX = "by_email"
+SCRIPT = "integration/bench/bench_lookup_paths.py"
+SECTION = ("lookup_paths", "W1 on Iceberg, cold, and with object-store latency (issue 18)", SCRIPT)
+ICEBERG_GOAL = 1.2
+COLD_GOAL = 3.0
+
+
+@dataclass(frozen=True)
+class PathsScale:
+    """Table shape and repetitions."""
+
+    rows: int
+    files: int
+    keys: int
+    cold_reps: int
+    latency_reps: int
+
+
+SCALES: dict[str, PathsScale] = {
+    "tiny": PathsScale(20_000, 4, 5, 2, 2),
+    "small": PathsScale(200_000, 20, 15, 5, 3),
+    "full": PathsScale(5_000_000, 100, 41, 9, 5),
+}
+
+
+@dataclass
+class LatencyRun:
+    """One lookup served with added latency per request."""
+
+    seconds: float
+    requests: int
+    rounds: int
+    by_category: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready figures."""
+        return {
+            "seconds": self.seconds,
+            "requests": self.requests,
+            "rounds": self.rounds,
+            "by_category": self.by_category,
+        }
+
+
+@dataclass
+class PathsResults:
+    """Everything one run measured."""
+
+    scale: str
+    params: datagen.TableParams
+    latency_ms: float
+    warm: dict[str, Timing] = field(default_factory=dict)
+    cold: dict[str, Timing] = field(default_factory=dict)
+    delayed: dict[str, list[LatencyRun]] = field(default_factory=dict)
+    disagreements: list[str] = field(default_factory=list)
+    load: list[float] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _probe_ids(params: datagen.TableParams, n: int) -> list[int]:
+    chunks = params.file_ids()
+    picks = np.linspace(0, len(chunks) - 1, n).round().astype(int)
+    rng = np.random.default_rng(11)
+    return [int(chunks[i][rng.integers(len(chunks[i]))]) for i in picks]
+
+
+def _check(res: PathsResults, what: str, got: Sequence[int], want: int) -> None:
+    if sorted(got) != [want]:
+        res.disagreements.append(f"{what}: got ids {sorted(got)[:5]}, expected [{want}]")
+
+
+def _config(rows: int) -> Any:
+    import lakehouse_index as li
+
+    return li.Config(executor=li.ExecutorConfig(local_max_rows=max(2 * rows, 1_000_000)))
+
+
+def _iceberg_copy(delta: Path, work: Path) -> Any:
+    """A SQLite SqlCatalog holding ``db.t``: the Delta table's files appended one snapshot each."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    wh = work / "warehouse"
+    wh.mkdir(parents=True)
+    cat = SqlCatalog("bench", uri=f"sqlite:///{work}/catalog.db", warehouse=f"file://{wh}")
+    cat.create_namespace("db")
+    table = cat.create_table("db.t", schema=datagen.SCHEMA)
+    files = sorted(p for p in delta.rglob("*.parquet") if "_delta_log" not in p.parts)
+    for p in files:
+        table.append(pq.read_table(p).cast(datagen.SCHEMA))
+    return cat
+
+
+def _clear_caches() -> None:
+    """Forget every process cache a cold lookup must not find (footers, coverages, move maps)."""
+    from lakehouse_index.kinds import moves
+    from lakehouse_index.query import coverage
+
+    clear_engine_caches()
+    coverage._CACHE.clear()
+    moves._CACHE.clear()
+
+
+def _warm(res: PathsResults, name: str, fn: Callable[[str], Any], ids: Sequence[int]) -> None:
+    timing = Timing()
+    for i in ids:
+        key = datagen.email_of(i)
+        fn(key)
+        dt, out = timed(lambda k=key: fn(k))  # type: ignore[misc]
+        timing.samples.append(dt)
+        _check(res, f"{name} {key}", out["id"].to_pylist(), i)
+    res.warm[name] = timing
+
+
+def _cold(res: PathsResults, name: str, fn: Callable[[str], Any], ids: Sequence[int]) -> None:
+    timing = Timing()
+    for i in ids:
+        key = datagen.email_of(i)
+        _clear_caches()
+        dt, out = timed(lambda k=key: fn(k))  # type: ignore[misc]
+        timing.samples.append(dt)
+        _check(res, f"{name} {key}", out["id"].to_pylist(), i)
+    res.cold[name] = timing
+
+
+def _with_latency(res: PathsResults, name: str, path: Path, ids: Sequence[int], *, cold: bool) -> None:
+    """Lookups of the Delta table with the latency per request: cold (opened and caches
+    cleared each time) or warm (one table object, each key looked up once before)."""
+    import lakehouse_index as li
+
+    log = RequestLog(res.latency_ms / 1000.0)
+    runs = []
+    _clear_caches()  # index files opened before would be read through their old handles
+    with delayed_local_storage(log):
+        t = None if cold else li.open_table(str(path), config=_config(res.params.rows))
+        for i in ids:
+            key = datagen.email_of(i)
+            if cold:
+                _clear_caches()
+            else:
+                assert t is not None
+                t.lookup(INDEX, [key])
+            log.clear()
+            start = time.perf_counter()
+            table = t if t is not None else li.open_table(str(path), config=_config(res.params.rows))
+            out = table.lookup(INDEX, [key])
+            seconds = time.perf_counter() - start
+            _check(res, f"{name} {key}", out["id"].to_pylist(), i)
+            runs.append(LatencyRun(seconds, len(log.requests), rounds(log.requests), log.by_category()))
+    res.delayed[name] = runs
+
+
+def run(scale: str, latency_ms: float = 20.0) -> PathsResults:
+    """Measure every path at ``scale``."""
+    import lance
+
+    import lakehouse_index as li
+
+    sc = SCALES[scale]
+    params = datagen.TableParams(sc.rows, sc.files)
+    res = PathsResults(scale, params, latency_ms)
+    work = Path(tempfile.mkdtemp(prefix="bench-lookup-paths-"))
+    try:
+        delta = datagen.work_copy(datagen.delta_table(params), work / "delta")
+        cat = _iceberg_copy(delta, work / "iceberg")
+        lance_path = datagen.lance_dataset(params, "email")
+        spec = li.SecondaryIndex(INDEX, key="email", record_key="id")
+        d = li.open_table(str(delta), config=_config(sc.rows))
+        d.create_index(spec)
+        ice = li.open_table("db.t", catalog=cat, config=_config(sc.rows))
+        ice.create_index(spec)
+        ids = _probe_ids(params, sc.keys)
+        res.load.append(load_average())
+
+        _warm(res, "delta locate", lambda k: d.locate(INDEX, [k]), ids)
+        _warm(res, "iceberg locate", lambda k: ice.locate(INDEX, [k]), ids)
+        _warm(res, "delta lookup", lambda k: d.lookup(INDEX, [k]), ids)
+        _warm(res, "iceberg lookup", lambda k: ice.lookup(INDEX, [k]), ids)
+        ds = lance.dataset(str(lance_path))
+        _warm(res, "lance lookup", lambda k: ds.to_table(filter=f"email = '{k}'"), ids)
+        res.load.append(load_average())
+
+        cold_ids = ids[: sc.cold_reps]
+        _cold(
+            res,
+            "delta lookup",
+            lambda k: li.open_table(str(delta), config=_config(sc.rows)).lookup(INDEX, [k]),
+            cold_ids,
+        )
+        _cold(
+            res,
+            "iceberg lookup",
+            lambda k: li.open_table("db.t", catalog=cat, config=_config(sc.rows)).lookup(INDEX, [k]),
+            cold_ids,
+        )
+        _cold(
+            res,
+            "lance lookup",
+            lambda k: lance.dataset(str(lance_path)).to_table(filter=f"email = '{k}'"),
+            cold_ids,
+        )
+        res.load.append(load_average())
+
+        lat_ids = ids[: sc.latency_reps]
+        _with_latency(res, "delta cold", delta, lat_ids, cold=True)
+        _with_latency(res, "delta warm", delta, lat_ids, cold=False)
+        res.load.append(load_average())
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return res
+
+
+def _median(runs: list[LatencyRun], pick: Callable[[LatencyRun], float]) -> float:
+    return float(np.median([pick(r) for r in runs])) if runs else float("nan")
+
+
+def render(res: PathsResults) -> str:
+    """The BENCHMARKS.md section."""
+    from integration.bench.report import markdown_table
+
+    p = res.params
+    w, c = res.warm, res.cold
+    loc = ratio(w["iceberg locate"].median, w["delta locate"].median)
+    look = ratio(w["iceberg lookup"].median, w["delta lookup"].median)
+    cold_delta = ratio(c["delta lookup"].median, c["lance lookup"].median)
+    cold_ice = ratio(c["iceberg lookup"].median, c["lance lookup"].median)
+    parts = [
+        f"Scale `{res.scale}`: {p.rows:,} rows in {p.files} files (Iceberg: {p.files} snapshots, "
+        f"SQLite SqlCatalog). Load average during the run: "
+        + ", ".join(f"{x:.1f}" for x in res.load)
+        + " (2 shared cores).",
+        "**Warm** (medians of "
+        f"{len(w['delta locate'].samples)} keys):\n\n"
+        + markdown_table(
+            ["method", "Delta", "Iceberg", "Iceberg / Delta", f"goal ≤ {ICEBERG_GOAL}x"],
+            [
+                [
+                    "locate",
+                    fmt_ms(w["delta locate"].median),
+                    fmt_ms(w["iceberg locate"].median),
+                    fmt_ratio(loc),
+                    verdict(loc, ICEBERG_GOAL, higher_is_better=False),
+                ],
+                [
+                    "lookup (full row)",
+                    fmt_ms(w["delta lookup"].median),
+                    fmt_ms(w["iceberg lookup"].median),
+                    fmt_ratio(look),
+                    "",
+                ],
+                ["Lance BTREE (full row)", fmt_ms(w["lance lookup"].median), "", "", ""],
+            ],
+        ),
+        "**Cold** (fresh open, process caches cleared; OS page cache warm):\n\n"
+        + markdown_table(
+            ["method", "cold lookup", "/ Lance cold", f"goal ≤ {COLD_GOAL}x"],
+            [
+                [
+                    "Delta",
+                    fmt_ms(c["delta lookup"].median),
+                    fmt_ratio(cold_delta),
+                    verdict(cold_delta, COLD_GOAL, higher_is_better=False),
+                ],
+                [
+                    "Iceberg",
+                    fmt_ms(c["iceberg lookup"].median),
+                    fmt_ratio(cold_ice),
+                    verdict(cold_ice, COLD_GOAL, higher_is_better=False),
+                ],
+                ["Lance", fmt_ms(c["lance lookup"].median), "1.00x", ""],
+            ],
+        ),
+    ]
+    rows = []
+    for name, runs in res.delayed.items():
+        cats = runs[0].by_category if runs else {}
+        rows.append(
+            [
+                f"Delta lookup, {name.split()[-1]}",
+                fmt_ms(_median(runs, lambda r: r.seconds)),
+                f"{_median(runs, lambda r: r.requests):.0f}",
+                f"{_median(runs, lambda r: r.rounds):.0f}",
+                ", ".join(f"{k} {v}" for k, v in sorted(cats.items())),
+            ]
+        )
+    parts.append(
+        f"**With {res.latency_ms:.0f} ms per request** (local files served as an object store would: "
+        "listing, HEAD, GET, ranged GET; concurrent requests count as one sequential round trip):\n\n"
+        + markdown_table(
+            ["lookup", "latency", "requests", "sequential round trips", "requests by kind (first key)"], rows
+        )
+    )
+    parts += [f"Note: {n}" for n in res.notes]
+    parts.append(
+        "Answers checked against the generator: "
+        + ("all agree." if not res.disagreements else "**disagreements**: " + "; ".join(res.disagreements))
+    )
+    return "\n\n".join(parts)
+
+
+def results(res: PathsResults) -> dict[str, Any]:
+    """Machine-readable results."""
+    return {
+        "scale": res.scale,
+        "rows": res.params.rows,
+        "files": res.params.files,
+        "latency_ms": res.latency_ms,
+        "warm": {k: v.to_json() for k, v in res.warm.items()},
+        "cold": {k: v.to_json() for k, v in res.cold.items()},
+        "with_latency": {k: [r.to_json() for r in v] for k, v in res.delayed.items()},
+        "load_average": res.load,
+        "disagreements": res.disagreements,
+    }
+
+
+def main(argv: list[str] | None = None) -> PathsResults:
+    """Command line: ``--scale``, ``--latency-ms``, ``--no-report``, ``--report-path``."""
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--scale", choices=sorted(SCALES), default="small")
+    ap.add_argument("--latency-ms", type=float, default=20.0, help="added per object-store request")
+    ap.add_argument("--no-report", action="store_true", help="print only; do not write the benchmarks file")
+    ap.add_argument("--report-path", default=None, help="write to this file instead of docs/BENCHMARKS.md")
+    args = ap.parse_args(argv)
+    res = run(args.scale, args.latency_ms)
+    body = render(res)
+    print(body)
+    if not args.no_report:
+        from integration.bench.report import write_results, write_section
+
+        name, title, script = SECTION
+        write_section(name, title, script, body, path=args.report_path)
+        write_results(name, results(res), path=args.report_path)
+    return res
+
+
+if __name__ == "__main__":
+    main()
