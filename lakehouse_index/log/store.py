@@ -13,10 +13,10 @@ Entries never change, so they are cached forever once read.
 
 Finding the newest entry is cheap: the first call lists ``_log/`` once (and reads the
 listed entries concurrently), later calls only try to read the slot after the highest id
-seen (one request when nothing changed) and keep going upward while slots exist. Every ``relist_after_s`` seconds the log is listed
-again, which picks up entries removed by :meth:`IndexLog.expire` (expiry only removes
-entries older than ``min_retention_s`` > ``relist_after_s``, so a cached view can never
-miss a newer entry because of a hole).
+seen (one request when nothing changed) and keep going upward while slots exist. Every
+``relist_after_s`` seconds the log is listed again, which picks up entries removed by
+:meth:`IndexLog.expire` (expiry only removes entries older than ``min_retention_s`` >
+``relist_after_s``, so a cached view can never miss a newer entry because of a hole).
 
 Example::
 
