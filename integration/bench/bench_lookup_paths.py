@@ -11,6 +11,9 @@ process. Every answer is checked against the generator (``email_of(i)`` names ro
 * **Cold** lookup: ``open_table`` + ``lookup`` with the process caches cleared (footers,
   coverages), next to Lance cold (``lance.dataset`` + filtered ``to_table``); the OS page
   cache stays warm for both. Goal: within 3x of Lance.
+* **S3 emulator**: the Delta table (with its index) and the Lance copy uploaded to moto on
+  loopback, read through a proxy adding the same latency per request: warm and cold lookups,
+  requests per lookup.
 * **Sequential requests** of one cold and one warm lookup, and their latency with
   ``--latency-ms`` (default 20) added per request: every local read served as an object
   store would (listing, HEAD, GET, ranged GET; :mod:`integration.bench.latency`), with
@@ -49,6 +52,7 @@ from integration.bench.latency import RequestLog, delayed_local_storage, rounds
 INDEX = "by_email"
 SCRIPT = "integration/bench/bench_lookup_paths.py"
 SECTION = ("lookup_paths", "W1 on Iceberg, cold, and with object-store latency (issue 18)", SCRIPT)
+S3_BUCKET = "bench-lookup-paths"
 ICEBERG_GOAL = 1.2
 COLD_GOAL = 3.0
 
@@ -100,6 +104,9 @@ class PathsResults:
     warm: dict[str, Timing] = field(default_factory=dict)
     cold: dict[str, Timing] = field(default_factory=dict)
     delayed: dict[str, list[LatencyRun]] = field(default_factory=dict)
+    #: On the S3 emulator behind the delaying proxy: timings, and requests per lookup.
+    s3: dict[str, Timing] = field(default_factory=dict)
+    s3_requests: dict[str, list[int]] = field(default_factory=dict)
     disagreements: list[str] = field(default_factory=list)
     load: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -197,6 +204,72 @@ def _with_latency(res: PathsResults, name: str, path: Path, ids: Sequence[int], 
     res.delayed[name] = runs
 
 
+def _upload(client: Any, root: Path, prefix: str) -> None:
+    for p in sorted(root.rglob("*")):
+        if p.is_file():
+            client.upload_file(str(p), S3_BUCKET, f"{prefix}/{p.relative_to(root).as_posix()}")
+
+
+def _s3(res: PathsResults, delta: Path, lance_path: Path, ids: Sequence[int]) -> None:
+    """Warm and cold lookups of the Delta table (with its index) and of the Lance copy, both
+    uploaded to a moto S3 server and read through a proxy adding the latency per request."""
+    import lance
+
+    import lakehouse_index as li
+    from integration.bench.latency import DelayProxy
+    from tests.support.moto import moto_s3, s3_client
+
+    rows = res.params.rows
+    with moto_s3(S3_BUCKET) as direct:
+        client = s3_client(direct)
+        _upload(client, delta, "delta")
+        _upload(client, lance_path, "lance")
+        proxy = DelayProxy(int(direct["AWS_ENDPOINT_URL"].rsplit(":", 1)[1]), res.latency_ms / 1000.0)
+        try:
+            ours = {**direct, "AWS_ENDPOINT_URL": proxy.url}
+            theirs = {
+                "aws_endpoint": proxy.url,
+                "aws_access_key_id": direct["AWS_ACCESS_KEY_ID"],
+                "aws_secret_access_key": direct["AWS_SECRET_ACCESS_KEY"],
+                "aws_region": direct["AWS_REGION"],
+                "allow_http": "true",
+            }
+            uri, lance_uri = f"s3://{S3_BUCKET}/delta", f"s3://{S3_BUCKET}/lance"
+
+            def measure(name: str, fn: Callable[[str], Any], warm: bool) -> None:
+                timing, counts = Timing(), []
+                for i in ids:
+                    key = datagen.email_of(i)
+                    if warm:
+                        fn(key)
+                    else:
+                        _clear_caches()
+                    before = proxy.requests
+                    dt, out = timed(lambda k=key: fn(k))  # type: ignore[misc]
+                    counts.append(proxy.requests - before)
+                    timing.samples.append(dt)
+                    _check(res, f"s3 {name} {key}", out["id"].to_pylist(), i)
+                res.s3[name] = timing
+                res.s3_requests[name] = counts
+
+            t = li.open_table(uri, storage_options=ours, config=_config(rows))
+            measure("delta warm", lambda k: t.lookup(INDEX, [k]), True)
+            measure(
+                "delta cold",
+                lambda k: li.open_table(uri, storage_options=ours, config=_config(rows)).lookup(INDEX, [k]),
+                False,
+            )
+            ds = lance.dataset(lance_uri, storage_options=theirs)
+            measure("lance warm", lambda k: ds.to_table(filter=f"email = '{k}'"), True)
+            measure(
+                "lance cold",
+                lambda k: lance.dataset(lance_uri, storage_options=theirs).to_table(filter=f"email = '{k}'"),
+                False,
+            )
+        finally:
+            proxy.close()
+
+
 def run(scale: str, latency_ms: float = 20.0) -> PathsResults:
     """Measure every path at ``scale``."""
     import lance
@@ -251,6 +324,8 @@ def run(scale: str, latency_ms: float = 20.0) -> PathsResults:
         lat_ids = ids[: sc.latency_reps]
         _with_latency(res, "delta cold", delta, lat_ids, cold=True)
         _with_latency(res, "delta warm", delta, lat_ids, cold=False)
+        res.load.append(load_average())
+        _s3(res, delta, lance_path, lat_ids)
         res.load.append(load_average())
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -337,6 +412,21 @@ def render(res: PathsResults) -> str:
             ["lookup", "latency", "requests", "sequential round trips", "requests by kind (first key)"], rows
         )
     )
+    s3_rows = [
+        [
+            name,
+            fmt_ms(res.s3[name].median),
+            f"{np.median(res.s3_requests[name]):.0f}",
+        ]
+        for name in res.s3
+    ]
+    if s3_rows:
+        parts.append(
+            f"**S3 emulator** (moto on loopback behind a proxy adding {res.latency_ms:.0f} ms per request; "
+            "the Delta table with its index and the Lance copy uploaded; cold = fresh open, caches cleared; "
+            "DuckDB's httpfs extension is not installed here and cannot be downloaded):\n\n"
+            + markdown_table(["lookup (full row)", "latency", "requests"], s3_rows)
+        )
     parts += [f"Note: {n}" for n in res.notes]
     parts.append(
         "Answers checked against the generator: "
@@ -355,6 +445,7 @@ def results(res: PathsResults) -> dict[str, Any]:
         "warm": {k: v.to_json() for k, v in res.warm.items()},
         "cold": {k: v.to_json() for k, v in res.cold.items()},
         "with_latency": {k: [r.to_json() for r in v] for k, v in res.delayed.items()},
+        "s3_emulator": {k: {**v.to_json(), "requests": res.s3_requests[k]} for k, v in res.s3.items()},
         "load_average": res.load,
         "disagreements": res.disagreements,
     }

@@ -182,3 +182,69 @@ def delayed_local_storage(log: RequestLog) -> Iterator[RequestLog]:
         yield log
     finally:
         LocalBackend.filesystem = original  # type: ignore[method-assign]
+
+
+class DelayProxy:
+    """A TCP proxy on loopback that adds ``delay`` seconds to every HTTP request it forwards.
+
+    Put in front of an S3 emulator (moto), it gives any client (pyarrow's S3 filesystem,
+    Lance's object store) the same round-trip time. A request starts when the client sends
+    bytes after the server last answered on that connection (HTTP/1.1 without pipelining,
+    which every client here uses); its bytes go on after the delay. ``requests`` counts them.
+    """
+
+    def __init__(self, upstream_port: int, delay: float) -> None:
+        import socket
+
+        self.upstream_port, self.delay = upstream_port, delay
+        self.requests = 0
+        self._lock = threading.Lock()
+        self._server = socket.create_server(("127.0.0.1", 0))
+        self.port = int(self._server.getsockname()[1])
+        self._stopped = False
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        """The endpoint clients use."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def _accept(self) -> None:
+        import socket
+
+        while not self._stopped:
+            try:
+                client, _ = self._server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
+            answered = threading.Event()
+            answered.set()  # the first bytes a client sends start a request
+            threading.Thread(target=self._pipe, args=(client, upstream, answered, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client, answered, False), daemon=True).start()
+
+    def _pipe(self, src: Any, dst: Any, answered: threading.Event, to_server: bool) -> None:
+        try:
+            while True:
+                data = src.recv(1 << 16)
+                if not data:
+                    break
+                if to_server and answered.is_set():
+                    answered.clear()
+                    with self._lock:
+                        self.requests += 1
+                    time.sleep(self.delay)
+                elif not to_server:
+                    answered.set()
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                with contextlib.suppress(OSError):
+                    s.close()
+
+    def close(self) -> None:
+        """Stop accepting connections."""
+        self._stopped = True
+        self._server.close()

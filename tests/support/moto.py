@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import boto3
 
@@ -31,7 +32,7 @@ def moto_s3(*buckets: str) -> Iterator[dict[str, str]]:
         server.stop()
 
 
-def s3_client(options: dict[str, str]) -> object:
+def s3_client(options: dict[str, str]) -> Any:
     """A boto3 S3 client for the server behind ``options``."""
     return boto3.client(
         "s3",
