@@ -9,7 +9,9 @@ process. Per size, in one run:
   version's files for the same key;
 * the index's size on disk;
 * an incremental refresh after appending one file of a fixed size (the cost must follow
-  the change, not the table).
+  the change, not the table);
+* the same on a table of many small files (``--scale full``: 2M rows in 2,000 files), where
+  per-file planning work would show.
 
 On the smallest size, the lookup latency against the number of LSM delta files (one per
 appended file and incremental refresh), then after ``optimize quick`` and ``optimize full``.
@@ -54,12 +56,16 @@ class ScalingScale:
     scan_reps: int
     change_rows: int
     lsm_depths: tuple[int, ...]
+    #: (rows, files) of tables with many small files: planning cost against the file count.
+    many_files: tuple[tuple[int, int], ...] = ()
 
 
 SCALES: dict[str, ScalingScale] = {
-    "tiny": ScalingScale((20_000, 80_000), 5_000, 5, 1, 500, (0, 2)),
-    "small": ScalingScale((200_000, 1_000_000), ROWS_PER_FILE, 15, 2, 5_000, (0, 2, 4)),
-    "full": ScalingScale((1_000_000, 10_000_000), ROWS_PER_FILE, 41, 3, 50_000, (0, 2, 4, 8)),
+    "tiny": ScalingScale((20_000, 80_000), 5_000, 5, 1, 500, (0, 2), ((4_000, 8),)),
+    "small": ScalingScale((200_000, 1_000_000), ROWS_PER_FILE, 15, 2, 5_000, (0, 2, 4), ((200_000, 200),)),
+    "full": ScalingScale(
+        (1_000_000, 10_000_000), ROWS_PER_FILE, 41, 3, 50_000, (0, 2, 4, 8), ((2_000_000, 2_000),)
+    ),
 }
 LARGE = 100_000_000
 
@@ -97,6 +103,8 @@ class ScalingResults:
 
     scale: str
     sizes: list[SizeResult] = field(default_factory=list)
+    #: The same measurements on tables of many small files.
+    many_files: list[SizeResult] = field(default_factory=list)
     #: (label, delta files in the index, warm lookup timing) on the smallest size.
     lsm: list[tuple[str, int, Timing]] = field(default_factory=list)
     disagreements: list[str] = field(default_factory=list)
@@ -142,13 +150,15 @@ def _open(path: Path, rows: int) -> Any:
     return li.open_table(str(path), config=cfg)
 
 
-def _measure_size(rows: int, sc: ScalingScale, work: Path, res: ScalingResults) -> SizeResult:
+def _measure_size(
+    rows: int, files: int, sc: ScalingScale, work: Path, res: ScalingResults, *, lsm: bool = False
+) -> SizeResult:
     import duckdb
 
     import lakehouse_index as li
 
-    params = datagen.TableParams(rows, rows // sc.rows_per_file)
-    table = datagen.work_copy(datagen.delta_table(params), work / f"t{rows}")
+    params = datagen.TableParams(rows, files)
+    table = datagen.work_copy(datagen.delta_table(params), work / f"t{rows}-{files}")
     t = _open(table, rows)
     out = SizeResult(rows, params.files)
     out.build_s, info = timed(lambda: t.create_index(li.SecondaryIndex(INDEX, key="email", record_key="id")))
@@ -160,11 +170,11 @@ def _measure_size(rows: int, sc: ScalingScale, work: Path, res: ScalingResults) 
     out.lookup = _warm(
         lambda k: t.lookup(INDEX, [k]), ids, res, f"lookup {rows}", lambda o: o["id"].to_pylist()
     )
-    files = sorted(t.snapshot().files)
+    paths = sorted(t.snapshot().files)
     con = duckdb.connect()
     sql = "SELECT id FROM read_parquet($files) WHERE email = $key"
     for i in ids[: sc.scan_reps]:
-        dt, got = timed(lambda i=i: con.execute(sql, {"files": files, "key": datagen.email_of(i)}).fetchall())  # type: ignore[misc]
+        dt, got = timed(lambda i=i: con.execute(sql, {"files": paths, "key": datagen.email_of(i)}).fetchall())  # type: ignore[misc]
         out.duckdb.samples.append(dt)
         _check(res, f"duckdb {rows}", [r[0] for r in got], [i])
     # Refresh cost at a fixed change size: one appended file of change_rows rows.
@@ -175,7 +185,7 @@ def _measure_size(rows: int, sc: ScalingScale, work: Path, res: ScalingResults) 
         res, f"after refresh {rows}", t.lookup(INDEX, [datagen.email_of(probe)])["id"].to_pylist(), [probe]
     )
     res.load.append(load_average())
-    if rows == sc.sizes[0]:
+    if lsm:
         _measure_lsm(t, table, rows + sc.change_rows, sc, ids, res)
     shutil.rmtree(table, ignore_errors=True)
     return out
@@ -222,7 +232,11 @@ def run(scale: str, large: bool = False, plot_dir: Path | None = None) -> Scalin
     try:
         for rows in sizes:
             print(f"scaling: {rows:,} rows", flush=True)
-            res.sizes.append(_measure_size(rows, sc, work, res))
+            files = rows // sc.rows_per_file
+            res.sizes.append(_measure_size(rows, files, sc, work, res, lsm=rows == sizes[0]))
+        for rows, files in sc.many_files:
+            print(f"scaling: {rows:,} rows in {files:,} files", flush=True)
+            res.many_files.append(_measure_size(rows, files, sc, work, res))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     if plot_dir is not None:
@@ -274,7 +288,7 @@ def render(res: ScalingResults) -> str:
             f"{s.build_s:.1f} s",
             fmt_ms(s.refresh_s),
         ]
-        for s in res.sizes
+        for s in [*res.sizes, *res.many_files]
     ]
     head = [
         "rows / files",
@@ -294,6 +308,9 @@ def render(res: ScalingResults) -> str:
         + ", ".join(f"{x:.1f}" for x in res.load)
         + " (2 shared cores).",
         markdown_table(head, rows),
+        "The last row(s), if any, hold the same rows in many small files: warm planning must not "
+        "grow with the file count (before issue 18 it computed the index's coverage file by file "
+        "on every lookup).",
         markdown_table(
             ["largest / smallest", "ratio", f"goal ≤ {GOAL}x"],
             [
@@ -325,6 +342,7 @@ def results(res: ScalingResults) -> dict[str, Any]:
     return {
         "scale": res.scale,
         "sizes": [s.to_json() for s in res.sizes],
+        "many_files": [s.to_json() for s in res.many_files],
         "lsm": [{"state": label, "delta_files": n, "lookup": t.to_json()} for label, n, t in res.lsm],
         "load_average": res.load,
         "disagreements": res.disagreements,

@@ -105,6 +105,8 @@ def test_scaling_benchmark_tiny(isolated: Path) -> None:  # noqa: F811
         assert s.files == s.rows // sc.rows_per_file and s.index_bytes > 0
         assert len(s.locate.samples) == len(s.lookup.samples) == sc.keys
         assert math.isfinite(s.refresh_s) and s.refresh_s > 0
+    assert [(s.rows, s.files) for s in res.many_files] == list(sc.many_files)
+    assert all(len(s.locate.samples) == sc.keys for s in res.many_files)
     depths = [n for _, n, _ in res.lsm]
     assert depths[: len(sc.lsm_depths)] == list(sc.lsm_depths) and depths[-1] == 0
     assert res.plot is not None and (isolated.parent / "bench" / res.plot).stat().st_size > 0
