@@ -601,9 +601,15 @@ class Table:
     ) -> planner.Plan:
         """The planner's choice of snapshot for a lookup (``str(plan)`` explains it).
 
-        The index log and the table's log are read concurrently (on an object store, one
-        round trip instead of two when warm).
+        On an object store the index log and the table's log are read concurrently (one
+        round trip instead of two when warm); on local files, where a read costs less than
+        handing work to a thread, one after the other (``LogConfig.concurrent_reads``).
         """
+        concurrent = self.config.log.concurrent_reads
+        if not (self.storage.scheme != "file" if concurrent is None else concurrent):
+            snapshots = self._snapshots(name)
+            target = self.snapshot(version_as_of, timestamp_as_of)
+            return planner.plan(self.source, name, snapshots, target, len(keys), self.config)
         pending = _LOG_READS.submit(self._snapshots, name)
         try:
             target = self.snapshot(version_as_of, timestamp_as_of)

@@ -133,6 +133,9 @@ class LogConfig:
     min_retention_s: float = 24 * 3600.0
     #: ``vacuum_index`` keeps snapshots younger than this many hours by default.
     vacuum_retention_hours: float = 168.0
+    #: Read the index log concurrently with the table's log on a lookup: None (default) on
+    #: object stores only (on local files a read costs less than handing it to a thread).
+    concurrent_reads: bool | None = None
 
 
 @dataclass(frozen=True)
