@@ -7,7 +7,8 @@ Both tables get ``SecondaryIndex("by_email", key="email", record_key="id")``, bu
 process. Every answer is checked against the generator (``email_of(i)`` names row ``i``).
 
 * **Warm** ``locate`` / ``lookup`` (full rows), Iceberg (opened through the catalog) next to
-  Delta: each key timed after one untimed call. Goal: Iceberg locate within 1.2x of Delta.
+  Delta: each key timed after one untimed call, the methods interleaved key by key (a shared
+  machine's load drifts). Goal: Iceberg locate within 1.2x of Delta.
 * **Cold** lookup: ``open_table`` + ``lookup`` with the process caches cleared (footers,
   coverages), next to Lance cold (``lance.dataset`` + filtered ``to_table``); the OS page
   cache stays warm for both. Goal: within 3x of Lance.
@@ -155,15 +156,18 @@ def _clear_caches() -> None:
     moves._CACHE.clear()
 
 
-def _warm(res: PathsResults, name: str, fn: Callable[[str], Any], ids: Sequence[int]) -> None:
-    timing = Timing()
+def _warm(res: PathsResults, methods: dict[str, Callable[[str], Any]], ids: Sequence[int]) -> None:
+    """Per key, every method in turn (one untimed call, then timed): the methods compared see the
+    same moments of a shared machine's load."""
+    timings = {name: Timing() for name in methods}
     for i in ids:
         key = datagen.email_of(i)
-        fn(key)
-        dt, out = timed(lambda k=key: fn(k))  # type: ignore[misc]
-        timing.samples.append(dt)
-        _check(res, f"{name} {key}", out["id"].to_pylist(), i)
-    res.warm[name] = timing
+        for name, fn in methods.items():
+            fn(key)
+            dt, out = timed(lambda k=key, f=fn: f(k))  # type: ignore[misc]
+            timings[name].samples.append(dt)
+            _check(res, f"{name} {key}", out["id"].to_pylist(), i)
+    res.warm.update(timings)
 
 
 def _cold(res: PathsResults, name: str, fn: Callable[[str], Any], ids: Sequence[int]) -> None:
@@ -295,12 +299,18 @@ def run(scale: str, latency_ms: float = 20.0) -> PathsResults:
         ids = _probe_ids(params, sc.keys)
         res.load.append(load_average())
 
-        _warm(res, "delta locate", lambda k: d.locate(INDEX, [k]), ids)
-        _warm(res, "iceberg locate", lambda k: ice.locate(INDEX, [k]), ids)
-        _warm(res, "delta lookup", lambda k: d.lookup(INDEX, [k]), ids)
-        _warm(res, "iceberg lookup", lambda k: ice.lookup(INDEX, [k]), ids)
         ds = lance.dataset(str(lance_path))
-        _warm(res, "lance lookup", lambda k: ds.to_table(filter=f"email = '{k}'"), ids)
+        _warm(
+            res,
+            {
+                "delta locate": lambda k: d.locate(INDEX, [k]),
+                "iceberg locate": lambda k: ice.locate(INDEX, [k]),
+                "delta lookup": lambda k: d.lookup(INDEX, [k]),
+                "iceberg lookup": lambda k: ice.lookup(INDEX, [k]),
+                "lance lookup": lambda k: ds.to_table(filter=f"email = '{k}'"),
+            },
+            ids,
+        )
         res.load.append(load_average())
 
         cold_ids = ids[: sc.cold_reps]
