@@ -205,6 +205,17 @@ def parse_metadata(d: Mapping[str, Any], source: str) -> Metadata:
         raise TableFormatError(f"{source}: malformed metaData action: {e!r}") from e
 
 
+#: Actions read into :class:`Actions` (their bodies must be JSON objects).
+_PARSED = frozenset({"add", "remove", "metaData", "protocol", "commitInfo", "sidecar"})
+
+
+def _parse_sidecar(d: Mapping[str, Any], source: str) -> SidecarRef:
+    try:
+        return SidecarRef(str(d["path"]), _int_or_none(d.get("sizeInBytes")))
+    except (KeyError, TypeError, ValueError) as e:
+        raise TableFormatError(f"{source}: malformed sidecar action {dict(d)!r}: {e!r}") from e
+
+
 def parse_action_objects(objs: Iterable[Mapping[str, Any]], table_root: str, source: str) -> Actions:
     """Group action objects (one single-key object per action) into :class:`Actions`."""
     adds: list[AddFile] = []
@@ -223,6 +234,8 @@ def parse_action_objects(objs: Iterable[Mapping[str, Any]], table_root: str, sou
                 first = kind
             if body is None:
                 continue
+            if kind in _PARSED and not isinstance(body, dict):
+                raise TableFormatError(f"{source}: a {kind} action is not a JSON object: {body!r}")
             if kind == "add":
                 adds.append(parse_add(body, table_root, source))
             elif kind == "remove":
@@ -234,7 +247,7 @@ def parse_action_objects(objs: Iterable[Mapping[str, Any]], table_root: str, sou
             elif kind == "commitInfo":
                 commit_info = body
             elif kind == "sidecar":
-                sidecars.append(SidecarRef(str(body["path"]), _int_or_none(body.get("sizeInBytes"))))
+                sidecars.append(_parse_sidecar(body, source))
             elif kind == "checkpointMetadata":
                 has_cp_meta = True
             # txn, cdc, domainMetadata, rowIdHighWaterMark, unknown: not needed to find live files.

@@ -121,7 +121,10 @@ def _parquet_actions(io: FileIO, uri: str, table_root: str, adds: list[AddColumn
 
 def _sidecar_uri(log_uri: str, table_root: str, path: str) -> str:
     if "/" in path or ":" in path:
-        return resolve_path(table_root, path)
+        try:
+            return resolve_path(table_root, path)
+        except ValueError as e:
+            raise TableFormatError(f"checkpoint sidecar reference: {e}") from e
     return f"{log_uri}/_sidecars/{path}"
 
 

@@ -217,7 +217,10 @@ def add_columns(arr: pa.StructArray, table_root: str, source: str) -> AddColumns
     sizes = column("size", pa.int64())
     if sizes.null_count:
         raise TableFormatError(f"{source}: an add action has no size")
-    paths = _resolve_paths(raw_paths, table_root)
+    try:
+        paths = _resolve_paths(raw_paths, table_root)
+    except ValueError as e:
+        raise TableFormatError(f"{source}: {e}") from e
     num_records = pa.nulls(n, pa.int64())
     if "stats_parsed" in names and "numRecords" in {f.name for f in arr.type.field("stats_parsed").type}:
         num_records = child("stats_parsed").field("numRecords").cast(pa.int64())
@@ -315,8 +318,9 @@ def _uniform_partition_codes(maps: pa.MapArray) -> tuple[pa.Int32Array, tuple[Pa
 
 
 def _resolve_paths(raw: pa.StringArray, table_root: str) -> pa.StringArray:
-    """Canonical absolute URIs: relative paths without escapes by one vectorised join."""
-    special = pc.match_substring_regex(raw, r"[%:]")
+    """Canonical absolute URIs: relative paths without escapes by one vectorised join
+    (the others, and any holding ``..``, by :func:`resolve_path`)."""
+    special = pc.match_substring_regex(raw, r"[%:]|\.\.")
     joined = pc.binary_join_element_wise(string_scalar(table_root), raw, string_scalar("/"))
     if not pc.any(special).as_py():
         return joined

@@ -325,5 +325,11 @@ def read_equality_delete_rows(
 
 
 def normalize_path(path: str) -> str:
-    """The canonical URI of a path as an Iceberg manifest stores it (unencoded: not decoded)."""
+    """The canonical URI of a path as an Iceberg manifest stores it (unencoded: not decoded).
+
+    A path with a ``..`` segment is refused (TableFormatError): Iceberg paths are absolute
+    and written whole by their writers, so one that climbs out of a folder is forged.
+    """
+    if ".." in path.split("/"):
+        raise TableFormatError(f"Iceberg metadata names the path {path!r}, which holds a '..' segment")
     return canonical_uri(path, decoded=True)

@@ -227,27 +227,30 @@ def _to_dict(rec: Any, fields: list[NestedField]) -> dict[int, Any]:
 def read_manifest_list(io_: FileIO, path: str) -> tuple[ManifestFile, ...]:
     """Every manifest of a snapshot, in manifest-list order."""
     _, rows = _read_avro(io_, path, _MANIFEST_LIST_IDS, {}, "manifest list")
-    out = []
-    for r in rows:
-        if r.get(_ML_PATH) is None or r.get(_ML_ADDED_SNAPSHOT) is None:
-            raise TableFormatError(f"manifest list {path} has an entry without path or added_snapshot_id")
-        out.append(
-            ManifestFile(
-                path=r[_ML_PATH],
-                length=r.get(_ML_LENGTH) or 0,
-                spec_id=r.get(_ML_SPEC_ID) or 0,
-                # v1 manifest lists have no content / sequence numbers: data, sequence 0.
-                content=ManifestContent(r.get(_ML_CONTENT) or 0),
-                sequence_number=r.get(_ML_SEQ) or 0,
-                min_sequence_number=r.get(_ML_MIN_SEQ) or 0,
-                added_snapshot_id=r[_ML_ADDED_SNAPSHOT],
-                first_row_id=r.get(_ML_FIRST_ROW_ID),
-                added_files=r.get(_ML_COUNTS[0]),
-                existing_files=r.get(_ML_COUNTS[1]),
-                deleted_files=r.get(_ML_COUNTS[2]),
-            )
-        )
-    return tuple(out)
+    try:
+        return tuple(_manifest_file(r, path) for r in rows)
+    except (KeyError, TypeError, ValueError) as e:  # an enum or number out of range
+        raise TableFormatError(f"manifest list {path} holds a malformed entry: {e!r}") from e
+
+
+def _manifest_file(r: dict[int, Any], path: str) -> ManifestFile:
+    """One manifest-list row."""
+    if r.get(_ML_PATH) is None or r.get(_ML_ADDED_SNAPSHOT) is None:
+        raise TableFormatError(f"manifest list {path} has an entry without path or added_snapshot_id")
+    return ManifestFile(
+        path=r[_ML_PATH],
+        length=r.get(_ML_LENGTH) or 0,
+        spec_id=r.get(_ML_SPEC_ID) or 0,
+        # v1 manifest lists have no content / sequence numbers: data, sequence 0.
+        content=ManifestContent(r.get(_ML_CONTENT) or 0),
+        sequence_number=r.get(_ML_SEQ) or 0,
+        min_sequence_number=r.get(_ML_MIN_SEQ) or 0,
+        added_snapshot_id=r[_ML_ADDED_SNAPSHOT],
+        first_row_id=r.get(_ML_FIRST_ROW_ID),
+        added_files=r.get(_ML_COUNTS[0]),
+        existing_files=r.get(_ML_COUNTS[1]),
+        deleted_files=r.get(_ML_COUNTS[2]),
+    )
 
 
 def read_manifest(io_: FileIO, manifest: ManifestFile) -> tuple[ManifestEntry, ...]:
@@ -259,6 +262,15 @@ def read_manifest(io_: FileIO, manifest: ManifestFile) -> tuple[ManifestEntry, .
     record counts of the preceding live data files that also had none.
     """
     meta, rows = _read_avro(io_, manifest.path, _ENTRY_IDS, {_E_DATA_FILE: _DATA_FILE_IDS}, "manifest")
+    try:
+        return _manifest_entries(manifest, meta, rows)
+    except (KeyError, TypeError, ValueError) as e:  # an enum or number out of range
+        raise TableFormatError(f"manifest {manifest.path} holds a malformed entry: {e!r}") from e
+
+
+def _manifest_entries(
+    manifest: ManifestFile, meta: dict[str, str], rows: list[dict[int, Any]]
+) -> tuple[ManifestEntry, ...]:
     spec_id = int(meta.get("partition-spec-id", manifest.spec_id))
     next_row_id = manifest.first_row_id
     out = []

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
-from lakehouse_index.errors import IndexLogError
+from lakehouse_index.errors import IndexLogError, InvalidIndexSpecError
 from lakehouse_index.spec import IndexSpec, spec_from_json, spec_to_json
 
 #: Version written. Version 2 added ``SourceFile.moves`` (lineage remap), version 3
@@ -22,6 +22,9 @@ FORMAT_VERSION = 3
 READABLE_VERSIONS = (1, 2, 3)
 
 JsonScalar = str | int | float | bool | None
+
+#: The folder of an index directory that holds its data files (every ``IndexFile.path``).
+DATA_DIR = "data"
 
 
 class IndexState(str, Enum):
@@ -265,8 +268,60 @@ class LogEntry:
             )
         try:
             return _entry_from_dict(d)
-        except (KeyError, TypeError, ValueError) as e:
+        except (KeyError, TypeError, ValueError, AttributeError, InvalidIndexSpecError) as e:
             raise IndexLogError(f"index log entry {where} is malformed: {e!r}") from e
+
+
+# Readers of JSON values that accept exactly the type written (a forged or corrupt entry
+# fails here, as IndexLogError, instead of deep inside a query).
+
+
+def _int(v: Any) -> int:
+    if type(v) is not int:
+        raise TypeError(f"expected an integer, got {v!r}")
+    return v
+
+
+def _opt_int(v: Any) -> int | None:
+    return None if v is None else _int(v)
+
+
+def _str(v: Any) -> str:
+    if not isinstance(v, str):
+        raise TypeError(f"expected a string, got {v!r}")
+    return v
+
+
+def _list(v: Any) -> list[Any]:
+    if not isinstance(v, list):
+        raise TypeError(f"expected a list, got {v!r}")
+    return v
+
+
+def _dict(v: Any) -> dict[str, Any]:
+    if not isinstance(v, dict):
+        raise TypeError(f"expected an object, got {v!r}")
+    return v
+
+
+def _key(v: Any) -> tuple[JsonScalar, ...] | None:
+    if v is None:
+        return None
+    if not all(x is None or isinstance(x, str | int | float) for x in _list(v)):
+        raise TypeError(f"a key bound holds a value that is not a JSON scalar: {v!r}")
+    return tuple(v)
+
+
+def data_file_path(path: Any) -> str:
+    """An ``IndexFile.path`` as read from a log entry: relative, under ``data/``, no ``..``.
+
+    Anything else would let a forged entry make readers open, or vacuum delete, files the
+    index does not own (ValueError).
+    """
+    parts = _str(path).split("/")
+    if parts[0] != DATA_DIR or len(parts) < 2 or "" in parts or ".." in parts or "." in parts or ":" in path:
+        raise ValueError(f"index file {path!r} is not a relative path under {DATA_DIR}/")
+    return path
 
 
 def _source_file_to_dict(f: SourceFile) -> dict[str, Any]:
@@ -285,20 +340,29 @@ def _source_file_to_dict(f: SourceFile) -> dict[str, Any]:
     }
 
 
-def _source_file_from_dict(d: dict[str, Any]) -> SourceFile:
+def _source_file_from_dict(raw: Any) -> SourceFile:
+    d = _dict(raw)
+    applied = d.get("equalityApplied")
     return SourceFile(
-        id=int(d["id"]),
-        path=str(d["path"]),
-        size=int(d["size"]),
-        mtime_ms=int(d["mtimeMs"]),
-        num_records=d["numRecords"],
-        deletes_id=d["deletesId"],
-        deleted_count=int(d["deletedCount"]),
-        added_ordinal=int(d["addedOrdinal"]),
-        removed_ordinal=d["removedOrdinal"],
-        moves=tuple(Move(*(int(x) for x in m)) for m in d.get("moves", ())),
-        equality_applied=None if d.get("equalityApplied") is None else tuple(map(str, d["equalityApplied"])),
+        id=_int(d["id"]),
+        path=_str(d["path"]),
+        size=_int(d["size"]),
+        mtime_ms=_int(d["mtimeMs"]),
+        num_records=_opt_int(d["numRecords"]),
+        deletes_id=None if d["deletesId"] is None else _str(d["deletesId"]),
+        deleted_count=_int(d["deletedCount"]),
+        added_ordinal=_int(d["addedOrdinal"]),
+        removed_ordinal=_opt_int(d["removedOrdinal"]),
+        moves=tuple(_move(m) for m in _list(d.get("moves", []))),
+        equality_applied=None if applied is None else tuple(_str(p) for p in _list(applied)),
     )
+
+
+def _move(raw: Any) -> Move:
+    m = _list(raw)
+    if len(m) != 4:
+        raise ValueError(f"a move has 4 numbers, not {m!r}")
+    return Move(*(_int(x) for x in m))
 
 
 def _index_file_to_dict(f: IndexFile) -> dict[str, Any]:
@@ -315,17 +379,18 @@ def _index_file_to_dict(f: IndexFile) -> dict[str, Any]:
     }
 
 
-def _index_file_from_dict(d: dict[str, Any]) -> IndexFile:
+def _index_file_from_dict(raw: Any) -> IndexFile:
+    d = _dict(raw)
     return IndexFile(
-        path=str(d["path"]),
-        rows=int(d["rows"]),
-        size=int(d["size"]),
+        path=data_file_path(d["path"]),
+        rows=_int(d["rows"]),
+        size=_int(d["size"]),
         level=Level(d["level"]),
-        min_key=None if d["minKey"] is None else tuple(d["minKey"]),
-        max_key=None if d["maxKey"] is None else tuple(d["maxKey"]),
-        min_ordinal=d["minOrdinal"],
-        max_ordinal=d["maxOrdinal"],
-        bucket=d["bucket"],
+        min_key=_key(d["minKey"]),
+        max_key=_key(d["maxKey"]),
+        min_ordinal=_opt_int(d["minOrdinal"]),
+        max_ordinal=_opt_int(d["maxOrdinal"]),
+        bucket=_opt_int(d["bucket"]),
     )
 
 
@@ -367,37 +432,37 @@ def _entry_to_dict(e: LogEntry) -> dict[str, Any]:
 
 
 def _entry_from_dict(d: dict[str, Any]) -> LogEntry:
-    s = d["source"]
-    c = d["content"]
-    p = d["pending"]
+    s = _dict(d["source"])
+    c = _dict(d["content"])
+    p = None if d["pending"] is None else _dict(d["pending"])
     return LogEntry(
-        id=int(d["id"]),
-        spec=spec_from_json(d["spec"]),
+        id=_int(d["id"]),
+        spec=spec_from_json(_dict(d["spec"])),
         state=IndexState(d["state"]),
         operation=Operation(d["operation"]),
         source=SourceState(
-            format=str(s["format"]),
-            table_uri=str(s["tableUri"]),
-            version=int(s["version"]),
-            ordinal=int(s["ordinal"]),
-            timestamp_ms=int(s["timestampMs"]),
-            files=tuple(_source_file_from_dict(f) for f in s["files"]),
-            next_file_id=int(s["nextFileId"]),
+            format=_str(s["format"]),
+            table_uri=_str(s["tableUri"]),
+            version=_int(s["version"]),
+            ordinal=_int(s["ordinal"]),
+            timestamp_ms=_int(s["timestampMs"]),
+            files=tuple(_source_file_from_dict(f) for f in _list(s["files"])),
+            next_file_id=_int(s["nextFileId"]),
         ),
         content=Content(
-            files=tuple(_index_file_from_dict(f) for f in c["files"]),
-            base_ordinal=c["baseOrdinal"],
+            files=tuple(_index_file_from_dict(f) for f in _list(c["files"])),
+            base_ordinal=_opt_int(c["baseOrdinal"]),
         ),
         pending=None
         if p is None
         else Pending(
-            version=int(p["version"]),
-            ordinal=int(p["ordinal"]),
-            appended=tuple(_source_file_from_dict(f) for f in p["appended"]),
-            removed=tuple(int(i) for i in p["removed"]),
-            delete_changed=tuple(_source_file_from_dict(f) for f in p["deleteChanged"]),
+            version=_int(p["version"]),
+            ordinal=_int(p["ordinal"]),
+            appended=tuple(_source_file_from_dict(f) for f in _list(p["appended"])),
+            removed=tuple(_int(i) for i in _list(p["removed"])),
+            delete_changed=tuple(_source_file_from_dict(f) for f in _list(p["deleteChanged"])),
         ),
-        timestamp_ms=int(d["timestampMs"]),
-        writer=str(d["writer"]),
-        base_id=d["baseId"],
+        timestamp_ms=_int(d["timestampMs"]),
+        writer=_str(d["writer"]),
+        base_id=_opt_int(d["baseId"]),
     )

@@ -15,27 +15,15 @@ Example::
 
 from __future__ import annotations
 
-from lakehouse_index.errors import IndexLogError
-from lakehouse_index.log.entry import LogEntry
-from lakehouse_index.log.store import DATA_DIR, IndexLog
+from lakehouse_index.log.entry import DATA_DIR, LogEntry
+from lakehouse_index.log.store import IndexLog
 from lakehouse_index.source import FileStatus
 
 
-def _check_relative(entry: LogEntry, path: str, where: str) -> str:
-    # Index file paths are relative to the index directory and stay inside data/:
-    # anything else would let vacuum or a reader touch files the index does not own.
-    parts = path.split("/")
-    if path.startswith("/") or "://" in path or ".." in parts or parts[0] != DATA_DIR:
-        raise IndexLogError(
-            f"index {entry.name!r} entry {entry.id} names index file {path!r} ({where}) "
-            f"outside {DATA_DIR}/ of the index directory"
-        )
-    return path
-
-
 def entry_paths(entry: LogEntry) -> set[str]:
-    """Index data files named by one entry, relative to the index directory."""
-    return {_check_relative(entry, f.path, "content") for f in entry.content.files}
+    """Index data files named by one entry, relative to the index directory (under
+    ``data/``: :func:`lakehouse_index.log.entry.data_file_path` checks every entry read)."""
+    return {f.path for f in entry.content.files}
 
 
 def referenced_paths(log: IndexLog) -> set[str]:

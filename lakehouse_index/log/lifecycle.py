@@ -55,8 +55,8 @@ from lakehouse_index.errors import (
 )
 from lakehouse_index.faults import crash_point
 from lakehouse_index.io import Storage, join_uri
-from lakehouse_index.log.entry import Content, IndexState, LogEntry, Operation, Pending, SourceState
-from lakehouse_index.log.store import DATA_DIR, IndexLog
+from lakehouse_index.log.entry import DATA_DIR, Content, IndexState, LogEntry, Operation, Pending, SourceState
+from lakehouse_index.log.store import IndexLog
 from lakehouse_index.spec import IndexSpec
 
 _log = logging.getLogger(__name__)

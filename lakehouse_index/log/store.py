@@ -47,7 +47,6 @@ from lakehouse_index.log.entry import IndexState, LogEntry
 #: The folder of side-car indexes under a table root (the default index root).
 INDEX_DIR_NAME = "_lakehouse_index"
 LOG_DIR = "_log"
-DATA_DIR = "data"
 _ENTRY_NAME = re.compile(r"^(\d{20})\.json$")
 #: Log entries a cold reader fetches at once (each is a small object: the round trip dominates).
 _MAX_CONCURRENT_READS = 16

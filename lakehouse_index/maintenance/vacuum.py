@@ -16,8 +16,9 @@ import time
 from lakehouse_index.config import LogConfig
 from lakehouse_index.faults import crash_point
 from lakehouse_index.io import join_uri
+from lakehouse_index.log.entry import DATA_DIR
 from lakehouse_index.log.garbage import orphan_dirs, orphans
-from lakehouse_index.log.store import DATA_DIR, IndexLog
+from lakehouse_index.log.store import IndexLog
 
 _log = logging.getLogger(__name__)
 

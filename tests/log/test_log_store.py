@@ -76,9 +76,13 @@ source_files = st.builds(
     equality_applied=st.none() | st.lists(st.text(max_size=20), max_size=3).map(tuple),
 )
 key_tuples = st.none() | st.lists(scalars, min_size=1, max_size=3).map(tuple)
+# Index file paths as writers make them: relative, under data/, no '.' or '..' segment.
+index_file_paths = st.from_regex(
+    r"data/[a-z0-9-]{1,12}(/[A-Za-z0-9_=-][A-Za-z0-9_=.-]{0,9}){0,2}", fullmatch=True
+)
 index_files = st.builds(
     IndexFile,
-    path=st.text(max_size=30),
+    path=index_file_paths,
     rows=st.integers(0, 2**40),
     size=st.integers(0, 2**40),
     level=st.sampled_from(Level),
@@ -199,6 +203,12 @@ def _raw(backend, slot: int, doc: dict | bytes) -> None:
     backend.storage.put_if_absent(f"{backend.index_dir}/_log/{slot:020d}.json", data)
 
 
+def _index_file_doc(path: str) -> dict:
+    """The JSON of an index file record naming ``path``."""
+    entry = replace(_entry(0), content=Content(files=(IndexFile(path="data/u/f.parquet", rows=1, size=1),)))
+    return {**json.loads(entry.to_json())["content"]["files"][0], "path": path}
+
+
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
@@ -210,6 +220,11 @@ def _raw(backend, slot: int, doc: dict | bytes) -> None:
         (lambda d: {**d, "spec": {**d["spec"], "name": "other"}}, "belongs to index 'other'"),
         (lambda d: b"{not json", "not valid JSON"),
         (lambda d: b"[1, 2]", "not a JSON object"),
+        (lambda d: {**d, "source": {**d["source"], "version": "3"}}, "expected an integer"),
+        *(
+            (lambda d, p=p: {**d, "content": {"files": [_index_file_doc(p)], "baseOrdinal": None}}, "data/")
+            for p in ("data/../../t/part-0.parquet", "/etc/passwd", "file:///t/x", "x.parquet", "data/")
+        ),
     ],
 )
 def test_bad_entries_are_refused_naming_the_file(backend, mutate, message) -> None:
