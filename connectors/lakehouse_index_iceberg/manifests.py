@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from enum import IntEnum
 from typing import Any
 
-from pyiceberg.avro.decoder import new_decoder
-from pyiceberg.avro.file import AvroFile
+from pyiceberg.avro.decoder import StreamingBinaryDecoder
+from pyiceberg.avro.file import SYNC_SIZE, AvroFile
 from pyiceberg.avro.resolver import resolve_reader
 from pyiceberg.schema import Schema
 from pyiceberg.types import ListType, MapType, NestedField, StructType
@@ -194,20 +194,42 @@ def _read_avro(
     except FileNotFoundError as e:
         raise TableFormatError(f"{what} {path} is missing (referenced by the table metadata)") from e
     try:
-        # AvroFile.__enter__ re-derives and re-resolves the schema for every file; do its
-        # steps here with the resolved reader cached (same pyiceberg decoding underneath).
+        # AvroFile.__enter__ re-derives and re-resolves the schema for every file; read the
+        # header with pyiceberg and the blocks here, with the resolved reader cached.
+        # Decoding uses pyiceberg's pure-Python decoder: its Cython one does not check
+        # lengths against the buffer (a corrupt length reads past it, or crashes the process).
         avro: AvroFile[Any] = AvroFile(_BytesInput(data))  # type: ignore[arg-type]
-        avro.decoder = new_decoder(data)
+        avro.decoder = StreamingBinaryDecoder(data)
         avro.header = avro._read_header()
         fields, reader = _reader_for(avro, keep, nested)
-        avro.reader = reader
         meta = dict(avro.header.meta)
-        rows = [_to_dict(rec, fields) for rec in avro]
+        rows = [_to_dict(rec, fields) for rec in _records(avro, reader, len(data))]
     except TableFormatError:
         raise
     except Exception as e:  # any decoding failure means a corrupt file
         raise TableFormatError(f"cannot decode {what} {path}: {e}") from e
     return meta, rows
+
+
+def _records(avro: AvroFile[Any], reader: Any, size: int) -> Iterator[Any]:
+    """The records of an Avro object container file after its header: blocks of (record
+    count, byte length, bytes, sync marker), each block's bytes decompressed by the codec.
+    A count larger than its block's bytes is refused (every manifest record takes a byte),
+    so no block makes the decoder loop without consuming input."""
+    decoder = avro.decoder
+    codec = avro.header.compression_codec()
+    while decoder.tell() < size:
+        count = decoder.read_int()
+        block = decoder.read_bytes()
+        if decoder.read(SYNC_SIZE) != avro.header.sync:
+            raise ValueError(f"block ending before byte {decoder.tell()} lacks the file's sync marker")
+        if codec is not None:
+            block = codec.decompress(block)
+        if not 0 <= count <= len(block):
+            raise ValueError(f"a block of {len(block)} bytes claims {count} records")
+        records = StreamingBinaryDecoder(block)
+        for _ in range(count):
+            yield reader.read(records)
 
 
 def _to_dict(rec: Any, fields: list[NestedField]) -> dict[int, Any]:

@@ -190,7 +190,7 @@ def _open(source: TableSource, entry: FileEntry, config: ReadConfig | None = Non
         # INT96 (legacy Spark/Hive timestamps) as microseconds: the lakehouse formats are
         # microsecond-based, and nanoseconds overflow for dates outside 1677..2262.
         pf = pq.ParquetFile(handle, metadata=metadata, coerce_int96_timestamp_unit="us")
-    except (pa.ArrowInvalid, OSError) as e:
+    except (pa.ArrowException, OSError) as e:
         handle.close()
         raise TableFormatError(f"data file {entry.path} is not a readable Parquet file: {e}") from e
     if layout is None:
@@ -522,6 +522,8 @@ def read_file(
         resolved = resolve_columns(snapshot, entry, opened.layout, read_cols)
         stored = list(dict.fromkeys(r.stored for r in resolved if r.stored is not None))
         rows, data = _read_rows(opened, entry, stored, positions, source if apply_deletes else None, config)
+    except (pa.ArrowException, OSError) as e:  # pages that do not decode (a corrupt file)
+        raise TableFormatError(f"data file {entry.path} does not decode: {e}") from e
     finally:
         opened.close()
 

@@ -519,8 +519,15 @@ def _column_pages(
 
 def _fetch(source: pa.NativeFile | _Source, ranges: list[tuple[int, int]]) -> list[memoryview]:
     """The bytes at each (offset, length): one read per run of adjacent or overlapping ranges,
-    the runs read concurrently; ranges inside bytes already read are not read again."""
+    the runs read concurrently; ranges inside bytes already read are not read again.
+
+    ValueError for a range outside the file (a corrupt footer or offset index names it).
+    """
     src = source if isinstance(source, _Source) else _Source(source)
+    size = src.handle.size()
+    for offset, length in ranges:
+        if offset < 0 or length < 0 or offset + length > size:
+            raise ValueError(f"range ({offset}, {length}) lies outside the file of {size} bytes")
     order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
     runs: list[tuple[int, int, list[int]]] = []  # (start, end, range numbers)
     for k in order:
