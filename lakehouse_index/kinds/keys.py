@@ -99,18 +99,28 @@ def keys_table(keys: Sequence[KeyTuple], schema: pa.Schema, key_columns: Sequenc
 
 
 def match_mask(table: pa.Table, keys: pa.Table) -> pa.ChunkedArray:
-    """Rows of ``table`` whose key columns equal one of ``keys`` (null equals null)."""
+    """Rows of ``table`` whose key columns equal one of ``keys`` (null equals null, NaN
+    equals NaN, -0.0 equals 0.0: SQL's equality on floats, which hashing alone misses)."""
     names = keys.column_names
     if len(names) == 1:
-        return pc.is_in(table[names[0]], value_set=keys[names[0]].combine_chunks(), skip_nulls=False)
+        column = _signless_zero(table[names[0]])
+        value_set = _signless_zero(keys[names[0]]).combine_chunks()
+        return pc.is_in(column, value_set=value_set, skip_nulls=False)
     # Composite: compare a null-aware encoding of every component, joined into one binary key.
     return pc.is_in(_composite(table, names), value_set=_composite(keys, names).combine_chunks())
+
+
+def _signless_zero(col: pa.ChunkedArray) -> pa.ChunkedArray:
+    """Floating-point ``col`` with -0.0 made +0.0 (x + 0.0 does exactly that); others as they are."""
+    if pa.types.is_floating(col.type):
+        return pc.add(col, pa.scalar(0.0, col.type))
+    return col
 
 
 def _composite(table: pa.Table, names: Sequence[str]) -> pa.ChunkedArray:
     parts = []
     for n in names:
-        col = table[n]
+        col = _signless_zero(table[n])
         text = pc.cast(col, pa.string()) if not pa.types.is_string(col.type) else col
         # "\x00" marks null, "\x01"+value a present value: distinct for null vs empty string.
         parts.append(pc.if_else(pc.is_null(col), "\x00", pc.binary_join_element_wise("\x01", text, "")))
