@@ -81,7 +81,7 @@ def test_positions_touch_only_needed_row_groups(tmp_path: os.PathLike[str]) -> N
     clear_footer_cache()
     got = read_file(source, snap, entry, ["id", "s"], positions=[21, 25, 29])
     assert got.to_pydict() == {"id": [21, 25, 29], "s": ["s21", "s25", "s29"]}
-    with pytest.raises((OSError, pa.ArrowException)):
+    with pytest.raises(TableFormatError, match="does not decode"):
         read_file(source, snap, entry, ["id"], positions=[5])
 
 
