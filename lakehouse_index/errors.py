@@ -70,7 +70,8 @@ class IndexBusyError(ConcurrentIndexUpdate, IllegalIndexStateError):
 
 
 class IndexLogError(LakehouseIndexError):
-    """An index log entry is unreadable or of an unknown format version."""
+    """An index log entry is unreadable or of an unknown format version (also raised for the
+    other side-car records: erasure audit and purge records)."""
 
 
 class SparkUnavailableError(LakehouseIndexError):

@@ -655,3 +655,39 @@ def test_corrupt_page_index_of_a_data_file(tmp_path: Path) -> None:
     with unchanged(path):
         t2 = li.open_table(str(path))
         assert answers(t2, ["k1", None]) == delta_oracle(path, ["k1", None])
+
+
+def test_forged_source_file_path_outside_the_table(tmp_path: Path) -> None:
+    """An entry whose file-id map names a Parquet file outside the table: the file is never
+    read (covered files are matched against the table's own snapshot), so its rows never
+    appear; the real file it replaced is scanned instead."""
+    path = tmp_path / "t"
+    delta_table(path)
+    outside = tmp_path / "elsewhere.parquet"
+    pq.write_table(batch(777), outside)
+    log_dir = path / "_lakehouse_index" / INDEX / "_log"
+    doc = json.loads(sorted(log_dir.glob("*.json"))[-1].read_bytes())
+    doc["id"] += 1
+    doc["source"]["files"][0]["path"] = f"file://{outside}"
+    (log_dir / f"{doc['id']:020d}.json").write_text(json.dumps(doc))
+    keys = ["k0", "k1", "k2", "k3", "k4", None]
+    with unchanged(path):
+        got = answers(li.open_table(str(path)), keys)
+    assert got == delta_oracle(path, keys)
+    assert not any(i >= 777_000 for _, i in got)
+
+
+@pytest.mark.parametrize("folder", ["audit", "purges"])
+def test_corrupt_erasure_records(tmp_path: Path, folder: str) -> None:
+    """A malformed audit or purge record under ``_erasure/`` is an IndexLogError naming it."""
+    path = tmp_path / "t"
+    t = delta_table(path)
+    record = path / "_lakehouse_index" / "_erasure" / folder / "0.json"
+    record.parent.mkdir(parents=True)
+    for text in (b"{not json", b'{"id": 1}', b"[1, 2]", b"\xff\xfe"):
+        record.write_bytes(text)
+        with unchanged(path), pytest.raises(IndexLogError, match=r"0\.json"):
+            if folder == "audit":
+                li.open_table(str(path)).erasures()
+            else:  # read when a version is not found, to say whether a purge removed it
+                t.lookup(INDEX, ["k1"], version_as_of=99)

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from lakehouse_index.errors import IndexLogError
 from lakehouse_index.io import Storage
 from lakehouse_index.io.base import ObjectExistsError
 from lakehouse_index.io.uri import join_uri
@@ -166,8 +167,15 @@ def list_records(storage: Storage, index_root: str) -> list[AuditRecord]:
     except FileNotFoundError:
         return []
     paths = [f.path for f in files if f.path.endswith(".json")]
-    found = [AuditRecord.from_json(json.loads(storage.read_bytes(p))) for p in paths]
+    found = [_read_record(storage, p) for p in paths]
     return sorted(found, key=lambda r: (r.when, r.id))
+
+
+def _read_record(storage: Storage, path: str) -> AuditRecord:
+    try:
+        return AuditRecord.from_json(json.loads(storage.read_bytes(path)))
+    except (ValueError, KeyError, TypeError, AttributeError) as e:  # JSON and Unicode errors too
+        raise IndexLogError(f"erasure audit record {path} is malformed: {e!r}") from e
 
 
 def erased_after(records: Sequence[AuditRecord], ordinal: int) -> list[AuditRecord]:

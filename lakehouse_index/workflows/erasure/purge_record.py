@@ -14,8 +14,9 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from lakehouse_index.errors import VersionPurgedError
+from lakehouse_index.errors import IndexLogError, VersionPurgedError
 from lakehouse_index.io import ObjectExistsError, Storage, join_uri
 from lakehouse_index.workflows.erasure.history import PurgedVersion
 
@@ -51,9 +52,15 @@ class PurgeRecord:
         )
 
     @staticmethod
-    def from_json(text: str) -> PurgeRecord:
-        """A record from its JSON text."""
-        d = json.loads(text)
+    def from_json(text: bytes, where: str) -> PurgeRecord:
+        """A record from its JSON text; IndexLogError naming ``where`` when it is malformed."""
+        try:
+            return PurgeRecord._parse(json.loads(text))
+        except (ValueError, KeyError, TypeError, AttributeError) as e:  # JSON and Unicode errors too
+            raise IndexLogError(f"purge record {where} is malformed: {e!r}") from e
+
+    @staticmethod
+    def _parse(d: Any) -> PurgeRecord:
         return PurgeRecord(
             format=str(d["format"]),
             table_uri=str(d["table_uri"]),
@@ -89,13 +96,13 @@ def write_record(storage: Storage, index_root: str, record: PurgeRecord) -> tupl
         storage.put_if_absent(path, record.to_json().encode())
         return record, path
     except ObjectExistsError:
-        return PurgeRecord.from_json(storage.read_bytes(path).decode()), path
+        return PurgeRecord.from_json(storage.read_bytes(path), path), path
 
 
 def records(storage: Storage, index_root: str) -> list[PurgeRecord]:
     """Every purge record of the table, oldest purge first."""
     found = [
-        PurgeRecord.from_json(storage.read_bytes(s.path).decode())
+        PurgeRecord.from_json(storage.read_bytes(s.path), s.path)
         for s in storage.list_dir(join_uri(index_root, PURGES_DIR))
         if s.path.endswith(".json")
     ]
