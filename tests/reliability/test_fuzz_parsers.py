@@ -250,9 +250,25 @@ def _parquet_seed() -> tuple[bytes, pa.Table]:
 
 
 PARQUET, PARQUET_TABLE = _parquet_seed()
-_FOOTER_LEN = int.from_bytes(PARQUET[-8:-4], "little")
-#: The footer and the offset/column indexes before it (pyarrow writes them just ahead of it).
-_FOOTER_REGION = (len(PARQUET) - 8 - _FOOTER_LEN - 600, len(PARQUET) - 8)
+
+
+def _after_data_pages(data: bytes) -> int:
+    """Where the last column chunk of a Parquet file ends: the column and offset indexes and
+    the footer follow. Edits there leave the data pages intact, so the rows of the intact
+    file stay the oracle (an edit inside a data page can decode to other valid values, for
+    pyarrow as for us: Parquet pages carry no checksum by default)."""
+    md = pq.ParquetFile(pa.BufferReader(data)).metadata
+    ends = []
+    for g in range(md.num_row_groups):
+        for c in range(md.num_columns):
+            col = md.row_group(g).column(c)
+            start = col.dictionary_page_offset if col.has_dictionary_page else col.data_page_offset
+            ends.append(start + col.total_compressed_size)
+    return max(ends)
+
+
+#: The column and offset indexes and the footer.
+_FOOTER_REGION = (_after_data_pages(PARQUET), len(PARQUET) - 8)
 
 LOG_ENTRY = _entry().to_json()
 BITMAP = struct.pack("<i", PORTABLE_MAGIC) + BitMap64([0, 3, 5, 2**33 + 1, 70_000]).serialize()
