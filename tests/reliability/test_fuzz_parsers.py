@@ -9,7 +9,7 @@ exception, a hang (the suite's timeout), or rows that differ from an independent
 CI runs ``LAKEHOUSE_INDEX_FUZZ_EXAMPLES`` inputs per target (default 40). The long run,
 recorded in docs/RELIABILITY.md::
 
-    LAKEHOUSE_INDEX_FUZZ_EXAMPLES=3000 LAKEHOUSE_INDEX_FUZZ_REPORT=fuzz.json \\
+    LAKEHOUSE_INDEX_FUZZ_EXAMPLES=2000 LAKEHOUSE_INDEX_FUZZ_REPORT=fuzz.json \\
         .venv/bin/python -m pytest -q tests/reliability/test_fuzz_parsers.py
 
 ``LAKEHOUSE_INDEX_FUZZ_REPORT`` names a JSON file receiving the inputs tried per target.
