@@ -151,7 +151,7 @@ class CacheConfig:
     page_index_entries: int = 256
     #: Bytes of decoded dictionary pages of data files kept, per (file, column, row group):
     #: a warm point read then fetches only the data pages holding its rows.
-    dictionary_bytes: int = 256 << 20
+    dictionary_bytes: int = 512 << 20
     #: Bytes of key columns of files a lookup scans (files the index does not cover yet)
     #: kept between lookups.
     scan_key_bytes: int = 128 << 20
