@@ -12,7 +12,8 @@ files by a seeded permutation so every key value range spans every file. The ind
   version's files, and a Lance dataset with the same rows and a BTREE scalar index.
   Warm: process caches populated by an untimed first call (Parquet footers, Lance index
   cache, DuckDB connection, Spark session and JIT) and, for the index, an untimed batch
-  lookup with one key in every data file (footers, page indexes, dictionaries of every file). Cold: a fresh ``open_table`` /
+  lookup with one key in every data file (footers, page indexes, dictionaries of every file).
+  Cold: a fresh ``open_table`` /
   ``DeltaTable`` / DuckDB connection / ``lance.dataset`` and the engine's footer caches
   cleared; the OS page cache stays warm in both (the machine is shared: no cache drop).
 * **W3** (5% of files appended, the index not refreshed): hybrid lookup vs the index
