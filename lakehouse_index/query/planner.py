@@ -247,22 +247,38 @@ def plan_read(
     compete). An index may compete in several ways; one that cannot answer is listed with
     ``WRONG_COLUMNS``.
     """
-    cands: list[Candidate] = []
+    groups: list[list[Candidate]] = []
+    filters: list[tuple[int, IndexHandle]] = []
     keys = 0
     for index in indexes:
         latest = index.snapshots[-1] if index.snapshots else None
         access = index.kind.access(latest.spec, predicate) if latest is not None else Access()
         if latest is None or not access.usable:
-            cands.append(Candidate(index.name, None, None, 0, 0, 0, Reason.WRONG_COLUMNS, index=index.name))
+            groups.append(
+                [Candidate(index.name, None, None, 0, 0, 0, Reason.WRONG_COLUMNS, index=index.name)]
+            )
             continue
         if access.prunes:
-            cands.append(_pruning_candidate(storage, index, latest, target, predicate))
+            groups.append([_pruning_candidate(storage, index, latest, target, predicate)])
         if access.keys is not None:
             keys = max(keys, len(access.keys))
-            cands += _read_candidates(source, storage, index, target, predicate, access.keys, config)
+            groups.append(_read_candidates(source, storage, index, target, predicate, access.keys, config))
         if access.covers:
-            cands += _read_candidates(source, storage, index, target, predicate, None, config)
-    return _choose(query, target, keys, cands, config.planner, ())
+            filters.append((len(groups), index))
+            groups.append([])
+    # Filtering reads a whole index snapshot: locate its files only when it can still win.
+    for at, index in filters:
+        beat = _cost_to_beat([c for g in groups for c in g], target, config.planner)
+        groups[at] = _read_candidates(source, storage, index, target, predicate, None, config, beat=beat)
+    return _choose(query, target, keys, [c for g in groups for c in g], config.planner, ())
+
+
+def _cost_to_beat(cands: Sequence[Candidate], target: Snapshot, config: PlannerConfig) -> int | None:
+    """The cost of the cheapest candidate so far that would win against a costlier one (None: none)."""
+    costs = [c.cost for c in cands if c.usable and (c.files is not None or c.entry is None)]
+    if not config.force_index:
+        costs.append(target.total_bytes)  # the plain scan
+    return min(costs, default=None)
 
 
 def _pruning_candidate(
@@ -294,9 +310,14 @@ def _read_candidates(
     predicate: Predicate,
     keys: Sequence[tuple[object, ...]] | None,
     config: Config,
+    *,
+    beat: int | None = None,
 ) -> list[Candidate]:
     """The snapshots of an index as ways to read: by the pinned ``keys``, or (``None``) by filtering
-    every index row with the predicate; each with the files that hold matching rows."""
+    every index row with the predicate; each with the files that hold matching rows.
+
+    When even the cheapest usable snapshot costs more than ``beat`` before its files are counted,
+    it cannot be chosen: its files are not located (``files`` stays None)."""
     n = len(keys) if keys is not None else 1
     prefix = f"{index.name}: " if keys is not None else f"{index.name} (filter): "
     snaps = _snapshot_candidates(source, index.name, index.snapshots, target, n, config, prefix=prefix)
@@ -307,6 +328,8 @@ def _read_candidates(
         return snaps
     best = min(usable, key=_preference)
     assert best.entry is not None and best.coverage is not None
+    if beat is not None and best.cost > beat:
+        return snaps
     if keys is not None:
         plan = lk.plan_lookup(source, best.entry, target, list(keys), best.coverage, config.read)
         found = lk.locate(source, storage, index.index_dir, plan, with_row_ids=False)
