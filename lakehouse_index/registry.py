@@ -8,7 +8,7 @@ from typing import Any
 
 from lakehouse_index.errors import NotATableError
 from lakehouse_index.io import Storage, canonical_uri
-from lakehouse_index.source import TableSource, load_connectors
+from lakehouse_index.source import TableSource, connector_entry_points, load_connector
 
 _log = logging.getLogger(__name__)
 
@@ -27,7 +27,7 @@ def open_source(
     canonicalized (:func:`~lakehouse_index.io.uri.canonical_uri`, decoded once) and the
     connectors receive the canonical URI.
     """
-    connectors = load_connectors()
+    connectors = connector_entry_points()
     if format is not None and format not in connectors:
         raise NotATableError(f"no connector named {format!r}; installed: {sorted(connectors)}")
     location = uri if catalog is not None else canonical_uri(uri)
@@ -36,7 +36,9 @@ def open_source(
     if catalog is not None:
         options["catalog"] = catalog
     candidates = {format: connectors[format]} if format else connectors
-    for name, cls in candidates.items():
+    for name, ep in candidates.items():
+        # Loaded one at a time: a Delta table never imports pyiceberg (1.6 s) through its connector.
+        cls = load_connector(ep)
         if cls.detect(location, io, **options):
             _log.debug("opening %s as %s", location, name)
             return cls.open(location, io, **options)

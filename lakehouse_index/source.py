@@ -27,7 +27,7 @@ import abc
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import quote
 
 import pyarrow as pa
@@ -43,6 +43,9 @@ from lakehouse_index.errors import (
 )
 from lakehouse_index.io.base import FileIO, FileStatus
 from lakehouse_index.io.uri import canonical_uri
+
+if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
 
 __all__ = [
     "Change",
@@ -484,17 +487,19 @@ class TableSource(abc.ABC):
         """Storage access for the table's data files."""
 
 
-def load_connectors() -> dict[str, type[TableSource]]:
-    """Connector classes registered under the ``lakehouse_index.connectors`` entry points."""
+def connector_entry_points() -> dict[str, EntryPoint]:
+    """The ``lakehouse_index.connectors`` entry points by name, in discovery order (none loaded)."""
     from importlib.metadata import entry_points
 
-    found: dict[str, type[TableSource]] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        cls = ep.load()
-        if not (isinstance(cls, type) and issubclass(cls, TableSource)):
-            raise TypeError(f"entry point {ep.name} = {ep.value} is not a TableSource")
-        found[ep.name] = cls
-    return found
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def load_connector(ep: EntryPoint) -> type[TableSource]:
+    """The connector class of one entry point (imports its package and the format's libraries)."""
+    cls = ep.load()
+    if not (isinstance(cls, type) and issubclass(cls, TableSource)):
+        raise TypeError(f"entry point {ep.name} = {ep.value} is not a TableSource")
+    return cls
 
 
 def relative_log_path(table_root: str, uri: str) -> str:

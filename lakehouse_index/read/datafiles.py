@@ -47,11 +47,13 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+from pyroaring import BitMap64
 
 from lakehouse_index.config import ReadConfig, SizedCache
 from lakehouse_index.errors import QueryError, TableFormatError
@@ -65,7 +67,7 @@ from lakehouse_index.read.parquet_pages import (
     read_group_rows,
     read_tail,
 )
-from lakehouse_index.source import Column, FileEntry, Snapshot, Subfield, TableSource
+from lakehouse_index.source import Column, EqualityDeletes, FileEntry, FileIO, Snapshot, Subfield
 
 __all__ = [
     "ICEBERG_ROW_ID_FIELD_ID",
@@ -84,6 +86,27 @@ __all__ = [
     "row_id_column",
     "row_ids",
 ]
+
+class FileAccess(Protocol):
+    """What reading a data file asks of its table: storage, and the file's row-level deletes.
+
+    Every :class:`~lakehouse_index.source.TableSource` provides it; so does a Spark data source
+    partition, which carries a file's deletes from planning to the task (no table open there).
+    """
+
+    @property
+    def io(self) -> FileIO:
+        """Storage access for the data files."""
+        ...
+
+    def deleted_positions(self, entry: FileEntry) -> BitMap64:
+        """Row positions deleted by ``entry.deletes`` (empty when None)."""
+        ...
+
+    def equality_delete_rows(self, deletes: EqualityDeletes, columns: Sequence[Column]) -> pa.Table:
+        """Rows of an equality-delete file, with logical column names."""
+        ...
+
 
 #: Name of the row-position column added by ``with_positions=True``.
 ROW_COLUMN = "_row"
@@ -172,7 +195,7 @@ class _OpenFile:
         self.handle.close()  # ParquetFile does not close a handle it was given
 
 
-def _open(source: TableSource, entry: FileEntry, config: ReadConfig | None = None) -> _OpenFile:
+def _open(source: FileAccess, entry: FileEntry, config: ReadConfig | None = None) -> _OpenFile:
     """Open a data file; its footer is read (one request for its last bytes) only on a cache miss."""
     fs, path = source.io.arrow(entry.path)
     try:
@@ -199,14 +222,14 @@ def _open(source: TableSource, entry: FileEntry, config: ReadConfig | None = Non
     return _OpenFile(pf, handle, layout, key, tail)
 
 
-def file_layout(source: TableSource, entry: FileEntry) -> FileLayout:
+def file_layout(source: FileAccess, entry: FileEntry) -> FileLayout:
     """The footer facts of one data file (cached while the store reports the same bytes)."""
     opened = _open(source, entry)
     opened.close()
     return opened.layout
 
 
-def file_key(source: TableSource, entry: FileEntry) -> tuple[FileKey, FileLayout]:
+def file_key(source: FileAccess, entry: FileEntry) -> tuple[FileKey, FileLayout]:
     """The key naming the current bytes of a data file in caches, and its footer facts."""
     opened = _open(source, entry)
     opened.close()
@@ -366,7 +389,7 @@ def _check_columns(snapshot: Snapshot, columns: Sequence[str] | None) -> list[st
 # --------------------------------------------------------------------------- deletes
 
 
-def deleted_positions_array(source: TableSource, entry: FileEntry) -> np.ndarray:
+def deleted_positions_array(source: FileAccess, entry: FileEntry) -> np.ndarray:
     """Positions deleted from ``entry`` by its deletion vector / position deletes (sorted int64)."""
     if entry.deletes is None:
         return np.zeros(0, dtype=np.int64)
@@ -375,7 +398,7 @@ def deleted_positions_array(source: TableSource, entry: FileEntry) -> np.ndarray
 
 
 def equality_delete_mask(
-    source: TableSource, snapshot: Snapshot, entry: FileEntry, rows: pa.Table
+    source: FileAccess, snapshot: Snapshot, entry: FileEntry, rows: pa.Table
 ) -> np.ndarray | None:
     """Boolean mask of ``rows`` (holding the delete columns) deleted by the entry's equality deletes.
 
@@ -486,7 +509,7 @@ def _conform(arr: pa.Array, conversion: Conversion) -> pa.Array:
 
 
 def read_file(
-    source: TableSource,
+    source: FileAccess,
     snapshot: Snapshot,
     entry: FileEntry,
     columns: Sequence[str] | None = None,
@@ -555,7 +578,7 @@ def _read_rows(
     entry: FileEntry,
     stored: list[str],
     positions: Sequence[int] | np.ndarray | None,
-    deletes_from: TableSource | None,
+    deletes_from: FileAccess | None,
     config: ReadConfig | None = None,
 ) -> tuple[np.ndarray, pa.Table]:
     """(row positions, table of the ``stored`` columns for those rows)."""
@@ -699,7 +722,7 @@ def row_id_column(snapshot: Snapshot, layout: FileLayout) -> str | None:
 
 
 def row_ids(
-    source: TableSource, snapshot: Snapshot, entry: FileEntry, positions: Sequence[int] | np.ndarray
+    source: FileAccess, snapshot: Snapshot, entry: FileEntry, positions: Sequence[int] | np.ndarray
 ) -> pa.Array:
     """Stable row ids (int64) of the rows at ``positions`` of one data file, in the given order.
 

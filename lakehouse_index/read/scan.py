@@ -14,8 +14,8 @@ import pyarrow as pa
 
 from lakehouse_index.errors import QueryError
 from lakehouse_index.expressions import Predicate, Where
-from lakehouse_index.read.datafiles import ROW_COLUMN, read_file
-from lakehouse_index.source import FileEntry, Snapshot, TableSource
+from lakehouse_index.read.datafiles import ROW_COLUMN, FileAccess, read_file
+from lakehouse_index.source import FileEntry, Snapshot
 
 __all__ = ["prune_files", "scan_files", "scan_snapshot"]
 
@@ -32,7 +32,7 @@ def prune_files(files: Iterable[FileEntry], predicate: Predicate | None) -> list
 
 
 def scan_snapshot(
-    source: TableSource,
+    source: FileAccess,
     snapshot: Snapshot,
     columns: Sequence[str] | None = None,
     where: Where | None = None,
@@ -47,7 +47,7 @@ def scan_snapshot(
 
 
 def scan_files(
-    source: TableSource,
+    source: FileAccess,
     snapshot: Snapshot,
     files: Iterable[FileEntry],
     columns: Sequence[str] | None = None,

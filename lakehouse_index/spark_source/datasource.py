@@ -19,19 +19,21 @@ from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
-from lakehouse_index.errors import QueryError
+from lakehouse_index.errors import QueryError, UnsupportedFeatureError
 from lakehouse_index.expressions import Predicate
 from lakehouse_index.expressions.pushed_filters import bind_filter
 from lakehouse_index.read.spark_read import spark_schema
 from lakehouse_index.spark_source.options import parse_options
 from lakehouse_index.spark_source.planning import (
     Part,
+    ReadShape,
     conjunction,
     plan_source_read,
     read_part,
+    read_shape,
     resolve_version,
-    snapshot_at,
 )
+from lakehouse_index.spark_source.profiling import profiled
 
 __all__ = ["SHORT_NAME", "LakehouseIndexDataSource", "LakehouseIndexReader"]
 
@@ -58,26 +60,41 @@ class LakehouseIndexDataSource(DataSource):
     def name(cls) -> str:
         return SHORT_NAME
 
+    @profiled("source")
     def __init__(self, options: Any) -> None:
         super().__init__(options)
         self.source_options = parse_options(dict(options))
         self.version = resolve_version(self.source_options)
+        #: The version's columns and the data files' storage, for the reader and every task.
+        self.shape: ReadShape = read_shape(self.source_options, self.version)
 
+    @profiled("schema")
     def schema(self) -> StructType:
         """The version's logical schema (column mapping and Iceberg field ids applied)."""
-        return spark_schema(snapshot_at(self.source_options, self.version).schema)
+        return spark_schema(self.shape.snapshot.schema)
 
+    @profiled("reader")
     def reader(self, schema: StructType) -> LakehouseIndexReader:
         return LakehouseIndexReader(self, schema)
 
+    def writer(self, schema: StructType, overwrite: bool) -> Any:
+        """Refused: writes go through the library, which commits and maintains the indexes."""
+        raise UnsupportedFeatureError(
+            "df.write.format('lakehouse_index') is not supported: write with "
+            "li.open_table(path).append(df) / .overwrite(df), which maintain the indexes, or with "
+            "the format's own writer followed by t.sync_indexes()"
+        )
+
 
 class LakehouseIndexReader(DataSourceReader):
-    """Pushes filters into the read planner; one partition per file the plan keeps (or one index lookup)."""
+    """Pushes filters into the read planner; one partition per file the plan keeps (or the index's rows)."""
 
+    @profiled("reader_init")
     def __init__(self, source: LakehouseIndexDataSource, schema: StructType) -> None:
         self.options = source.source_options
         self.version = source.version
-        table_schema = snapshot_at(self.options, self.version).schema
+        self.shape = source.shape
+        table_schema = self.shape.snapshot.schema
         self.columns: tuple[str, ...] = tuple(schema.fieldNames())
         unknown = [c for c in self.columns if c not in table_schema.names]
         if unknown:
@@ -89,9 +106,10 @@ class LakehouseIndexReader(DataSourceReader):
         #: The pushed filters left to Spark (their text, for the log line).
         self.left_to_spark: tuple[str, ...] = ()
 
+    @profiled("pushFilters")
     def pushFilters(self, filters: Sequence[Any]) -> list[Any]:
         """Bind each filter to the table schema; return those not applied exactly (Spark re-checks them)."""
-        schema = snapshot_at(self.options, self.version).schema
+        schema = self.shape.snapshot.schema
         bound, rest = [], []
         for f in filters:
             node = bind_filter(f, schema)
@@ -103,15 +121,19 @@ class LakehouseIndexReader(DataSourceReader):
         self.left_to_spark = tuple(repr(f) for f in rest)
         return rest
 
+    @profiled("partitions")
     def partitions(self) -> list[InputPartition]:
+        """Plan the read (the only step that opens the table after the source's creation)."""
         read = plan_source_read(self.options, self.version, self.predicate, self.columns)
         _log_to_stderr()
         _log.info("%s\n  left to Spark: %s", read, ", ".join(self.left_to_spark) or "(none)")
         return [InputPartition(part) for part in read.parts]
 
+    @profiled("read")
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        """The partition's rows; no table open, no log read, no planning (the partition carries its file)."""
         part: Part | None = partition.value
         if part is None:  # Spark reads one empty partition when the plan keeps none
             return
-        rows = read_part(self.options, self.version, self.predicate, self.columns, part)
+        rows = read_part(self.shape, self.predicate, self.columns, part)
         yield from rows.cast(self.arrow_schema).to_batches()

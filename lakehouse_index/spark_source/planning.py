@@ -8,10 +8,13 @@ No pyspark here: Spark's planning worker calls :func:`plan_source_read` once per
   read planner ``Table.read`` and ``Table.scan`` use (``Table.explain(where=...)``) weighs
   every index against a plain scan for it.
 * The chosen candidate's files become one :class:`FilePart` each (a plain scan: every live
-  file whose partition values the predicate does not rule out). A task reads its file with
-  the version's deletes and applies the predicate exactly (pyarrow, three-valued).
+  file whose partition values the predicate does not rule out). A part carries everything
+  its task needs: the file's log entry, its deleted positions and the rows of its equality
+  deletes, read when planned. The task reads the file with :func:`read_part` (pyarrow,
+  predicate applied exactly, three-valued) and opens no table, reads no log, plans nothing.
 * When a secondary or covering index pins the predicate's keys and stores every column the
-  query needs, the answer is one :class:`LookupPart`: a lookup answered from the index alone.
+  query needs, the lookup is answered when planned, from the index alone, and its rows are
+  the one :class:`RowsPart`.
 
 Tables and snapshots are cached per process (Spark reuses its Python workers), keyed by
 the options that identify the table and by version.
@@ -21,11 +24,12 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, TypeVar
+from dataclasses import dataclass, replace
+from typing import TypeVar
 
 import cachetools
 import pyarrow as pa
+from pyroaring import BitMap64
 
 from lakehouse_index.api import Table, open_table
 from lakehouse_index.config import Config, PlannerConfig
@@ -34,19 +38,21 @@ from lakehouse_index.expressions.spark import to_spark_sql
 from lakehouse_index.kinds.base import kind_of
 from lakehouse_index.query.planner import Plan
 from lakehouse_index.read.scan import prune_files, scan_files
-from lakehouse_index.source import Snapshot
+from lakehouse_index.source import Column, EqualityDeletes, FileEntry, FileIO, Snapshot, TableSource
 from lakehouse_index.spark_source.options import SourceOptions, parse_options
 
 __all__ = [
     "FilePart",
-    "LookupPart",
     "Part",
+    "ReadShape",
+    "RowsPart",
     "SourceRead",
     "conjunction",
     "explain_spark_source",
     "open_cached",
     "plan_source_read",
     "read_part",
+    "read_shape",
     "resolve_version",
     "snapshot_at",
 ]
@@ -56,19 +62,23 @@ __all__ = [
 class FilePart:
     """One data file of the version, read whole (deletes applied, then the predicate)."""
 
-    path: str
+    entry: FileEntry
+    #: Positions deleted by its deletion vector or position deletes (None: it has none).
+    deleted: BitMap64 | None = None
+    #: The rows of each equality-delete file that applies to it, by that file's path.
+    equality_rows: tuple[tuple[str, pa.Table], ...] = ()
 
 
 @dataclass(frozen=True)
-class LookupPart:
-    """The rows of ``keys`` through index ``index``, answered from the index alone."""
+class RowsPart:
+    """The rows of a lookup of ``keys`` key(s) answered from index ``index`` alone when planned."""
 
     index: str
-    #: Key values (tuples for composite keys), as ``Table.lookup`` takes them.
-    keys: tuple[Any, ...]
+    keys: int
+    rows: pa.Table
 
 
-Part = FilePart | LookupPart
+Part = FilePart | RowsPart
 
 
 @dataclass(frozen=True)
@@ -86,9 +96,9 @@ class SourceRead:
     @property
     def answer(self) -> str:
         """One line: what answers the read."""
-        if self.parts and isinstance(self.parts[0], LookupPart):
+        if self.parts and isinstance(self.parts[0], RowsPart):
             part = self.parts[0]
-            return f"index {part.index!r} alone (lookup of {len(part.keys)} key(s))"
+            return f"index {part.index!r} alone (lookup of {part.keys} key(s))"
         chosen = self.plan.chosen if self.plan is not None else None
         via = "plain scan" if chosen is None or chosen.index is None else f"index {chosen.label!r}"
         return f"{len(self.parts)} of {self.live_files} files via {via}"
@@ -159,7 +169,9 @@ def conjunction(nodes: Sequence[Node], schema: pa.Schema) -> Predicate | None:
     return Predicate(node, schema, text=to_spark_sql(node))
 
 
-def _lookup_part(plan: Plan, predicate: Predicate, columns: Sequence[str]) -> LookupPart | None:
+def _rows_part(
+    table: Table, version: int, plan: Plan, predicate: Predicate, columns: Sequence[str]
+) -> RowsPart | None:
     """The chosen index as the whole answer, when it pins the keys and stores every needed column."""
     chosen = plan.chosen
     if chosen.entry is None or chosen.index is None:
@@ -171,8 +183,21 @@ def _lookup_part(plan: Plan, predicate: Predicate, columns: Sequence[str]) -> Lo
     keys = kind.access(spec, predicate).keys
     if keys is None:
         return None
-    values = tuple(k[0] for k in keys) if len(spec.key) == 1 else tuple(keys)
-    return LookupPart(chosen.index, values)
+    values = [k[0] for k in keys] if len(spec.key) == 1 else list(keys)
+    needed = list(dict.fromkeys([*columns, *sorted(predicate.columns)]))
+    rows = table.lookup(chosen.index, values, version_as_of=version, columns=needed)
+    rows = rows.filter(predicate.to_pyarrow()).select(list(columns))
+    return RowsPart(chosen.index, len(values), rows)
+
+
+def _file_part(source: TableSource, snap: Snapshot, entry: FileEntry) -> FilePart:
+    """``entry`` with its deleted positions and equality-delete rows, read now (for a task)."""
+    deleted = source.deleted_positions(entry) if entry.deletes is not None else None
+    equality = tuple(
+        (eq.path, source.equality_delete_rows(eq, [snap.column(c) for c in eq.columns]))
+        for eq in entry.equality_deletes
+    )
+    return FilePart(entry, deleted, equality)
 
 
 def plan_source_read(
@@ -185,28 +210,51 @@ def plan_source_read(
     files = None
     if predicate is not None and options.use_indexes:
         plan = table.explain(where=predicate, version_as_of=version)
-        lookup = _lookup_part(plan, predicate, columns)
-        if lookup is not None:
-            return SourceRead(options.path, version, predicate, (lookup,), plan, len(snap.files))
+        rows = _rows_part(table, version, plan, predicate, columns)
+        if rows is not None:
+            return SourceRead(options.path, version, predicate, (rows,), plan, len(snap.files))
         files = plan.chosen.files
     kept = prune_files(snap.files.values() if files is None else files, predicate)
-    parts = tuple(FilePart(f.path) for f in kept)
+    parts = tuple(_file_part(table.source, snap, f) for f in kept)
     return SourceRead(options.path, version, predicate, parts, plan, len(snap.files))
 
 
-def read_part(
-    options: SourceOptions, version: int, predicate: Predicate | None, columns: Sequence[str], part: Part
-) -> pa.Table:
-    """The rows of one partition: ``columns`` of the rows matching ``predicate`` (deletes applied)."""
-    table = open_cached(options)
-    snap = snapshot_at(options, version)
-    if isinstance(part, LookupPart):
-        needed = list(dict.fromkeys([*columns, *sorted(predicate.columns if predicate else ())]))
-        rows = table.lookup(part.index, list(part.keys), version_as_of=version, columns=needed)
-        if predicate is not None:
-            rows = rows.filter(predicate.to_pyarrow())
-        return rows.select(list(columns))
-    return scan_files(table.source, snap, [snap.files[part.path]], columns=columns, where=predicate)
+@dataclass(frozen=True)
+class ReadShape:
+    """What every task of one read shares: the data files' storage and the version's columns."""
+
+    io: FileIO
+    #: The version's snapshot without its file list (each part carries its own file).
+    snapshot: Snapshot
+
+
+def read_shape(options: SourceOptions, version: int) -> ReadShape:
+    """The :class:`ReadShape` of a read of ``version`` (small: it travels with every task)."""
+    return ReadShape(open_cached(options).source.io, replace(snapshot_at(options, version), files={}))
+
+
+@dataclass(frozen=True)
+class _CarriedAccess:
+    """A part's deletes as :class:`FileAccess` wants them: read when planned, carried to the task."""
+
+    io: FileIO
+    part: FilePart
+
+    def deleted_positions(self, entry: FileEntry) -> BitMap64:
+        return self.part.deleted if self.part.deleted is not None else BitMap64()
+
+    def equality_delete_rows(self, deletes: EqualityDeletes, columns: Sequence[Column]) -> pa.Table:
+        return dict(self.part.equality_rows)[deletes.path]
+
+
+def read_part(shape: ReadShape, predicate: Predicate | None, columns: Sequence[str], part: Part) -> pa.Table:
+    """The rows of one partition: ``columns`` of the rows matching ``predicate`` (deletes applied).
+
+    Opens no table and reads no log: the part and ``shape`` carry everything."""
+    if isinstance(part, RowsPart):
+        return part.rows
+    access = _CarriedAccess(shape.io, part)
+    return scan_files(access, shape.snapshot, [part.entry], columns=columns, where=predicate)
 
 
 def explain_spark_source(

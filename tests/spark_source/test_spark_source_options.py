@@ -80,6 +80,14 @@ def test_sql_view_with_options(source_spark: Any, table: str) -> None:
     assert sorted(r[0] for r in got) == [12, 13, 14]
 
 
+@pytest.mark.spark
+def test_writes_are_refused_with_the_library_path(source_spark: Any, table: str) -> None:
+    df = source_spark.read.format("lakehouse_index").load(table)
+    with pytest.raises(Exception, match=r"UnsupportedFeatureError.*append\(df\)"):
+        df.write.format("lakehouse_index").mode("append").save(table)
+    assert source_spark.read.format("lakehouse_index").load(table).count() == 30  # nothing written
+
+
 def test_pyspark_35_is_refused_with_the_library_path() -> None:
     if source_available():
         pytest.skip("this pyspark has Python data sources with filter pushdown")
