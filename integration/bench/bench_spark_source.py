@@ -117,7 +117,7 @@ def _register_floor(spark: Any) -> str:
             return [InputPartition(0)]
 
         def read(self, partition: InputPartition) -> Any:
-            yield pa.RecordBatch.from_pydict({"id": pa.array([0], pa.int64())})
+            yield pa.RecordBatch.from_pydict({"id": pa.array([0], pa.int64()), KEY: pa.array([""])})
 
     class FloorSource(DataSource):
         @classmethod
