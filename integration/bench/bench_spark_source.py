@@ -180,14 +180,18 @@ def run(scale: str, *, log: Callable[[str], None] = print) -> SourceResults:
         keys = _keys(params, sc.reps + 1)
         res.load = (load_average(), 0.0)
         for name, fn in methods.items():
-            settle(spark, 3.0)
-            fn(f"{KEY} = '{datagen.email_of(keys[-1])}'")  # warm-up (JIT, footers, planning workers)
-            timing = res.timings[name] = Timing()
-            for i in keys[:-1]:
+            fn(f"{KEY} = '{datagen.email_of(keys[-1])}'")  # warm-up (JIT, footers, Python workers)
+            res.timings[name] = Timing()
+        settle(spark, 3.0)
+        # Round robin (each key through every method in turn): a load that drifts during the
+        # run, as on a shared machine, weighs on every method alike.
+        for i in keys[:-1]:
+            for name, fn in methods.items():
                 seconds, rows = timed(partial(fn, f"{KEY} = '{datagen.email_of(i)}'"))
-                timing.samples.append(seconds)
+                res.timings[name].samples.append(seconds)
                 if name in CHECKED and sorted(r["id"] for r in rows) != [i]:
                     res.wrong.append(f"{name}: {datagen.email_of(i)} → {sorted(r['id'] for r in rows)}")
+        for name, timing in res.timings.items():
             log(f"{name}: median {fmt_ms(timing.median)}")
         res.load = (res.load[0], load_average())
         probe = f"{KEY} = '{datagen.email_of(keys[0])}'"
@@ -232,7 +236,8 @@ def render(res: SourceResults) -> str:
         f"Scale **{res.scale}**: {p.rows:,} rows in {p.files} data files; pyspark {res.pyspark}, "
         f"`local[2]`; load average {res.load[0]:.1f} at the start, {res.load[1]:.1f} at the end "
         "(2 cores shared with other work). Each figure is the median of the repetitions, a "
-        "different `email = '…'` each, rows collected on the driver, after an untimed warm-up.",
+        "different `email = '…'` each, rows collected on the driver, after an untimed warm-up; the "
+        "methods take turns on each key (round robin), so a drifting load weighs on all alike.",
         markdown_table(["method", "median", "best", "reps"], rows),
         markdown_table(["ratio", "measured", "goal", "verdict"], goals),
         f"The source planned {res.partitions} partition(s) for one key: {res.plan}. Its own work "
