@@ -35,6 +35,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from lakehouse_index.io.base import (
+    ConditionalWriteUnsupportedError,
     FileIO,
     FileStatus,
     ObjectExistsError,
@@ -44,6 +45,7 @@ from lakehouse_index.io.base import (
 from lakehouse_index.io.uri import SCHEME_ALIASES, canonical_uri, join_uri, uri_scheme
 
 __all__ = [
+    "ConditionalWriteUnsupportedError",
     "FileIO",
     "FileStatus",
     "ObjectExistsError",
@@ -64,6 +66,10 @@ normalize_uri = canonical_uri
 _BACKENDS: dict[str, type[StorageBackend] | str] = {
     "file": "lakehouse_index.io.local:LocalBackend",
     "s3": "lakehouse_index.io.s3:S3Backend",
+    "gs": "lakehouse_index.io.objstore:GcsBackend",
+    "az": "lakehouse_index.io.objstore:AzureBackend",
+    "abfs": "lakehouse_index.io.objstore:AzureBackend",
+    "abfss": "lakehouse_index.io.objstore:AzureBackend",
 }
 _REGISTRY_LOCK = threading.Lock()
 

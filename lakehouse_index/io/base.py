@@ -18,11 +18,26 @@ import pyarrow.fs as pafs
 
 from lakehouse_index.errors import LakehouseIndexError
 
-__all__ = ["FileIO", "FileStatus", "ObjectExistsError", "StorageBackend", "UnsupportedSchemeError"]
+__all__ = [
+    "ConditionalWriteUnsupportedError",
+    "FileIO",
+    "FileStatus",
+    "ObjectExistsError",
+    "StorageBackend",
+    "UnsupportedSchemeError",
+]
 
 
 class ObjectExistsError(LakehouseIndexError):
     """``put_if_absent`` found an object already at the path."""
+
+
+class ConditionalWriteUnsupportedError(LakehouseIndexError):
+    """The store does not prove that it refuses a second create of one object.
+
+    Writing the index log there could lose an update (two writers in one slot), so the write
+    is refused and nothing is written.
+    """
 
 
 class UnsupportedSchemeError(LakehouseIndexError, ValueError):
