@@ -12,7 +12,9 @@ import hmac
 import os
 import signal
 import subprocess
+import urllib.parse
 import urllib.request
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from contextlib import contextmanager
 from email.utils import formatdate
@@ -40,7 +42,7 @@ def _signed_request(endpoint: str, method: str, path: str, query: dict[str, str]
     to_sign = method + "\n" * 12 + canonical_headers + canonical_resource
     mac = hmac.new(base64.b64decode(ACCOUNT_KEY), to_sign.encode(), hashlib.sha256).digest()
     headers["Authorization"] = f"SharedKey {ACCOUNT}:{base64.b64encode(mac).decode()}"
-    url = f"{endpoint}{path}?" + "&".join(f"{k}={v}" for k, v in query.items())
+    url = f"{endpoint}{urllib.parse.quote(path)}?" + urllib.parse.urlencode(query)
     return urllib.request.Request(url, method=method, headers=headers)
 
 
@@ -48,6 +50,21 @@ def create_container(endpoint: str, name: str) -> None:
     """Create a blob container on the Azurite behind ``endpoint`` (``http://host:port/account``)."""
     with urllib.request.urlopen(_signed_request(endpoint, "PUT", f"/{name}", {"restype": "container"})) as r:
         assert r.status == 201, r.status
+
+
+def list_blobs(endpoint: str, container: str, prefix: str) -> list[str]:
+    """Names of the blobs under ``prefix`` (List Blobs, one page: the tests hold few)."""
+    query = {"comp": "list", "prefix": prefix, "restype": "container"}
+    with urllib.request.urlopen(_signed_request(endpoint, "GET", f"/{container}", query)) as r:
+        root = ET.fromstring(r.read())
+    assert root.findtext("NextMarker") in (None, ""), "more than one page of blobs"
+    return [b.findtext("Name") or "" for b in root.iter("Blob")]
+
+
+def get_blob(endpoint: str, container: str, name: str) -> bytes:
+    """One blob's bytes (Get Blob)."""
+    with urllib.request.urlopen(_signed_request(endpoint, "GET", f"/{container}/{name}", {})) as r:
+        return bytes(r.read())
 
 
 @contextmanager
