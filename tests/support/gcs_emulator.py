@@ -69,7 +69,11 @@ def gcs_emulator(bucket: str) -> Iterator[GcsEmulator]:
     try:
         # The emulator serves one connection at a time and stops only when idle kept-alive
         # connections are gone: close them soon.
-        options = {"google_service_account_key": json.dumps(key), "allow_http": "true", "pool_idle_timeout": "1s"}
+        options = {
+            "google_service_account_key": json.dumps(key),
+            "allow_http": "true",
+            "pool_idle_timeout": "1s",
+        }
         yield GcsEmulator(endpoint, options)
     finally:
         server.stop()
