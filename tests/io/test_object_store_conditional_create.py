@@ -16,7 +16,7 @@ import pytest
 
 from lakehouse_index.io import ConditionalWriteUnsupportedError, ObjectExistsError, Storage
 from tests.support.gcs_emulator import GcsEmulator, gcs_emulator
-from tests.support.stores import StoreUnderTest, azure_store, s3_store, store  # noqa: F401 - fixtures
+from tests.support.stores import StoreUnderTest
 
 WRITERS = 8
 

@@ -20,7 +20,7 @@ from deltalake import DeltaTable, write_deltalake
 
 import lakehouse_index as li
 from tests.support.oracle import rows_multiset
-from tests.support.stores import StoreUnderTest, azure_store, s3_store, store  # noqa: F401 - fixtures
+from tests.support.stores import StoreUnderTest
 
 KEYS = ["k0", "k3", "rare", "absent"]
 
