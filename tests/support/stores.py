@@ -55,8 +55,9 @@ def _s3() -> Iterator[StoreUnderTest]:
             "s3",
             f"s3://{BUCKET}",
             options,
-            # The tests' Delta writer is the table's only writer: no locking provider needed.
-            {**options, "AWS_ALLOW_HTTP": "true", "AWS_S3_ALLOW_UNSAFE_RENAME": "true"},
+            # Delta commits are conditional creates too (moto honours If-None-Match), so
+            # concurrent deltalake writers need no locking provider.
+            {**options, "AWS_ALLOW_HTTP": "true", "AWS_CONDITIONAL_PUT": "etag"},
             {
                 "s3.endpoint": options["AWS_ENDPOINT_URL"],
                 "s3.access-key-id": options["AWS_ACCESS_KEY_ID"],
