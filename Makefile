@@ -2,10 +2,17 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+# Test-only npm tools (Azurite, the Azure Storage emulator), pinned by tools/node/package-lock.json,
+# installed into the project (never globally).
+NODE_TOOLS := tools/node
 
 .PHONY: setup demo test test-spark4 lint bench clean
 
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed $(NODE_TOOLS)/node_modules/.installed
+
+$(NODE_TOOLS)/node_modules/.installed: $(NODE_TOOLS)/package.json $(NODE_TOOLS)/package-lock.json
+	cd $(NODE_TOOLS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +39,7 @@ $(VENV4)/.installed: pyproject.toml constraints-spark4.txt
 	$(BIN4)/python -m pip install --quiet -c constraints-spark4.txt -e '.[all,dev]'
 	touch $@
 
-test-spark4: $(VENV4)/.installed
+test-spark4: $(VENV4)/.installed $(NODE_TOOLS)/node_modules/.installed
 	$(BIN4)/python -m pytest -q -m '$(SPARK4_TESTS)'
 
 lint: setup
@@ -43,4 +50,4 @@ bench: setup
 	$(BIN)/python -m integration.bench.run_all
 
 clean:
-	rm -rf $(VENV) $(VENV4) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VENV4) $(NODE_TOOLS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
