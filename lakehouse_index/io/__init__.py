@@ -7,20 +7,20 @@
   ``PUT`` with ``If-None-Match: *``). Nothing here ever checks for existence and then renames.
 * The scheme registry -- :func:`register_backend` maps a scheme to a
   :class:`~lakehouse_index.io.base.StorageBackend` (a class, or ``"module:Class"`` imported
-  on first use). Built in: ``file`` (:mod:`lakehouse_index.io.local`) and ``s3``
-  (:mod:`lakehouse_index.io.s3`; ``s3a``/``s3n`` are aliases). Registering a scheme again
+  on first use). Built in: ``file`` (:mod:`lakehouse_index.io.local`), ``s3``
+  (:mod:`lakehouse_index.io.s3`; ``s3a``/``s3n`` are aliases), and through obstore (the
+  ``objectstores`` extra, :mod:`lakehouse_index.io.objstore`) ``gs`` (``gcs`` alias) and
+  ``az``/``abfs``/``abfss``. Registering a scheme again
   replaces its implementation, so users can also swap a built-in one. An unregistered
   scheme is an :class:`~lakehouse_index.io.base.UnsupportedSchemeError` naming the
   supported ones.
 
 ``storage_options`` follow deltalake's names: ``AWS_ACCESS_KEY_ID``,
 ``AWS_SECRET_ACCESS_KEY``, ``AWS_SESSION_TOKEN``, ``AWS_REGION``, ``AWS_ENDPOINT_URL``
-(``AWS_ALLOW_HTTP`` is implied by an ``http://`` endpoint).
-
-Next step: `obstore <https://pypi.org/project/obstore/>`_ offers conditional puts
-(``mode="create"``) on S3, GCS, Azure and local files behind one API; a backend built on
-it (registered for ``gs``, ``az``, ``abfs``, ``abfss``) would add those stores, as an
-optional extra, without making the control plane depend on it.
+(``AWS_ALLOW_HTTP`` is implied by an ``http://`` endpoint); on GCS and Azure
+``object_store``'s (``google_service_account_key``, ``azure_storage_account_name``, ...).
+A store that does not prove it refuses a second create is refused for the log
+(:class:`~lakehouse_index.io.base.ConditionalWriteUnsupportedError`).
 """
 
 from __future__ import annotations
