@@ -31,7 +31,7 @@ TEXT_BLOCKS = {  # by path under the repository
     "docs/guide/time-travel.md": 1,  # the printed answers
     "docs/guide/hybrid-scan.md": 1,  # the shape of explain output
     "docs/guide/object-stores-and-catalogs.md": 1,  # a pyiceberg config file and the CLI line using it
-    "docs/guide/spark.md": 1,  # the data source's log output
+    "docs/guide/spark.md": 2,  # the data source's log output; a cluster job's shell set-up
 }
 #: The guide pages the issue asks for (README links each).
 REQUIRED_PAGES = {

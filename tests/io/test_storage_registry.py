@@ -21,6 +21,7 @@ from lakehouse_index.io import (
     supported_schemes,
 )
 from lakehouse_index.io.local import LocalBackend
+from lakehouse_index.io.objstore import AzureBackend, GcsBackend
 from lakehouse_index.io.s3 import S3Backend
 
 #: Root folder of the "mem" test store (set by the fixture; the backend is built by name).
@@ -66,9 +67,13 @@ def test_built_in_schemes() -> None:
         storage = Storage.for_uri(uri, {"AWS_REGION": "eu-west-1"})
         assert storage.scheme == "s3" and isinstance(storage.backend, S3Backend)
     assert Storage("s3a").scheme == "s3"
+    assert {"gs", "gcs", "az", "abfs", "abfss"} <= set(supported_schemes())
+    assert isinstance(Storage.for_uri("gcs://b/k").backend, GcsBackend)
+    for uri in ("az://c/k", "abfs://c/k", "abfss://c@account.dfs.core.windows.net/k"):
+        assert isinstance(Storage.for_uri(uri).backend, AzureBackend)
 
 
-@pytest.mark.parametrize("uri", ["gs://bucket/t", "hdfs://nn/t", "ftp://host/t"])
+@pytest.mark.parametrize("uri", ["hdfs://nn/t", "ftp://host/t"])
 def test_unknown_scheme_names_it_and_the_supported_ones(uri: str) -> None:
     scheme = uri.split(":", 1)[0]
     with pytest.raises(UnsupportedSchemeError) as e:
