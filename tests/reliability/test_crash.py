@@ -9,14 +9,16 @@ format (figures in docs/RELIABILITY.md).
 
 from __future__ import annotations
 
+import json
 import os
 import random
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
 
 from lakehouse_index.faults import CRASH_POINTS
-from tests.reliability.crash import Trial, run_trial
+from tests.reliability.crash import Outcome, Trial, run_trial
 from tests.reliability.crash_ops import OPS
 
 LONG = os.environ.get("LAKEHOUSE_INDEX_LONG") == "1"
@@ -44,15 +46,25 @@ def _random() -> list[Trial]:
     return [Trial(fmt, op, delay_s=round(rng.uniform(0.0, 1.0), 3)) for fmt, op in pairs]
 
 
+def _record(outcome: Outcome) -> None:
+    """Append the outcome as a JSON line to ``$LAKEHOUSE_INDEX_RELIABILITY_LOG`` (when set)."""
+    target = os.environ.get("LAKEHOUSE_INDEX_RELIABILITY_LOG")
+    if target:
+        with open(target, "a") as f:
+            record = {**asdict(outcome), "trial": outcome.trial.label}
+            f.write(json.dumps(record) + "\n")
+
+
 @pytest.mark.parametrize("trial", _named(), ids=lambda t: t.label)
 def test_killed_at_a_named_point(tmp_path: Path, trial: Trial) -> None:
     outcome = run_trial(tmp_path, trial)
+    _record(outcome)
     assert outcome.killed
 
 
 @pytest.mark.parametrize("trial", _random(), ids=lambda t: t.label)
 def test_killed_at_a_random_moment(tmp_path: Path, trial: Trial) -> None:
-    run_trial(tmp_path, trial)
+    _record(run_trial(tmp_path, trial))
 
 
 def test_every_point_is_documented_and_exercised() -> None:
