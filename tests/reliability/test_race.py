@@ -13,7 +13,9 @@ LONG = os.environ.get("LAKEHOUSE_INDEX_LONG") == "1"
 
 
 def test_eight_racers_writers_and_watchers_on_local_disk(tmp_path: Path) -> None:
-    report = run_race(RaceStore(str(tmp_path / "t")), seconds=60.0 if LONG else 6.0)
+    report = run_race(
+        RaceStore(str(tmp_path / "t")), seconds=60.0 if LONG else 6.0, parent_writes=30 if LONG else 6
+    )
     print(report)  # shown with -s: how much racing happened
     # Every kind of operation ran at least once, and the table moved under them.
     done = {op for op in report.operations}
