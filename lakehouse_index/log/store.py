@@ -205,7 +205,18 @@ class IndexLog:
         """The newest entry (possibly transient), or ``None`` for an empty log."""
         with self._lock:
             self.refresh()
-            return self.read(self._ids[-1]) if self._ids else None
+            while self._ids:
+                entry = self._try_read(self._ids[-1])
+                if entry is not None:
+                    return entry
+                self._relist()
+            return None
+
+    def _relist(self) -> None:
+        """An id of this view was expired by another process since the view was listed (a
+        zero-retention vacuum, a purge): the newer entries lie beyond a hole, list again."""
+        self._list_all()
+        self._probe_upward()
 
     def latest_stable(self) -> LogEntry | None:
         """The newest entry in a stable state: the snapshot readers use.
@@ -215,11 +226,16 @@ class IndexLog:
         """
         with self._lock:
             self.refresh()
-            for entry_id in reversed(self._ids):
-                entry = self.read(entry_id)
-                if entry.state.is_stable:
-                    return entry
-            return None
+            while True:
+                for entry_id in reversed(self._ids):
+                    entry = self._try_read(entry_id)
+                    if entry is None:
+                        break
+                    if entry.state.is_stable:
+                        return entry
+                else:
+                    return None
+                self._relist()
 
     def stable_entries(self) -> list[LogEntry]:
         """Every retained entry in a stable state, ascending by id (all incarnations)."""

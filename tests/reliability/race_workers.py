@@ -172,7 +172,15 @@ def _write(
 def _watch(t: li.Table, stop: Any, done: list[tuple[str, int]]) -> None:
     """A watcher polling every 50 ms until ``stop``; its failed reports are failures."""
     flag = StopFlag()
-    threading.Thread(target=lambda: (stop.wait(), flag.set()), daemon=True).start()
+
+    def relay() -> None:
+        # Polled, never stop.wait(): a process that exits while it waits on the Event leaves a
+        # sleeper behind, and the parent's stop.set() then blocks forever.
+        while not stop.is_set():
+            time.sleep(0.05)
+        flag.set()
+
+    threading.Thread(target=relay, daemon=True).start()
     errors: list[str] = []
 
     def on_event(event: Any) -> None:
