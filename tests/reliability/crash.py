@@ -35,9 +35,9 @@ import pyarrow.compute as pc
 import lakehouse_index as li
 from lakehouse_index.errors import IllegalIndexStateError
 from lakehouse_index.faults import CRASH_ENV
-from lakehouse_index.log.entry import IndexState
+from lakehouse_index.log.entry import DATA_DIR, IndexState
 from lakehouse_index.log.garbage import orphans, referenced_paths
-from lakehouse_index.log.store import DATA_DIR, IndexCatalog
+from lakehouse_index.log.store import IndexCatalog
 from tests.reliability.crash_ops import FIRST, OPS, CrashOp
 from tests.support.paths import REPO_ROOT
 from tests.workflows.helpers import SCHEMA, multiset
