@@ -167,6 +167,12 @@ class Storage:
             object.__setattr__(self, "_backend", found)
         return found
 
+    @property
+    def mtime_slack_ms(self) -> int:
+        """How far a listed modification time may lie before the write (listing resolution and
+        clock skew of the store: :attr:`StorageBackend.mtime_slack_ms`)."""
+        return self.backend.mtime_slack_ms
+
     def _split(self, path: str) -> str:
         """The path inside this storage's pyarrow filesystem."""
         scheme = uri_scheme(path)

@@ -99,6 +99,12 @@ class StorageBackend(abc.ABC):
     URIs (decoded) of its scheme, or plain local paths for the local backend.
     """
 
+    #: How far a listed modification time may lie before the moment of the write, by this
+    #: process's clock: object stores list whole seconds, and their clock is not ours. Vacuum
+    #: treats data of unknown origin modified within this margin of its start as written after
+    #: it (by an operation that began once the vacuum was cancelled).
+    mtime_slack_ms: int = 10_000
+
     def __init__(self, options: Mapping[str, str]) -> None:
         self.options = dict(options)
 

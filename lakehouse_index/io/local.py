@@ -15,6 +15,9 @@ __all__ = ["LocalBackend"]
 class LocalBackend(StorageBackend):
     """The local filesystem; *create if absent* is a temp file hard-linked into place."""
 
+    #: Nanosecond modification times from this machine's own clock.
+    mtime_slack_ms = 0
+
     def filesystem(self) -> pafs.FileSystem:
         return pafs.LocalFileSystem()
 

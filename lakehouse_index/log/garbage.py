@@ -9,11 +9,13 @@ when no other operation can be writing fresh data.
 Example::
 
     from lakehouse_index.log.garbage import orphans
-    for f in orphans(log, older_than_ms=now_ms - 3_600_000):
+    for f in orphans(log, young_after_ms=now_ms - 3_600_000):
         log.storage.delete(f.path)
 """
 
 from __future__ import annotations
+
+from collections.abc import Set
 
 from lakehouse_index.log.entry import DATA_DIR, LogEntry
 from lakehouse_index.log.store import IndexLog
@@ -35,36 +37,46 @@ def referenced_paths(log: IndexLog) -> set[str]:
     return out
 
 
-def orphans(log: IndexLog, *, older_than_ms: int | None = None) -> list[FileStatus]:
+def orphans(
+    log: IndexLog, *, young_after_ms: int | None = None, known: Set[str] = frozenset()
+) -> list[FileStatus]:
     """Files under ``<index_dir>/data/`` that no retained entry names, sorted by path.
 
-    ``older_than_ms`` keeps files modified at or after that epoch-ms time out of the
-    answer (a safety margin for writers of a cancelled-but-still-running operation).
+    With ``young_after_ms``, a file modified at or after that epoch-ms time is left out unless
+    it is in ``known`` (relative paths named by entries read before the caller started): a
+    young file nothing named may belong to an operation still running (one that began after
+    the caller was cancelled).
     """
     referenced = referenced_paths(log)
-    data_root = log.uri(DATA_DIR)
     prefix = log.index_dir + "/"
     out = []
-    for status in log.storage.list_tree(data_root):
+    for status in log.storage.list_tree(log.uri(DATA_DIR)):
         rel = status.path[len(prefix) :] if status.path.startswith(prefix) else status.path
-        if rel in referenced:
-            continue
-        if older_than_ms is not None and status.mtime_ms >= older_than_ms:
+        if rel in referenced or is_young(status, rel, young_after_ms, known):
             continue
         out.append(status)
     return sorted(out, key=lambda s: s.path)
 
 
-def orphan_dirs(log: IndexLog, *, older_than_ms: int | None = None) -> list[str]:
-    """Data directories (full URIs) of which no file is named by a retained entry and,
-    with ``older_than_ms``, every file is older than that: safe to delete whole."""
+def orphan_dirs(
+    log: IndexLog, *, young_after_ms: int | None = None, known: Set[str] = frozenset()
+) -> list[str]:
+    """Data directories (full URIs) of which no file is named by a retained entry and, with
+    ``young_after_ms``, no file is young and unknown (as in :func:`orphans`): safe to delete whole."""
     referenced_dirs = {p.split("/")[1] for p in referenced_paths(log)}
     data_root = log.uri(DATA_DIR)
+    prefix = log.index_dir + "/"
     young: set[str] = set()
     seen: set[str] = set()
     for status in log.storage.list_tree(data_root):
         d = status.path[len(data_root) + 1 :].split("/")[0]
         seen.add(d)
-        if older_than_ms is not None and status.mtime_ms >= older_than_ms:
+        if is_young(status, status.path[len(prefix) :], young_after_ms, known):
             young.add(d)
     return sorted(log.uri(f"{DATA_DIR}/{d}") for d in seen - referenced_dirs - young)
+
+
+def is_young(status: FileStatus, rel: str, young_after_ms: int | None, known: Set[str]) -> bool:
+    """Whether ``status`` (``rel``: its path relative to the index directory) was modified at or
+    after ``young_after_ms`` and is named in no entry of ``known``."""
+    return young_after_ms is not None and status.mtime_ms >= young_after_ms and rel not in known

@@ -17,7 +17,7 @@ from lakehouse_index.config import LogConfig
 from lakehouse_index.faults import crash_point
 from lakehouse_index.io import join_uri
 from lakehouse_index.log.entry import DATA_DIR
-from lakehouse_index.log.garbage import orphan_dirs, orphans
+from lakehouse_index.log.garbage import is_young, orphan_dirs, orphans, referenced_paths
 from lakehouse_index.log.store import IndexLog
 
 _log = logging.getLogger(__name__)
@@ -26,9 +26,15 @@ _log = logging.getLogger(__name__)
 DEFAULT_RETENTION_HOURS = LogConfig().vacuum_retention_hours
 
 
+def young_after_ms(log: IndexLog, started_ms: int) -> int:
+    """The time from which listed data of unknown origin counts as written after a vacuum that
+    started at ``started_ms``: earlier by the store's listing resolution and clock skew."""
+    return started_ms - log.storage.mtime_slack_ms
+
+
 def vacuum_deleted(log: IndexLog, started_ms: int) -> None:
-    """Remove the index data of a deleted index: every data directory whose files all predate
-    ``started_ms`` (the vacuum's transient entry).
+    """Remove the index data of a deleted index: every data directory of which each file is
+    named by a log entry or predates ``started_ms`` (the vacuum's transient entry).
 
     A directory written since (by an operation that was cancelled while it still ran, then
     vacuum started) is left for a later vacuum, as is one such an operation still writes
@@ -37,12 +43,14 @@ def vacuum_deleted(log: IndexLog, started_ms: int) -> None:
     data_root = join_uri(log.index_dir, DATA_DIR)
     if not log.storage.exists(data_root):
         return
+    known = referenced_paths(log)
+    young_after, prefix = young_after_ms(log, started_ms), log.index_dir + "/"
     young: set[str] = set()
     seen: set[str] = set()
     for status in log.storage.list_tree(data_root):
         directory = status.path[len(data_root) + 1 :].split("/")[0]
         seen.add(directory)
-        if status.mtime_ms >= started_ms:
+        if is_young(status, status.path[len(prefix) :], young_after, known):
             young.add(directory)
     for directory in sorted(seen - young):
         try:
@@ -55,9 +63,11 @@ def vacuum_deleted(log: IndexLog, started_ms: int) -> None:
 def vacuum_active(log: IndexLog, retention_hours: float, started_ms: int) -> list[str]:
     """Expire snapshots older than ``retention_hours``, delete unreferenced data; returns removed files.
 
-    Only data older than ``started_ms`` (the vacuum's transient entry) goes: files written
-    since belong to an operation that started after this vacuum was cancelled.
+    Data named by an entry read here (expired ones included) goes at any age; other data only
+    when it predates ``started_ms`` (the vacuum's transient entry; :func:`young_after_ms`):
+    such files belong to an operation that started after this vacuum was cancelled.
     """
+    known = referenced_paths(log)
     stable = log.latest_stable()
     cutoff_ms = time.time() * 1000 - retention_hours * 3600 * 1000
     old = [
@@ -66,10 +76,11 @@ def vacuum_active(log: IndexLog, retention_hours: float, started_ms: int) -> lis
     retention_s = retention_hours * 3600
     log.expire(old, min_retention_s=retention_s if retention_s > log.relist_after_s else 0)
     crash_point("vacuum.after_expire")
-    removed = [status.path for status in orphans(log, older_than_ms=started_ms)]
+    young_after = young_after_ms(log, started_ms)
+    removed = [status.path for status in orphans(log, young_after_ms=young_after, known=known)]
     # Directories no retained entry names go whole (with empty subdirectories and markers);
     # then single orphan files inside directories that are still referenced.
-    for directory in orphan_dirs(log, older_than_ms=started_ms):
+    for directory in orphan_dirs(log, young_after_ms=young_after, known=known):
         log.storage.delete_tree(directory)
         crash_point("vacuum.data_deleted")
     for path in removed:
