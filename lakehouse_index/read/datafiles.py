@@ -87,6 +87,7 @@ __all__ = [
     "row_ids",
 ]
 
+
 class FileAccess(Protocol):
     """What reading a data file asks of its table: storage, and the file's row-level deletes.
 

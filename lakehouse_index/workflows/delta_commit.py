@@ -121,11 +121,18 @@ def deltalake_options(storage_options: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-def open_for_write(uri: str, operation: str, storage_options: Mapping[str, str]) -> Any:
-    """The deltalake DeltaTable at ``uri``, after checking that ``operation`` may commit to it."""
+def open_deltalake(uri: str, storage_options: Mapping[str, str], version: int | None = None) -> Any:
+    """deltalake's ``DeltaTable`` at ``uri`` (our canonical URI; ``version``: time travel),
+    opened with the table's ``storage_options`` (:func:`deltalake_options`)."""
     from deltalake import DeltaTable
 
-    dt = DeltaTable(_deltalake_uri(uri), storage_options=deltalake_options(storage_options) or None)
+    path = local_path(uri) if uri.startswith("file:") else uri
+    return DeltaTable(path, version=version, storage_options=deltalake_options(storage_options) or None)
+
+
+def open_for_write(uri: str, operation: str, storage_options: Mapping[str, str]) -> Any:
+    """The deltalake DeltaTable at ``uri``, after checking that ``operation`` may commit to it."""
+    dt = open_deltalake(uri, storage_options)
     protocol = dt.protocol()
     config = dict(dt.metadata().configuration)
     schema = json.loads(dt.schema().to_json())
@@ -139,10 +146,6 @@ def open_for_write(uri: str, operation: str, storage_options: Mapping[str, str])
     if operation != "append" and config.get("delta.appendOnly", "false").lower() == "true":
         raise WriteRefusedError(f"{uri}: the table is append-only (delta.appendOnly); {operation} refused")
     return dt
-
-
-def _deltalake_uri(uri: str) -> str:
-    return local_path(uri) if uri.startswith("file:") else uri
 
 
 def _conflict(e: Exception) -> Exception:

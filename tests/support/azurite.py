@@ -42,7 +42,9 @@ def _signed_request(endpoint: str, method: str, path: str, query: dict[str, str]
     to_sign = method + "\n" * 12 + canonical_headers + canonical_resource
     mac = hmac.new(base64.b64decode(ACCOUNT_KEY), to_sign.encode(), hashlib.sha256).digest()
     headers["Authorization"] = f"SharedKey {ACCOUNT}:{base64.b64encode(mac).decode()}"
-    url = f"{endpoint}{urllib.parse.quote(path)}?" + urllib.parse.urlencode(query)
+    # Characters the path may keep as they are (Hive partition folders: "p=0"), so the URL and
+    # the signed resource spell it alike.
+    url = f"{endpoint}{urllib.parse.quote(path, safe='/=')}?" + urllib.parse.urlencode(query)
     return urllib.request.Request(url, method=method, headers=headers)
 
 

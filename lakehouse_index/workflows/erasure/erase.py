@@ -183,13 +183,11 @@ class _Target:
 def _open_commit(table: IndexedTable) -> _Target:
     """Check the format side before anything is written."""
     if table.format == "delta":
-        from deltalake import DeltaTable
-
-        from lakehouse_index.io.uri import local_path
+        from lakehouse_index.workflows.delta_commit import open_deltalake
         from lakehouse_index.workflows.erasure.delta_commit import check_erasable
 
         uri = table.uri
-        dtab = DeltaTable(local_path(uri) if uri.startswith("file:") else uri)
+        dtab = open_deltalake(uri, table.storage.options)
         protocol = dtab.protocol()
         config = dict(dtab.metadata().configuration)
         features = check_erasable(uri, protocol.min_writer_version, protocol.writer_features, config)

@@ -37,6 +37,7 @@ from lakehouse_index.errors import UnsupportedFeatureError
 from lakehouse_index.io import join_uri
 from lakehouse_index.io.uri import local_path
 from lakehouse_index.source import FileStatus
+from lakehouse_index.workflows.delta_commit import open_deltalake
 from lakehouse_index.workflows.erasure import purge_record
 from lakehouse_index.workflows.erasure.history import (
     HistoryPurge,
@@ -56,10 +57,7 @@ _VERSIONED = re.compile(r"^\.?(\d{20})\.(.+)$")
 
 
 def _deltalake(table: IndexedTable, version: int | None = None) -> Any:
-    from deltalake import DeltaTable
-
-    uri = local_path(table.uri) if table.uri.startswith("file:") else table.uri
-    return DeltaTable(uri) if version is None else DeltaTable(uri, version=version)
+    return open_deltalake(table.uri, table.storage.options, version)
 
 
 def check_supported(table: IndexedTable) -> None:
