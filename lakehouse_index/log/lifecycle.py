@@ -262,9 +262,12 @@ class Started:
         crash_point(f"{op}.after_final")
         return final
 
-    def abandon(self) -> None:
-        """Write the entry restoring the starting state (best effort, as after a failed body)."""
-        _restore(self.ctx.log, self.ctx.transient, self.writer)
+    def abandon(self) -> bool:
+        """Write the entry restoring the starting state (best effort, as after a failed body).
+
+        Returns whether the operation had been cancelled (its slot was taken).
+        """
+        return _restore(self.ctx.log, self.ctx.transient, self.writer)
 
 
 def start_operation(
@@ -357,7 +360,8 @@ def run_operation(
     Raises ``IndexBusyError`` / ``ConcurrentIndexUpdate`` (retryable, see
     :func:`retrying`), ``IndexExistsError``, ``IndexNotFoundError``,
     ``IllegalIndexStateError`` (nothing written in all these cases), or whatever the
-    body raised (after writing an entry that restores the starting state).
+    body raised (after writing an entry that restores the starting state; if a cancel had
+    restored it first, ``ConcurrentIndexUpdate`` from the body's error).
     """
     if operation is Operation.CANCEL:
         return cancel(log, writer=writer)
@@ -366,8 +370,14 @@ def run_operation(
         return started
     try:
         result = body(started.ctx) if body is not None else None
-    except BaseException:
-        started.abandon()
+    except BaseException as e:
+        if started.abandon() and isinstance(e, Exception):
+            # Cancelled while it ran: whatever the body hit next (say, data a vacuum removed
+            # once the cancel had released the index) is this lost race's consequence.
+            raise ConcurrentIndexUpdate(
+                f"index {log.name!r}: the {operation.value} was cancelled while it ran "
+                f"(then failed: {type(e).__name__}: {e}); re-read the index and retry"
+            ) from e
         raise
     return started.finish(result)
 
@@ -432,14 +442,18 @@ def _base_of(log: IndexLog, transient: LogEntry) -> LogEntry | None:
     return base
 
 
-def _restore(log: IndexLog, transient: LogEntry, writer: str) -> None:
-    """After a failed body: write the entry that restores the starting state, best effort."""
+def _restore(log: IndexLog, transient: LogEntry, writer: str) -> bool:
+    """After a failed body: write the entry that restores the starting state, best effort.
+
+    Returns whether someone had cancelled the operation first (the index is restored already).
+    """
     try:
         log.write(_restoring_entry(transient, _base_of(log, transient), writer))
     except ConcurrentIndexUpdate:
-        pass  # someone cancelled the operation first: the index is already restored
+        return True
     except Exception:  # the body's error matters more; the index stays cancellable
         _log.exception("index %r: could not restore after a failed %s", log.name, transient.operation.value)
+    return False
 
 
 def cancel(log: IndexLog, *, writer: str | None = None) -> LogEntry:

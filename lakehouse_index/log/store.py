@@ -4,6 +4,7 @@ Layout (see docs/FORMAT.md)::
 
     <index_dir>/_log/00000000000000000000.json   entry 0
     <index_dir>/_log/00000000000000000001.json   entry 1 ...
+    <index_dir>/_log/00000000000000000001.expired  expiry mark: every slot below 1 is expired
     <index_dir>/data/<uuid>/...                  index data (named by entries)
 
 Each slot is written once, with :meth:`Storage.put_if_absent` (local: temp file +
@@ -17,6 +18,12 @@ seen (one request when nothing changed) and keep going upward while slots exist.
 ``relist_after_s`` seconds the log is listed again, which picks up entries removed by
 :meth:`IndexLog.expire` (expiry only removes entries older than ``min_retention_s`` >
 ``relist_after_s``, so a cached view can never miss a newer entry because of a hole).
+
+Expiry writes an *expiry mark* before it deletes a slot. A process that was cancelled while it
+ran still writes its final entry into the slot after its transient one; if that slot was
+expired meanwhile, put-if-absent succeeds there. Readers ignore every slot below the highest
+mark, and the writer checks for a mark above its slot after each write, so such a late entry is
+never read and its operation fails with ``ConcurrentIndexUpdate``, as if the slot had been taken.
 
 Example::
 
@@ -48,6 +55,7 @@ from lakehouse_index.log.entry import IndexState, LogEntry
 INDEX_DIR_NAME = "_lakehouse_index"
 LOG_DIR = "_log"
 _ENTRY_NAME = re.compile(r"^(\d{20})\.json$")
+_MARK_NAME = re.compile(r"^(\d{20})\.expired$")
 #: Log entries a cold reader fetches at once (each is a small object: the round trip dominates).
 _MAX_CONCURRENT_READS = 16
 
@@ -63,6 +71,32 @@ def parse_entry_file_name(name: str) -> int | None:
     """The id of a log file name, or ``None`` for anything else (temp files, strays)."""
     m = _ENTRY_NAME.match(name)
     return int(m.group(1)) if m else None
+
+
+def expiry_mark_name(floor: int) -> str:
+    """The file name of the expiry mark saying every slot below ``floor`` is expired."""
+    return f"{floor:020d}.expired"
+
+
+def parse_expiry_mark_name(name: str) -> int | None:
+    """The floor an expiry mark's file name gives, or ``None`` for any other name."""
+    m = _MARK_NAME.match(name)
+    return int(m.group(1)) if m else None
+
+
+def _floor_and_ids(names: Iterable[str]) -> tuple[int, list[int]]:
+    """From the names in ``_log/``: the expiry floor (0 without a mark) and the sorted ids of
+    the entries at or above it (entries below it are expired, or late writes into expired slots)."""
+    floor, ids = 0, []
+    for name in names:
+        entry_id = parse_entry_file_name(name)
+        if entry_id is not None:
+            ids.append(entry_id)
+            continue
+        mark = parse_expiry_mark_name(name)
+        if mark is not None:
+            floor = max(floor, mark)
+    return floor, sorted(i for i in ids if i >= floor)
 
 
 class IndexLog:
@@ -129,13 +163,11 @@ class IndexLog:
             else:
                 self._probe_upward()
 
+    def _names(self) -> list[str]:
+        return [status.path.rsplit("/", 1)[-1] for status in self.storage.list_dir(self.log_dir)]
+
     def _list_all(self) -> None:
-        ids = []
-        for status in self.storage.list_dir(self.log_dir):
-            entry_id = parse_entry_file_name(status.path.rsplit("/", 1)[-1])
-            if entry_id is not None:
-                ids.append(entry_id)
-        ids.sort()
+        _, ids = _floor_and_ids(self._names())
         self._ids = ids
         # Forget cached entries that were expired by someone else.
         kept = set(ids)
@@ -193,13 +225,18 @@ class IndexLog:
         """Every retained entry, ascending by id."""
         with self._lock:
             ids = self.list_ids()
-            missing = [i for i in ids if i not in self._entries]
-            if len(missing) > 1:  # a cold reader: fetch them concurrently, one round trip
-                with ThreadPoolExecutor(min(len(missing), _MAX_CONCURRENT_READS)) as pool:
-                    list(pool.map(self._try_read, missing))
-            found = (self._try_read(i) for i in ids)
-            # An id listed but gone by now was expired concurrently: it is not retained.
-            return [e for e in found if e is not None]
+            while True:
+                missing = [i for i in ids if i not in self._entries]
+                if len(missing) > 1:  # a cold reader: fetch them concurrently, one round trip
+                    with ThreadPoolExecutor(min(len(missing), _MAX_CONCURRENT_READS)) as pool:
+                        list(pool.map(self._try_read, missing))
+                found = [self._try_read(i) for i in ids]
+                if all(e is not None for e in found):
+                    return [e for e in found if e is not None]
+                # An id listed but gone by now was expired concurrently: the view may end below
+                # newer entries too (a hole), so list again rather than return a partial log.
+                self._relist()
+                ids = list(self._ids)
 
     def latest(self) -> LogEntry | None:
         """The newest entry (possibly transient), or ``None`` for an empty log."""
@@ -274,6 +311,15 @@ class IndexLog:
                 f"index {self.name!r}: log slot {entry.id} ({path}) was already written by "
                 "another writer; re-read the index and retry the operation"
             ) from e
+        floor, _ = _floor_and_ids(self._names())
+        if floor > entry.id:
+            # The slot had been taken and then expired (this operation was cancelled while it
+            # ran): the entry is below the expiry mark, no reader sees it. Remove it.
+            self.storage.delete(path)
+            raise ConcurrentIndexUpdate(
+                f"index {self.name!r}: log slot {entry.id} ({path}) was taken by another writer "
+                "and has expired since (this operation was cancelled); re-read the index and retry"
+            )
         with self._lock:
             self._entries[entry.id] = entry
             if not self._ids or entry.id > self._ids[-1]:
@@ -291,12 +337,13 @@ class IndexLog:
     ) -> list[int]:
         """Delete old log entries (e.g. so vacuum can drop the data only they name).
 
-        Only ids strictly below the latest stable entry are removed, oldest first, and
-        only entries whose file is older than ``min_retention_s`` (by storage mtime; default
-        ``config.min_retention_s``),
-        so that readers probing from a cached view (see ``relist_after_s``) never
-        step into a hole. ``min_retention_s=0`` skips the age check: only for erasure
-        when no other process reads the index. Returns the ids removed.
+        Removes the oldest retained entries up to the first one that must stay: one not in
+        ``entry_ids``, the latest stable entry or anything after it, or an entry whose file is
+        younger than ``min_retention_s`` (by storage mtime; default ``config.min_retention_s``),
+        so that readers probing from a cached view (see ``relist_after_s``) never step into a
+        hole. ``min_retention_s=0`` skips the age check (zero-retention vacuum, erasure). An
+        expiry mark for the new floor is written before any entry is deleted (module doc).
+        Returns the ids removed.
         """
         with self._lock:
             self.refresh(full=True)
@@ -308,18 +355,33 @@ class IndexLog:
             if min_retention_s and min_retention_s < self.relist_after_s:
                 raise ValueError("min_retention_s must exceed relist_after_s (or be 0)")
             now = time.time() * 1000 if now_ms is None else now_ms
+            statuses = self.storage.list_dir(self.log_dir)
+            old_floor, _ = _floor_and_ids(s.path.rsplit("/", 1)[-1] for s in statuses)
             mtimes = {
-                parse_entry_file_name(s.path.rsplit("/", 1)[-1]): s.mtime_ms
-                for s in self.storage.list_dir(self.log_dir)
+                entry_id: s.mtime_ms
+                for s in statuses
+                if (entry_id := parse_entry_file_name(s.path.rsplit("/", 1)[-1])) is not None
             }
-            removed = []
-            for entry_id in sorted(set(entry_ids)):
-                if entry_id >= stable.id or entry_id not in mtimes:
-                    continue
-                if min_retention_s and now - mtimes[entry_id] < min_retention_s * 1000:
-                    continue
+            wanted = set(entry_ids)
+            # Oldest first, up to the first slot that stays: the expired slots are those below a floor.
+            floor = old_floor
+            for entry_id in sorted(i for i in mtimes if i >= old_floor):
+                too_young = min_retention_s and now - mtimes[entry_id] < min_retention_s * 1000
+                if entry_id >= stable.id or entry_id not in wanted or too_young:
+                    break
+                floor = entry_id + 1
+            removed = sorted(i for i in mtimes if old_floor <= i < floor)
+            if floor > old_floor:
+                # The mark first: from now on no reader uses a slot below it, and a late write
+                # into one of them is detected by its writer (module doc).
+                self.storage.write_bytes(join_uri(self.log_dir, expiry_mark_name(floor)), b"{}")
+            # Entries below the floor go (late writes into expired slots included), then older marks.
+            for entry_id in sorted(i for i in mtimes if i < floor):
                 self.storage.delete(self.entry_path(entry_id))
-                removed.append(entry_id)
+            for s in statuses:
+                mark = parse_expiry_mark_name(s.path.rsplit("/", 1)[-1])
+                if mark is not None and mark < floor:
+                    self.storage.delete(s.path)
             self._list_all()
             return removed
 

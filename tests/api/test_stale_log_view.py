@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pyarrow.compute as pc
+import pytest
 from deltalake import DeltaTable, write_deltalake
 
 import lakehouse_index as li
@@ -92,3 +93,41 @@ def test_log_view_whose_entries_were_expired_finds_the_newer_ones(tmp_path: Path
     stable = view.latest_stable()
     assert latest is not None and stable is not None
     assert latest.id == stable.id == 5 and stable.source.version == 1
+
+
+def test_cancelled_operation_finishing_after_its_slot_expired_writes_nothing_readers_use(
+    tmp_path: Path,
+) -> None:
+    """A refresh is cancelled while it runs; other operations and a zero-retention vacuum then
+    expire the slot after its transient entry; the refresh finally writes its final entry there
+    (put-if-absent succeeds in an expired slot). It must fail like a lost race, leave no entry
+    behind, and readers must keep the newer state (found by the race harness on S3: a late
+    entry below the newest ones left a hole in the log)."""
+    path = str(tmp_path / "t")
+    write_deltalake(path, rows([(1, "a", 0, 1, "x"), (2, "b", 1, 2, "y")]))
+    t = li.open_table(path)
+    t.create_index(li.SecondaryIndex("by_k", key="k"))
+    log = IndexCatalog(t.storage, t.index_root).log("by_k")
+    late = start_operation(log, Operation.REFRESH_INCREMENTAL)
+    assert isinstance(late, Started)
+    t.cancel_index("by_k")
+    write_deltalake(path, rows([(3, "c", 0, 3, "x")]), mode="append")
+    t.refresh_index("by_k", "incremental")
+    t.vacuum_index("by_k", retention_hours=0)
+    slot = late.ctx.transient.id + 1
+    assert slot < _slots(path)[0]  # expired
+
+    with pytest.raises(li.ConcurrentIndexUpdate, match="expired"):
+        late.finish(None)
+
+    assert slot not in _slots(path)
+    fresh = li.open_table(path)
+    assert [e.id for e in IndexCatalog(fresh.storage, fresh.index_root).log("by_k").entries()] == _slots(path)
+    assert fresh.indexes()[0].indexed_version == DeltaTable(path).version()
+    assert sorted(fresh.lookup("by_k", ["a", "c"])["id"].to_pylist()) == [1, 3]
+    # The vacuum's expiry mark is what readers go by: a late entry below it is never listed.
+    late_entry = Path(path) / "_lakehouse_index" / "by_k" / "_log" / f"{slot:020d}.json"
+    late_entry.write_text(
+        (Path(path) / "_lakehouse_index" / "by_k" / "_log" / f"{_slots(path)[0]:020d}.json").read_text()
+    )
+    assert slot not in IndexCatalog(fresh.storage, fresh.index_root).log("by_k").list_ids()
