@@ -131,3 +131,23 @@ def test_cancelled_operation_finishing_after_its_slot_expired_writes_nothing_rea
         (Path(path) / "_lakehouse_index" / "by_k" / "_log" / f"{_slots(path)[0]:020d}.json").read_text()
     )
     assert slot not in IndexCatalog(fresh.storage, fresh.index_root).log("by_k").list_ids()
+
+
+def test_log_view_whose_listed_entries_all_expired_reads_the_newer_ones(tmp_path: Path) -> None:
+    """A reader listed the log but had read none of its entries when another process's
+    zero-retention vacuum expired every listed one: its next read of the entries must list
+    again, not answer with the (empty) rest (found by the engine race: a lookup was refused with
+    "index 'by_k' is ACTIVE; restore it to query it")."""
+    path = str(tmp_path / "t")
+    write_deltalake(path, rows([(1, "a", 0, 1, "x")]))
+    writer = li.open_table(path)
+    writer.create_index(li.SecondaryIndex("by_k", key="k"))
+    reader = IndexCatalog(writer.storage, writer.index_root).log("by_k")
+    listed = reader.list_ids()  # ids only: no entry read yet
+    write_deltalake(path, rows([(2, "a", 0, 2, "x")]), mode="append")
+    writer.refresh_index("by_k", "incremental")
+    writer.vacuum_index("by_k", retention_hours=0)
+    assert not set(listed) & set(_slots(path))  # every listed entry is gone
+
+    assert [e.id for e in reader.entries()] == _slots(path)
+    assert reader.active_snapshots()[-1].id == _slots(path)[-1]
