@@ -1,7 +1,7 @@
 """Vacuum: physically remove index data.
 
-* A DELETED index loses everything under its ``data/`` directory and ends in
-  DOES_NOT_EXIST (its name can be created again).
+* A DELETED index ends in DOES_NOT_EXIST (its name can be created again), then loses
+  everything under its ``data/`` directory.
 * An ACTIVE index expires log entries older than the retention (never the latest
   stable one) and removes the data files no retained entry names: data of expired
   snapshots and orphans of crashed or failed operations. The lifecycle holds the
@@ -35,6 +35,10 @@ def young_after_ms(log: IndexLog, started_ms: int) -> int:
 def vacuum_deleted(log: IndexLog, started_ms: int) -> None:
     """Remove the index data of a deleted index: every data directory of which each file is
     named by a log entry or predates ``started_ms`` (the vacuum's transient entry).
+
+    Called after the vacuum's final entry (``DOES_NOT_EXIST``) is written: no entry that can
+    be restored names the data any more. A process killed before it finishes leaves orphans,
+    which the vacuum of the index's next incarnation removes.
 
     A directory written since (by an operation that was cancelled while it still ran, then
     vacuum started) is left for a later vacuum, as is one such an operation still writes

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from deltalake import write_deltalake
 
 import lakehouse_index as li
@@ -56,3 +57,34 @@ def test_vacuum_of_a_deleted_index_keeps_data_newer_than_its_start(tmp_path: Pat
     young = _orphan(data, "young")
     vacuum_deleted(log, started_ms)
     assert [p for p in data.rglob("*") if p.is_file()] == [young]
+
+
+def test_vacuum_of_a_deleted_index_cancelled_while_it_runs_keeps_the_restored_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process cancels the vacuum of a deleted index right after its transient entry and
+    restores the index; the vacuum goes on, loses its final slot, and must have deleted nothing:
+    the restored index names that data (found by the race harness on S3)."""
+    from lakehouse_index.log import lifecycle
+
+    t, data = _index(tmp_path)
+    t.delete_index("by_k")
+    other = li.open_table(str(tmp_path / "t"))  # the other process
+    real = lifecycle.crash_point
+
+    def cancel_and_restore(name: str) -> None:
+        real(name)
+        if name == "vacuum.after_transient":
+            other.cancel_index("by_k")
+            other.restore_index("by_k")
+
+    monkeypatch.setattr(lifecycle, "crash_point", cancel_and_restore)
+    with pytest.raises(li.ConcurrentIndexUpdate):
+        t.vacuum_index("by_k", retention_hours=0)
+    monkeypatch.undo()
+
+    assert [i.state for i in other.indexes()] == [li.IndexState.ACTIVE]
+    assert other.lookup("by_k", ["a"])["id"].to_pylist() == [1]
+    log = IndexCatalog(t.storage, t.index_root).log("by_k")
+    assert all(t.storage.exists(log.uri(f.path)) for e in log.entries() for f in e.content.files)
+    assert list(data.rglob("*.parquet"))
