@@ -14,7 +14,7 @@ from deltalake import DeltaTable, write_deltalake
 import lakehouse_index as li
 from lakehouse_index.log.entry import Operation
 from lakehouse_index.log.lifecycle import Started, start_operation
-from lakehouse_index.log.store import IndexCatalog
+from lakehouse_index.log.store import IndexCatalog, IndexLog
 from tests.workflows.helpers import SCHEMA, multiset, rows
 
 
@@ -35,6 +35,15 @@ def _expire_behind(path: str) -> li.Table:
     writer.optimize_index("by_k", "full")
     writer.vacuum_index("by_k", retention_hours=0)
     return stale
+
+
+def _one_row_index(tmp_path: Path) -> tuple[str, li.Table, IndexLog]:
+    """A one-row Delta table with a secondary index on ``k``: its path, table and index log."""
+    path = str(tmp_path / "t")
+    write_deltalake(path, rows([(1, "a", 0, 1, "x")]))
+    t = li.open_table(path)
+    t.create_index(li.SecondaryIndex("by_k", key="k"))
+    return path, t, IndexCatalog(t.storage, t.index_root).log("by_k")
 
 
 def _slots(path: str) -> list[int]:
@@ -76,11 +85,7 @@ def test_log_view_whose_entries_were_expired_finds_the_newer_ones(tmp_path: Path
     expires everything below its newest stable entry: the view's ids are gone and a hole
     separates them from the newer slots (found by the race harness: a watcher failed with
     "has no log entry")."""
-    path = str(tmp_path / "t")
-    write_deltalake(path, rows([(1, "a", 0, 1, "x")]))
-    t = li.open_table(path)
-    t.create_index(li.SecondaryIndex("by_k", key="k"))
-    log = IndexCatalog(t.storage, t.index_root).log("by_k")
+    path, t, log = _one_row_index(tmp_path)
     started = start_operation(log, Operation.REFRESH_QUICK)
     assert isinstance(started, Started)
     view = IndexCatalog(t.storage, t.index_root).log("by_k")
@@ -103,11 +108,7 @@ def test_cancelled_operation_finishing_after_its_slot_expired_writes_nothing_rea
     (put-if-absent succeeds in an expired slot). It must fail like a lost race, leave no entry
     behind, and readers must keep the newer state (found by the race harness on S3: a late
     entry below the newest ones left a hole in the log)."""
-    path = str(tmp_path / "t")
-    write_deltalake(path, rows([(1, "a", 0, 1, "x"), (2, "b", 1, 2, "y")]))
-    t = li.open_table(path)
-    t.create_index(li.SecondaryIndex("by_k", key="k"))
-    log = IndexCatalog(t.storage, t.index_root).log("by_k")
+    path, t, log = _one_row_index(tmp_path)
     late = start_operation(log, Operation.REFRESH_INCREMENTAL)
     assert isinstance(late, Started)
     t.cancel_index("by_k")
@@ -138,11 +139,8 @@ def test_log_view_whose_listed_entries_all_expired_reads_the_newer_ones(tmp_path
     zero-retention vacuum expired every listed one: its next read of the entries must list
     again, not answer with the (empty) rest (found by the engine race: a lookup was refused with
     "index 'by_k' is ACTIVE; restore it to query it")."""
-    path = str(tmp_path / "t")
-    write_deltalake(path, rows([(1, "a", 0, 1, "x")]))
-    writer = li.open_table(path)
-    writer.create_index(li.SecondaryIndex("by_k", key="k"))
-    reader = IndexCatalog(writer.storage, writer.index_root).log("by_k")
+    path, writer, _ = _one_row_index(tmp_path)
+    reader = IndexCatalog(writer.storage, writer.index_root).log("by_k")  # another process's view
     listed = reader.list_ids()  # ids only: no entry read yet
     write_deltalake(path, rows([(2, "a", 0, 2, "x")]), mode="append")
     writer.refresh_index("by_k", "incremental")
