@@ -56,6 +56,8 @@ INDEX_DIR_NAME = "_lakehouse_index"
 LOG_DIR = "_log"
 _ENTRY_NAME = re.compile(r"^(\d{20})\.json$")
 _MARK_NAME = re.compile(r"^(\d{20})\.expired$")
+#: Listings a reader makes while the entries it listed keep being expired before it reads them.
+_MAX_RELISTS = 100
 #: Log entries a cold reader fetches at once (each is a small object: the round trip dominates).
 _MAX_CONCURRENT_READS = 16
 
@@ -225,7 +227,7 @@ class IndexLog:
         """Every retained entry, ascending by id."""
         with self._lock:
             ids = self.list_ids()
-            while True:
+            for _ in range(_MAX_RELISTS):
                 missing = [i for i in ids if i not in self._entries]
                 if len(missing) > 1:  # a cold reader: fetch them concurrently, one round trip
                     with ThreadPoolExecutor(min(len(missing), _MAX_CONCURRENT_READS)) as pool:
@@ -237,6 +239,10 @@ class IndexLog:
                 # newer entries too (a hole), so list again rather than return a partial log.
                 self._relist()
                 ids = list(self._ids)
+            raise IndexLogError(
+                f"index {self.name!r}: entries listed in {self.log_dir} kept vanishing before they "
+                f"could be read ({_MAX_RELISTS} listings)"
+            )
 
     def latest(self) -> LogEntry | None:
         """The newest entry (possibly transient), or ``None`` for an empty log."""
