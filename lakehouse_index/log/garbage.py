@@ -16,6 +16,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Set
+from dataclasses import dataclass
 
 from lakehouse_index.log.entry import DATA_DIR, LogEntry
 from lakehouse_index.log.store import IndexLog
@@ -37,46 +38,61 @@ def referenced_paths(log: IndexLog) -> set[str]:
     return out
 
 
+@dataclass(frozen=True)
+class Garbage:
+    """Index data no retained entry names, from one listing of ``<index_dir>/data/``."""
+
+    #: Data directories (full URIs) none of whose files is named or young: safe to delete whole.
+    dirs: tuple[str, ...]
+    #: Every unnamed file that is not young (those inside ``dirs`` included), sorted by path.
+    files: tuple[FileStatus, ...]
+
+
+def find_garbage(
+    log: IndexLog,
+    *,
+    young_after_ms: int | None = None,
+    known: Set[str] = frozenset(),
+    referenced: Set[str] | None = None,
+) -> Garbage:
+    """The index data that ``referenced`` (default: :func:`referenced_paths`) does not name.
+
+    With ``young_after_ms``, a file modified at or after that epoch-ms time is left out (and
+    keeps its directory) unless it is in ``known`` (relative paths named by entries read before
+    the caller started): a young file nothing named may belong to an operation still running
+    (one that began after the caller was cancelled). ``referenced=frozenset()`` takes every
+    file (a deleted index's data).
+    """
+    named = referenced_paths(log) if referenced is None else referenced
+    named_dirs = {p.split("/")[1] for p in named}
+    data_root = log.uri(DATA_DIR)
+    prefix = log.index_dir + "/"
+    files: list[FileStatus] = []
+    seen: set[str] = set()
+    young: set[str] = set()
+    for status in log.storage.list_tree(data_root):
+        rel = status.path[len(prefix) :] if status.path.startswith(prefix) else status.path
+        directory = status.path[len(data_root) + 1 :].split("/")[0]
+        seen.add(directory)
+        if young_after_ms is not None and status.mtime_ms >= young_after_ms and rel not in known:
+            young.add(directory)
+        elif rel not in named:
+            files.append(status)
+    dirs = sorted(log.uri(f"{DATA_DIR}/{d}") for d in seen - named_dirs - young)
+    return Garbage(tuple(dirs), tuple(sorted(files, key=lambda s: s.path)))
+
+
 def orphans(
     log: IndexLog, *, young_after_ms: int | None = None, known: Set[str] = frozenset()
 ) -> list[FileStatus]:
-    """Files under ``<index_dir>/data/`` that no retained entry names, sorted by path.
-
-    With ``young_after_ms``, a file modified at or after that epoch-ms time is left out unless
-    it is in ``known`` (relative paths named by entries read before the caller started): a
-    young file nothing named may belong to an operation still running (one that began after
-    the caller was cancelled).
-    """
-    referenced = referenced_paths(log)
-    prefix = log.index_dir + "/"
-    out = []
-    for status in log.storage.list_tree(log.uri(DATA_DIR)):
-        rel = status.path[len(prefix) :] if status.path.startswith(prefix) else status.path
-        if rel in referenced or is_young(status, rel, young_after_ms, known):
-            continue
-        out.append(status)
-    return sorted(out, key=lambda s: s.path)
+    """Files under ``<index_dir>/data/`` that no retained entry names, sorted by path
+    (``young_after_ms`` and ``known`` as in :func:`find_garbage`)."""
+    return list(find_garbage(log, young_after_ms=young_after_ms, known=known).files)
 
 
 def orphan_dirs(
     log: IndexLog, *, young_after_ms: int | None = None, known: Set[str] = frozenset()
 ) -> list[str]:
-    """Data directories (full URIs) of which no file is named by a retained entry and, with
-    ``young_after_ms``, no file is young and unknown (as in :func:`orphans`): safe to delete whole."""
-    referenced_dirs = {p.split("/")[1] for p in referenced_paths(log)}
-    data_root = log.uri(DATA_DIR)
-    prefix = log.index_dir + "/"
-    young: set[str] = set()
-    seen: set[str] = set()
-    for status in log.storage.list_tree(data_root):
-        d = status.path[len(data_root) + 1 :].split("/")[0]
-        seen.add(d)
-        if is_young(status, status.path[len(prefix) :], young_after_ms, known):
-            young.add(d)
-    return sorted(log.uri(f"{DATA_DIR}/{d}") for d in seen - referenced_dirs - young)
-
-
-def is_young(status: FileStatus, rel: str, young_after_ms: int | None, known: Set[str]) -> bool:
-    """Whether ``status`` (``rel``: its path relative to the index directory) was modified at or
-    after ``young_after_ms`` and is named in no entry of ``known``."""
-    return young_after_ms is not None and status.mtime_ms >= young_after_ms and rel not in known
+    """Data directories (full URIs) of which no file is named by a retained entry (nor young
+    and unknown, as in :func:`find_garbage`): safe to delete whole."""
+    return list(find_garbage(log, young_after_ms=young_after_ms, known=known).dirs)

@@ -15,9 +15,7 @@ import time
 
 from lakehouse_index.config import LogConfig
 from lakehouse_index.faults import crash_point
-from lakehouse_index.io import join_uri
-from lakehouse_index.log.entry import DATA_DIR
-from lakehouse_index.log.garbage import is_young, orphan_dirs, orphans, referenced_paths
+from lakehouse_index.log.garbage import find_garbage, referenced_paths
 from lakehouse_index.log.store import IndexLog
 
 _log = logging.getLogger(__name__)
@@ -44,21 +42,15 @@ def vacuum_deleted(log: IndexLog, started_ms: int) -> None:
     vacuum started) is left for a later vacuum, as is one such an operation still writes
     into while it is being deleted.
     """
-    data_root = join_uri(log.index_dir, DATA_DIR)
-    if not log.storage.exists(data_root):
-        return
-    known = referenced_paths(log)
-    young_after, prefix = young_after_ms(log, started_ms), log.index_dir + "/"
-    young: set[str] = set()
-    seen: set[str] = set()
-    for status in log.storage.list_tree(data_root):
-        directory = status.path[len(data_root) + 1 :].split("/")[0]
-        seen.add(directory)
-        if is_young(status, status.path[len(prefix) :], young_after, known):
-            young.add(directory)
-    for directory in sorted(seen - young):
+    found = find_garbage(
+        log,
+        young_after_ms=young_after_ms(log, started_ms),
+        known=referenced_paths(log),
+        referenced=frozenset(),
+    )
+    for directory in found.dirs:
         try:
-            log.storage.delete_tree(join_uri(data_root, directory))
+            log.storage.delete_tree(directory)
         except OSError as e:  # a live writer added a file meanwhile: the next vacuum removes it
             _log.warning("index %r: vacuum left %s: %s", log.name, directory, e)
         crash_point("vacuum.data_deleted")
@@ -80,14 +72,13 @@ def vacuum_active(log: IndexLog, retention_hours: float, started_ms: int) -> lis
     retention_s = retention_hours * 3600
     log.expire(old, min_retention_s=retention_s if retention_s > log.relist_after_s else 0)
     crash_point("vacuum.after_expire")
-    young_after = young_after_ms(log, started_ms)
-    removed = [status.path for status in orphans(log, young_after_ms=young_after, known=known)]
+    found = find_garbage(log, young_after_ms=young_after_ms(log, started_ms), known=known)
     # Directories no retained entry names go whole (with empty subdirectories and markers);
     # then single orphan files inside directories that are still referenced.
-    for directory in orphan_dirs(log, young_after_ms=young_after, known=known):
+    for directory in found.dirs:
         log.storage.delete_tree(directory)
         crash_point("vacuum.data_deleted")
-    for path in removed:
-        log.storage.delete(path)
+    for status in found.files:
+        log.storage.delete(status.path)
         crash_point("vacuum.data_deleted")
-    return removed
+    return [status.path for status in found.files]
