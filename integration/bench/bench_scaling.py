@@ -44,6 +44,8 @@ SCRIPT = "integration/bench/bench_scaling.py"
 SECTION = ("scaling", "W8: lookup cost against table size (issue 18)", SCRIPT)
 ROWS_PER_FILE = 50_000
 GOAL = 1.5  # largest / smallest, warm
+#: ``run_all --large`` runs this module with :func:`scale_args` ("large").
+HAS_LARGE = True
 
 
 @dataclass(frozen=True)
@@ -348,6 +350,11 @@ def results(res: ScalingResults) -> dict[str, Any]:
         "disagreements": res.disagreements,
         "plot": res.plot,
     }
+
+
+def scale_args(scale: str) -> list[str]:
+    """How ``run_all`` runs this module at ``scale``: ``large`` is ``full`` plus the 100M-row table."""
+    return ["--scale", "full", "--large"] if scale == "large" else ["--scale", scale]
 
 
 def main(argv: list[str] | None = None) -> ScalingResults:

@@ -305,13 +305,15 @@ def bench_main(
     scales: Sequence[str],
     run: Callable[[str], T],
     render: Callable[[T], str],
-    section: tuple[str, str, str],
+    section: tuple[str, str, str] | Callable[[str], tuple[str, str, str]],
     results: Callable[[T], Mapping[str, Any]],
 ) -> T:
     """The command line every benchmark shares: run at ``--scale``, print, write its section and JSON.
 
-    ``section`` is (name, title, script) for ``report.write_section``; ``results`` gives the
-    run's machine-readable results for ``report.write_results`` (both skipped with ``--no-report``).
+    ``section`` is (name, title, script) for ``report.write_section``, or a function of the
+    scale giving it (a scale whose results stand beside the others' in a section of its
+    own); ``results`` gives the run's machine-readable results for ``report.write_results``
+    (both skipped with ``--no-report``).
     """
     import argparse
 
@@ -326,7 +328,7 @@ def bench_main(
     if not args.no_report:
         from integration.bench.report import write_results, write_section
 
-        name, title, script = section
+        name, title, script = section(args.scale) if callable(section) else section
         write_section(name, title, script, body, path=args.report_path)
         write_results(name, results(res), path=args.report_path)
     return res

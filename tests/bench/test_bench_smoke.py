@@ -169,6 +169,20 @@ def test_run_all_finds_every_benchmark() -> None:
     assert run_all.args_for(bb, "bench_build", "full") == ["--scale", "full"]
 
 
+def test_run_all_large_reaches_the_100m_row_points() -> None:
+    """``--large`` runs the largest sizes where a module defines them, ``full`` elsewhere."""
+    import integration.bench.bench_build as bb
+    import integration.bench.bench_cdc as bc
+    import integration.bench.bench_scaling as bs
+
+    assert run_all.args_for(bs, "bench_scaling", "large") == ["--scale", "full", "--large"]
+    assert run_all.args_for(bc, "bench_cdc", "large") == ["--scale", "large"]
+    assert bc.SCALES["large"].rows == 100_000_000
+    assert run_all.args_for(bb, "bench_build", "large") == ["--scale", "full"]
+    # The 100M-row CDC run is written beside the 10M-row one, not over it.
+    assert bc.section("large")[0] != bc.section("full")[0]
+
+
 @pytest.mark.spark
 def test_lookup_benchmark_tiny(spark: SparkSession, isolated: Path) -> None:
     from integration.bench import bench_lookup
