@@ -20,6 +20,9 @@ files by a seeded permutation so every key value range spans every file. The ind
   lookup at the indexed version plus a pyarrow scan of just the appended files, vs a
   DuckDB scan of the whole version, vs Lance with the appended fragments not indexed;
   then the lookup after a refresh (incremental; full while incremental is not available).
+  The hybrid lookup and its floor (lookup at the indexed version + scan of the appended
+  files) are also measured with 1% appended (before the 5% stage, on the way to it) and
+  with 20% appended (after the refresh, on top of the refreshed index).
 * **W2** (time travel): a lookup at a version between the two index snapshots of W3
   vs a lookup at the indexed version.
 
@@ -79,6 +82,9 @@ class LookupScale:
     reps: int  # repetitions of the fast methods (index, pyarrow, DuckDB, Lance)
     slow_reps: int  # repetitions of Spark scans
     append_share: float = 0.05
+    #: W3's other shares of appended files: the hybrid lookup against its floor at each.
+    low_share: float = 0.01
+    high_share: float = 0.20
 
 
 SCALES: dict[str, LookupScale] = {
@@ -103,6 +109,29 @@ class MethodResult:
 
 
 @dataclass
+class HybridShare:
+    """W3 at one share of appended files: the hybrid lookup next to its floor, the index
+    lookup at the indexed version plus a scan of just the appended files."""
+
+    #: Files appended since the indexed version, and the files the index covers.
+    appended: int
+    indexed: int
+    hybrid: MethodResult
+    at_indexed: MethodResult
+    scan_appended: MethodResult
+
+    @property
+    def share(self) -> float:
+        """Appended files as a share of the indexed ones."""
+        return self.appended / self.indexed
+
+    @property
+    def floor(self) -> float:
+        """Median lookup at the indexed version plus median scan of the appended files (s)."""
+        return self.at_indexed.warm.median + self.scan_appended.warm.median
+
+
+@dataclass
 class LookupResults:
     """Everything one run measured (returned by :func:`run` for tests and reports)."""
 
@@ -112,6 +141,8 @@ class LookupResults:
     w1: dict[str, MethodResult] = field(default_factory=dict)
     w2: dict[str, MethodResult] = field(default_factory=dict)
     w3: dict[str, MethodResult] = field(default_factory=dict)
+    #: W3 at each share of appended files (1%, 5%, 20%), in that order.
+    w3_shares: list[HybridShare] = field(default_factory=list)
     io: dict[str, dict[str, float]] = field(default_factory=dict)
     #: Per scenario: key → ids the generator says the key must return.
     expected: dict[str, dict[str, tuple[int, ...]]] = field(default_factory=dict)
@@ -201,6 +232,82 @@ def _compare(
 
 
 # --------------------------------------------------------------------------- methods
+
+
+@dataclass(frozen=True)
+class HybridProbes:
+    """W3 probes: W1 keys alternating with keys of appended rows, and what each must return."""
+
+    keys: list[str]
+    #: At the latest version, at the indexed version, and in the appended files alone.
+    latest: dict[str, tuple[int, ...]]
+    at_indexed: dict[str, tuple[int, ...]]
+    appended_only: dict[str, tuple[int, ...]]
+
+
+def hybrid_probes(old: dict[str, tuple[int, ...]], new_ids: Sequence[int], n: int) -> HybridProbes:
+    """``n`` probes alternating the keys of ``old`` (the W1 keys, not changed by appends) and
+    the keys of ``new_ids`` (rows in the appended files)."""
+    new = [datagen.email_of(int(i)) for i in new_ids]
+    keys = [k for pair in zip(old, new, strict=False) for k in pair][:n]
+    latest = dict(old) | {datagen.email_of(int(i)): (int(i),) for i in new_ids}
+    return HybridProbes(
+        keys,
+        latest,
+        {k: (v if k in old else ()) for k, v in latest.items()},
+        {k: (() if k in old else v) for k, v in latest.items()},
+    )
+
+
+def measure_hybrid_share(
+    table: Any,
+    indexed_version: int,
+    indexed_files: int,
+    appended: Sequence[str],
+    probes: HybridProbes,
+    *,
+    reps: int,
+    warm_keys: list[str],
+    problems: list[str],
+) -> HybridShare:
+    """W3 at one share: the hybrid lookup at the latest version, the lookup at the indexed
+    version and a pyarrow scan of just the ``appended`` files, each checked."""
+    label = f"W3 with {len(appended)} of {indexed_files} files appended"
+    total = indexed_files + len(appended)
+    out = HybridShare(
+        len(appended),
+        indexed_files,
+        measure(
+            MethodResult(f"hybrid lookup ({len(appended)} of {total} files not indexed)"),
+            lambda k: table.lookup(INDEX, [k]),
+            probes.keys,
+            reps,
+            full_rows=True,
+            problems=problems,
+            warmup=lambda: table.lookup(INDEX, warm_keys),
+        ),
+        measure(
+            MethodResult("index lookup at the indexed version"),
+            lambda k: table.lookup(INDEX, [k], version_as_of=indexed_version),
+            probes.keys,
+            reps,
+            full_rows=True,
+            problems=problems,
+            warmup=lambda: table.lookup(INDEX, warm_keys, version_as_of=indexed_version),
+        ),
+        measure(
+            MethodResult("pyarrow scan of the appended files only"),
+            _files_scan(appended),
+            probes.keys,
+            reps,
+            full_rows=True,
+            problems=problems,
+        ),
+    )
+    _compare(label, {"hybrid": out.hybrid}, probes.latest, problems)
+    _compare(f"{label}, at the indexed version", {"at": out.at_indexed}, probes.at_indexed, problems)
+    _compare(f"{label}, appended files alone", {"scan": out.scan_appended}, probes.appended_only, problems)
+    return out
 
 
 def _sql_literal(s: str) -> str:
@@ -530,64 +637,67 @@ def run(scale: str, *, workdir: Path | None = None, log: Callable[[str], None] =
         res.io["lookup, cold"] = count_lookup_io(path, keys[:3], locate=False, cold=True)
 
         # ---------------------------------------------------------------- W3
-        n_app = max(2, round(sc.files * sc.append_share))
-        log(f"W3: appending {n_app} files (one commit each) without refreshing the index")
-        before = {u for u in _file_uris(path, None)}
-        new_ids = datagen.append_files(path, sc.rows, n_app, params.rows_per_file)
-        appended = sorted(_local(u) for u in set(_file_uris(path, None)) - before)
+        n_probes = max(sc.reps, 4)
+        n_low = max(1, round(sc.files * sc.low_share))
+        n_app = max(n_low + 1, round(sc.files * sc.append_share))
+        before = set(_file_uris(path, None))
+
+        def appended_since(before: set[str]) -> list[str]:
+            return sorted(_local(u) for u in set(_file_uris(path, None)) - before)
+
+        log(f"W3: appending {n_low} file(s) (one commit each) without refreshing the index")
+        low_ids = datagen.append_files(path, sc.rows, n_low, params.rows_per_file)
+        table = li.open_table(str(path))
+        res.w3_shares.append(
+            measure_hybrid_share(
+                table,
+                v_a,
+                sc.files,
+                appended_since(before),
+                hybrid_probes(expect, rng.choice(low_ids, size=len(keys)).tolist(), n_probes),
+                reps=sc.reps,
+                warm_keys=every_file,
+                problems=problems,
+            )
+        )
+        log(f"W3: appending {n_app - n_low} more files, {n_app} in all")
+        new_ids = np.concatenate(
+            [
+                low_ids,
+                datagen.append_files(path, sc.rows + len(low_ids), n_app - n_low, params.rows_per_file),
+            ]
+        )
+        appended = appended_since(before)
         table = li.open_table(str(path))
         v_b = table.latest_version()
         v_mid = v_a + 1
         res.versions.update(latest=v_b, between=v_mid)
-        # Probes alternate old keys and keys of the appended files.
         # New keys alternate between the first appended file (live at the version in between,
         # used by W2) and the last one (not yet live there).
         first_new, last_new = new_ids[: params.rows_per_file], new_ids[-params.rows_per_file :]
         new_probe = [int(rng.choice(first_new if j % 2 == 0 else last_new)) for j in range(len(keys))]
-        keys3 = [k for pair in zip(keys, (datagen.email_of(i) for i in new_probe), strict=True) for k in pair]
-        keys3 = keys3[: max(sc.reps, 4)]
-        expect3: dict[str, tuple[int, ...]] = dict(expect)
-        expect3.update({datagen.email_of(i): (i,) for i in new_probe})
+        probes3 = hybrid_probes(expect, new_probe, n_probes)
+        keys3, expect3 = probes3.keys, probes3.latest
         res.expected["W3"] = expect3
-        # At the indexed version the appended keys do not exist yet.
-        expect_a: dict[str, tuple[int, ...]] = {k: (v if k in expect else ()) for k, v in expect3.items()}
-        res.expected["W3 at indexed version"] = expect_a
+        res.expected["W3 at indexed version"] = probes3.at_indexed
 
         w3 = res.w3
-        w3["hybrid"] = measure(
-            MethodResult(f"hybrid lookup ({n_app} of {sc.files + n_app} files not indexed)"),
-            lambda k: table.lookup(INDEX, [k]),
-            keys3,
-            sc.reps,
-            full_rows=True,
-            problems=problems,
-            warmup=lambda: table.lookup(INDEX, every_file),
-        )
-        at_a = measure(
-            MethodResult("index lookup at the indexed version"),
-            lambda k: table.lookup(INDEX, [k], version_as_of=v_a),
-            keys3,
-            sc.reps,
-            full_rows=True,
-            problems=problems,
-            warmup=lambda: table.lookup(INDEX, every_file, version_as_of=v_a),
-        )
-        scan_new = measure(
-            MethodResult("pyarrow scan of the appended files only"),
-            _files_scan(appended),
-            keys3,
-            sc.reps,
-            full_rows=True,
+        share = measure_hybrid_share(
+            table,
+            v_a,
+            sc.files,
+            appended,
+            probes3,
+            reps=sc.reps,
+            warm_keys=every_file,
             problems=problems,
         )
-        _compare("W3 at indexed version", {"a": at_a}, expect_a, problems)
-        # The appended files alone hold only the new keys.
-        expect_new = {k: (() if k in expect else v) for k, v in expect3.items()}
-        _compare("W3 appended files", {"scan": scan_new}, expect_new, problems)
+        res.w3_shares.append(share)
+        w3["hybrid"], w3["at_indexed"] = share.hybrid, share.at_indexed
+        w3["scan_appended"] = share.scan_appended
         res.io["hybrid lookup (W3), warm"] = count_lookup_io(
             path, keys3[:4], locate=False, cold=False, warm_keys=every_file
         )
-        w3["at_indexed"], w3["scan_appended"] = at_a, scan_new
         w3["duckdb"] = measure(
             MethodResult("DuckDB read_parquet scan (whole version)"),
             _duckdb_scan(path, v_b),
@@ -675,6 +785,26 @@ def run(scale: str, *, workdir: Path | None = None, log: Callable[[str], None] =
         )
         _compare("W2 between", {"between": w2["between"], "oracle": w2["oracle"]}, expect2, problems)
         _compare("W2 latest", {"latest": w2["latest"]}, expect3, problems)
+
+        # ------------------------------------------------- W3 at the high share
+        indexed_files = sc.files + n_app
+        n_high = max(1, round(indexed_files * sc.high_share))
+        log(f"W3: appending {n_high} files on top of the refreshed index")
+        refreshed = set(_file_uris(path, None))
+        high_ids = datagen.append_files(path, sc.rows + len(new_ids), n_high, params.rows_per_file)
+        table = li.open_table(str(path))
+        res.w3_shares.append(
+            measure_hybrid_share(
+                table,
+                v_b,
+                indexed_files,
+                appended_since(refreshed),
+                hybrid_probes(expect3, rng.choice(high_ids, size=len(keys3)).tolist(), n_probes),
+                reps=sc.reps,
+                warm_keys=every_file,
+                problems=problems,
+            )
+        )
     finally:
         clear_engine_caches()
         if own_tmp:
@@ -859,6 +989,7 @@ def render(res: LookupResults) -> str:
             ],
         ),
         "",
+        *_render_shares(res),
         f"Refresh used to close the gap: **{res.refresh_mode}** ({fmt_ms(res.refresh_s)}).",
         "",
         "### W2: time travel between two index snapshots",
@@ -891,6 +1022,42 @@ def render(res: LookupResults) -> str:
         ]
     lines += ["**What this shows.** " + _summary(res)]
     return "\n".join(lines)
+
+
+def _render_shares(res: LookupResults) -> list[str]:
+    """W3 against the share of appended files: the hybrid lookup next to its floor."""
+    from integration.bench.report import markdown_table
+
+    if not res.w3_shares:
+        return []
+    rows = [
+        [
+            f"{s.appended} of {s.indexed} ({100 * s.share:.0f}%)",
+            fmt_ms(s.hybrid.warm.median),
+            fmt_ms(s.at_indexed.warm.median),
+            fmt_ms(s.scan_appended.warm.median),
+            fmt_ratio(ratio(s.hybrid.warm.median, s.floor)),
+            verdict(ratio(s.hybrid.warm.median, s.floor), 1.3, higher_is_better=False),
+        ]
+        for s in res.w3_shares
+    ]
+    return [
+        "Hybrid lookup against the share of appended files (the largest share on top of the "
+        "refreshed index; each row's probes alternate indexed keys and keys of its appended files):",
+        "",
+        markdown_table(
+            [
+                "files appended (of indexed)",
+                "hybrid lookup",
+                "lookup at indexed version",
+                "scan of appended files",
+                "hybrid / (lookup + scan)",
+                "goal ≤ 1.3x",
+            ],
+            rows,
+        ),
+        "",
+    ]
 
 
 def _render_batches(res: LookupResults) -> list[str]:
@@ -937,6 +1104,16 @@ def results(res: LookupResults) -> dict[str, Any]:
         "w1": methods(res.w1),
         "w2": methods(res.w2),
         "w3": methods(res.w3),
+        "w3_shares": [
+            {
+                "appended_files": s.appended,
+                "indexed_files": s.indexed,
+                "hybrid": s.hybrid.warm.to_json(),
+                "at_indexed": s.at_indexed.warm.to_json(),
+                "scan_appended": s.scan_appended.warm.to_json(),
+            }
+            for s in res.w3_shares
+        ],
         "index_build_s": res.index_build_s,
         "refresh": {"mode": res.refresh_mode, "seconds": res.refresh_s},
         "io": res.io,

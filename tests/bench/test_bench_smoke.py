@@ -218,6 +218,21 @@ def test_lookup_benchmark_tiny(spark: SparkSession, isolated: Path) -> None:
     # The probes really cover appended keys, and keys appended after the version in between.
     assert any(_row_of(k) >= between_rows for k in res.w2["between"].answers)
 
+    # W3 at three shares of appended files, each checked against what the generator wrote:
+    # the first two on the index built before W3, the last on top of the refreshed index.
+    low, mid, high = res.w3_shares
+    assert low.appended < mid.appended and mid.hybrid is res.w3["hybrid"]
+    assert low.indexed == mid.indexed == sc.files and high.indexed == sc.files + mid.appended
+    for share in res.w3_shares:
+        indexed_rows = sc.rows + (share.indexed - sc.files) * res.params.rows_per_file
+        latest_rows = indexed_rows + share.appended * res.params.rows_per_file
+        check({"hybrid": share.hybrid}, latest_rows)
+        check({"at": share.at_indexed}, indexed_rows)
+        new = {k: v for k, v in share.scan_appended.answers.items() if _row_of(k) >= indexed_rows}
+        assert new and all(ids == (_row_of(k),) for k, ids in new.items())
+        assert all(ids == () for k, ids in share.scan_appended.answers.items() if k not in new)
+    assert "files appended (of indexed)" in isolated.read_text()
+
     assert res.batches and all(set(per) == {"lookup", "duckdb", "lance"} for per in res.batches.values())
     warm = res.io["lookup, warm"]
     assert warm["index-data reads"] >= 1 and warm["table-data reads"] >= 1
