@@ -800,6 +800,7 @@ def _hybrid_at(buf: bytes, pos: int, end: int, width: int, want: np.ndarray) -> 
     vbytes = (width + 7) // 8
     span = (width + 7 + 7) // 8  # bytes one value can touch at any bit offset
     first = k = 0
+    nxt = int(want[0]) if len(want) else 0  # the next wanted position
     while k < len(want):
         if pos >= end:
             raise ValueError("the RLE runs end before the wanted values")
@@ -808,6 +809,10 @@ def _hybrid_at(buf: bytes, pos: int, end: int, width: int, want: np.ndarray) -> 
             count, nbytes = (header >> 1) * 8, (header >> 1) * width
             if pos + nbytes > end:
                 raise ValueError("a bit-packed run runs past its page")
+            if first + count <= nxt:  # no wanted value in this run: skipped without numpy
+                pos += nbytes
+                first += count
+                continue
             j = int(np.searchsorted(want, first + count))
             if j > k and width:
                 bits = (want[k:j] - first) * width
@@ -820,16 +825,27 @@ def _hybrid_at(buf: bytes, pos: int, end: int, width: int, want: np.ndarray) -> 
             pos += nbytes
         else:  # a run of one repeated value
             count = header >> 1
+            if first + count <= nxt:
+                pos += vbytes
+                first += count
+                continue
             j = int(np.searchsorted(want, first + count))
             out[k:j] = int.from_bytes(buf[pos : pos + vbytes], "little")
             pos += vbytes
         first += count
         k = j
+        if k < len(want):
+            nxt = int(want[k])
     return out
 
 
-def _levels(buf: bytes, pos: int, end: int, count: int) -> np.ndarray:
-    """The first ``count`` 1-bit definition levels of the hybrid runs at ``buf[pos:end]``, as bools."""
+def _levels(buf: bytes, pos: int, end: int, count: int) -> np.ndarray | None:
+    """The first ``count`` 1-bit definition levels of the hybrid runs at ``buf[pos:end]``, as
+    bools; None when one run says all of them are 1 (no nulls, the common case)."""
+    if pos < end:
+        header, after = _varint(buf, pos)
+        if not header & 1 and header >> 1 >= count and after < end and buf[after] == 1:
+            return None
     out = np.zeros(count, dtype=bool)
     n = 0
     while n < count:
