@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakehouse_index.config import ExecutorConfig
@@ -156,7 +157,17 @@ def write_entries(
         entries = entries.append_column(bucket_col, pa.array(buckets, pa.int32()))
         order = [(bucket_col, "ascending"), *order]
     writer = FileWriter(target.storage, target.data_dir, target.schema, config, bucket_col)
-    return writer.write(entries.sort_by(order).to_batches())
+    return writer.write(sorted_batches(entries, order))
+
+
+def sorted_batches(table: pa.Table, order: list[tuple[str, str]], **take: int) -> Iterator[pa.RecordBatch]:
+    """The rows of ``table`` sorted by ``order``, as record batches.
+
+    Not ``Table.sort_by``: it gathers every column into one array, which fails for a
+    ``string``/``binary`` column of more than 2 GiB; :func:`~lakehouse_index.kinds.secondary.take_rows`
+    does not (``take``: its keyword arguments).
+    """
+    yield from sec.take_rows(table, pc.sort_indices(table, sort_keys=order), **take).to_batches()
 
 
 def _cast(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:

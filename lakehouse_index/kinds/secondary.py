@@ -90,6 +90,47 @@ def row_entries(
     return entry_table(rows, spec.columns, file_id, ordinal, op).cast(index_schema(spec, snapshot))
 
 
+#: Largest ``string``/``binary`` column (bytes) gathered by one ``take``: 32-bit offsets.
+MAX_ARRAY_BYTES = 2**31 - 1
+#: Rows gathered per ``take`` once a column is too large for that (see :func:`take_rows`).
+TAKE_SLICE_ROWS = 1 << 20
+
+
+def take_rows(
+    table: pa.Table,
+    indices: pa.Array,
+    *,
+    max_array_bytes: int = MAX_ARRAY_BYTES,
+    slice_rows: int = TAKE_SLICE_ROWS,
+) -> pa.Table:
+    """``table.take(indices)``, also when a ``string``/``binary`` column holds more than 2 GiB.
+
+    ``take`` gathers a column's chunks into one array first, and such a column cannot be one
+    array (offset overflow: an in-process index of 100M e-mail addresses). Its columns are
+    then gathered as ``large_string``/``large_binary`` (64-bit offsets), one slice of
+    ``indices`` at a time, each slice cast back to the table's types.
+    """
+    wide = {
+        i: pa.large_string() if pa.types.is_string(f.type) else pa.large_binary()
+        for i, f in enumerate(table.schema)
+        if (pa.types.is_string(f.type) or pa.types.is_binary(f.type))
+        and table.column(i).nbytes > max_array_bytes
+    }
+    if not wide:
+        return table.take(indices)
+    widened = pa.table(
+        [table.column(i).cast(wide[i]) if i in wide else table.column(i) for i in range(table.num_columns)],
+        names=table.column_names,
+    ).combine_chunks()
+    return pa.concat_tables(
+        [
+            widened.take(indices.slice(start, slice_rows)).cast(table.schema)
+            for start in range(0, len(indices), slice_rows)
+        ]
+        or [table.schema.empty_table()]
+    )
+
+
 def merge(entries: pa.Table, cap: int | None) -> pa.Table:
     """LSM merge: the live PUT entries as of ordinal ``cap`` (None: no cap).
 
@@ -106,13 +147,13 @@ def merge(entries: pa.Table, cap: int | None) -> pa.Table:
         entries,
         sort_keys=[(FILE_ID, "ascending"), (ROW, "ascending"), (VERSION, "descending"), (OP, "descending")],
     )
-    ordered = entries.take(order)
-    fid = ordered[FILE_ID].to_numpy()
-    row = ordered[ROW].to_numpy()
+    fid = entries[FILE_ID].take(order).to_numpy()
+    row = entries[ROW].take(order).to_numpy()
     first = np.ones(len(fid), dtype=bool)
     first[1:] = (fid[1:] != fid[:-1]) | (row[1:] != row[:-1])
-    winners = ordered.filter(pa.array(first))
-    return winners.filter(pc.equal(winners[OP], PUT))
+    winners = order.filter(pa.array(first))
+    puts = pc.equal(entries[OP].take(winners), PUT)
+    return take_rows(entries, winners.filter(puts))
 
 
 def _unique_addresses(entries: pa.Table) -> bool:

@@ -237,6 +237,8 @@ def test_lookup_benchmark_tiny(spark: SparkSession, isolated: Path) -> None:
     warm = res.io["lookup, warm"]
     assert warm["index-data reads"] >= 1 and warm["table-data reads"] >= 1
     assert res.io["locate, warm"]["table-data reads"] == 0  # locate answers from the index alone
+    # The pages holding the probed rows: never more than the reader fetched for them.
+    assert 0 < res.data_floor_kb <= warm["table-data KB"]
     text = isolated.read_text()
     assert "<!-- bench:lookup -->" in text and "### W1" in text and "What this shows" in text
     _check_results("lookup", bench_lookup.results(res))
