@@ -15,12 +15,13 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Hashable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 
 from lakehouse_index.config import ReadConfig, SizedCache
 from lakehouse_index.expressions.types import orders_alike
@@ -236,7 +237,17 @@ def _scan_hits(
     the file's bytes change, see ``CacheConfig.scan_key_bytes``) are matched, and the
     matching rows alone are read, all ``columns`` (keys included), with the target's
     deletes applied; the key is re-checked on the rows read.
+
+    Files on an object store are handled concurrently (each waits on requests); on a local
+    disk one after the other: warm, a file costs a cached footer and key column, and
+    threads only contend for the GIL (21 appended files: 5.7 ms in a row, 9 to 13 ms on 8
+    threads).
     """
+    files = plan.coverage.scan
+    if not files:
+        return []
+    fs, _ = source.io.arrow(files[0].path)
+    read = replace(plan.read, parallel_files=1) if isinstance(fs, pafs.LocalFileSystem) else plan.read
 
     def one(fe: FileEntry) -> tuple[FileEntry, pa.Table] | None:
         keys = _scan_keys(source, plan, fe)
@@ -259,7 +270,7 @@ def _scan_hits(
         t = t.filter(K.match_mask(t, plan.keys.table))
         return (fe, t) if t.num_rows else None
 
-    return [hit for hit in _each_file(one, plan.coverage.scan, plan.read) if hit is not None]
+    return [hit for hit in _each_file(one, files, read) if hit is not None]
 
 
 def _each_file(fn: Callable[[FileEntry], _T], files: Sequence[FileEntry], read: ReadConfig) -> list[_T]:
