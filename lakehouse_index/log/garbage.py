@@ -47,6 +47,12 @@ class Garbage:
     #: Every unnamed file that is not young (those inside ``dirs`` included), sorted by path.
     files: tuple[FileStatus, ...]
 
+    @property
+    def loose_files(self) -> tuple[FileStatus, ...]:
+        """The files of :attr:`files` outside :attr:`dirs` (the others go with their directory)."""
+        inside = tuple(d + "/" for d in self.dirs)
+        return tuple(f for f in self.files if not f.path.startswith(inside))
+
 
 def find_garbage(
     log: IndexLog,

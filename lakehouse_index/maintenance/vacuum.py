@@ -78,7 +78,7 @@ def vacuum_active(log: IndexLog, retention_hours: float, started_ms: int) -> lis
     for directory in found.dirs:
         log.storage.delete_tree(directory)
         crash_point("vacuum.data_deleted")
-    for status in found.files:
+    for status in found.loose_files:
         log.storage.delete(status.path)
         crash_point("vacuum.data_deleted")
     return [status.path for status in found.files]

@@ -16,8 +16,9 @@ from lakehouse_index.errors import (
     IndexNotFoundError,
     InvalidIndexSpecError,
 )
+from lakehouse_index.io.base import FileStatus
 from lakehouse_index.log.entry import Content, IndexState, LogEntry, Operation
-from lakehouse_index.log.garbage import orphans, referenced_paths
+from lakehouse_index.log.garbage import Garbage, orphans, referenced_paths
 from lakehouse_index.log.lifecycle import (
     IndexBusyError,
     OpContext,
@@ -262,3 +263,16 @@ def test_failed_first_create_ends_in_does_not_exist_and_can_be_retried(local) ->
     assert log.latest_stable().state is S.DOES_NOT_EXIST
     entry = run_operation(log, O.CREATE, create_body(), spec=spec(), source=source(0))
     assert entry.id == 3 and entry.state is S.ACTIVE
+
+
+def test_loose_files_are_those_outside_the_directories_deleted_whole() -> None:
+    """Vacuum deletes a garbage directory as one tree, then only the garbage files outside it;
+    a directory whose name starts another's ('a' and 'ab') does not take the other's files."""
+    root = "s3://bucket/t/_lakehouse_index/by_k/data"
+    files = tuple(
+        FileStatus(f"{root}/{rel}", 1, 0)
+        for rel in ("a/1.parquet", "a/sub/2.parquet", "ab/3.parquet", "b/4.parquet")
+    )
+    garbage = Garbage(dirs=(f"{root}/a",), files=files)
+    assert [f.path for f in garbage.loose_files] == [f"{root}/ab/3.parquet", f"{root}/b/4.parquet"]
+    assert Garbage(dirs=(), files=files).loose_files == files
