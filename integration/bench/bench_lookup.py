@@ -423,10 +423,9 @@ def data_page_floor_kb(table: Any, keys: Sequence[str]) -> float:
         pf = pq.ParquetFile(path)
         with pa.OSFile(path) as handle:
             index = load_page_index(handle, pf.metadata, pf.schema_arrow)
-        group, first = 0, 0  # the row group holding the row, and its first row
-        while first + pf.metadata.row_group(group).num_rows <= row:
-            first += pf.metadata.row_group(group).num_rows
-            group += 1
+        starts = np.cumsum([0] + [pf.metadata.row_group(g).num_rows for g in range(pf.num_row_groups)])
+        group = int(np.searchsorted(starts, row, side="right")) - 1  # the row group holding the row
+        first = int(starts[group])
         pages = [c for (g, _), c in index.chunks.items() if g == group]
         sizes.append(
             sum(int(c.page_sizes[np.searchsorted(c.page_rows, row - first, side="right") - 1]) for c in pages)
