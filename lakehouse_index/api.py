@@ -41,6 +41,7 @@ from lakehouse_index.log.lifecycle import OpContext, OpResult, run_operation
 from lakehouse_index.log.store import INDEX_DIR_NAME, IndexCatalog, IndexLog
 from lakehouse_index.maintenance import refresh, vacuum
 from lakehouse_index.maintenance.build import full_build
+from lakehouse_index.maintenance.lineage import Rewritten
 from lakehouse_index.query import lookup as lk
 from lakehouse_index.query import planner
 from lakehouse_index.query.coverage import plain_scan
@@ -400,6 +401,7 @@ class Table:
         spark: SparkSession | None = None,
         remap: bool = True,
         local_max_rows: int | None = None,
+        rewritten: Mapping[str, Rewritten] | None = None,
     ) -> IndexInfo:
         """Bring an index up to the latest table version.
 
@@ -409,7 +411,11 @@ class Table:
           files are indexed (in process up to ``local_max_rows`` rows, else on Spark),
           row-level deletes without a JVM; files rewritten by copy-on-write commits are
           aligned with the files they replace and only their changed rows indexed (the
-          lineage remap; ``remap=False`` indexes them whole);
+          lineage remap; ``remap=False`` indexes them whole); a caller that rewrote files
+          itself may pass ``rewritten`` (added file path →
+          :class:`~lakehouse_index.maintenance.lineage.Rewritten`: the old file and the
+          positions its rows came from) and those files are placed
+          without reading them (the GDPR erase does);
         * ``quick`` only records what changed (no index data written); queries repair
           the difference by hybrid scan.
 
@@ -434,7 +440,7 @@ class Table:
                 return OpResult(stable.source, stable.content, refresh.quick(self.source, stable, target))
             build = self._build_context(log, ctx.data_uri, spark, local_max_rows)
             if how is RefreshMode.INCREMENTAL:
-                state, content = refresh.incremental(build, stable, target, remap=remap)
+                state, content = refresh.incremental(build, stable, target, remap=remap, rewritten=rewritten)
             else:
                 state, content = full_build(build, stable.spec, target, stable.source)
             return OpResult(state, content)

@@ -10,7 +10,9 @@ subjects are 100 emails drawn with a fixed seed; their rows sit in many files.
   verification of every remaining file, audit record. Timed end to end; the verification
   (a decode of every file, the cost of the proof) is also reported on its own.
 * **naive**: deltalake's DELETE by predicate (``email IN (...)``; it scans the table), then
-  VACUUM with zero retention and a checkpoint plus log cleanup, then a full index rebuild.
+  VACUUM with zero retention and a checkpoint plus log cleanup, then a full index rebuild,
+  timed both as the library sizes it (Spark above ``local_max_rows``) and in this process;
+  the naive time counts the faster rebuild.
 
 Both run in the same process on work copies of the same table; the index exists before
 either starts. Reported: time, files and bytes rewritten, index work, and whether every
@@ -137,10 +139,20 @@ def run(scale: str, *, log: Any = print) -> EraseBench:
 
             steps["vacuum + checkpoint + log cleanup"], _ = timed(cleanup)
             rebuilt = li.open_table(str(naive_path))
+            # The rebuild as the library sizes it (Spark above local_max_rows), and in this
+            # process: the naive path is credited with the faster of the two.
             steps["index rebuild"], _ = timed(lambda: rebuilt.refresh_index(INDEX, "full"))
+            steps["index rebuild in process"], _ = timed(
+                lambda: rebuilt.refresh_index(INDEX, "full", local_max_rows=10**12)
+            )
 
-        secs, _ = timed(naive)
-        res.naive.seconds = secs
+        naive()
+        steps = res.naive.steps
+        res.naive.seconds = (
+            steps["delete"]
+            + steps["vacuum + checkpoint + log cleanup"]
+            + min(steps["index rebuild"], steps["index rebuild in process"])
+        )
         dt_files, dt_bytes = _removed_by_last_commit_delete(naive_path)
         res.naive.files_rewritten, res.naive.bytes_rewritten = dt_files, dt_bytes
         res.naive.index_work = "full rebuild"
@@ -187,7 +199,9 @@ def render(res: EraseBench) -> str:
         f"{res.naive.subjects_left} |",
         "",
         "Steps of the erase: " + ", ".join(f"{k} {fmt_ms(v)}" for k, v in res.ours.steps.items()) + ".",
-        "Steps of the naive path: " + ", ".join(f"{k} {fmt_ms(v)}" for k, v in res.naive.steps.items()) + ".",
+        "Steps of the naive path: "
+        + ", ".join(f"{k} {fmt_ms(v)}" for k, v in res.naive.steps.items())
+        + " (its time counts the faster of the two rebuilds).",
         "",
         f"Speed-up over the naive path, end to end: **{fmt_ratio(speedup)}** (goal ≥ 10x: "
         f"{verdict(speedup, 10.0, higher_is_better=True)}). The erase's verification (a decode of every "

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakehouse_index.config import ExecutorConfig
@@ -46,7 +46,8 @@ class LocalExecutor(Executor):
 
     def compact(self, entries: pa.Table, moves: MoveMap, live_ids: Sequence[int]) -> pa.Table:
         live = sec.merge(moves.translate(entries), None)
-        return live.filter(pc.is_in(live[sec.FILE_ID], value_set=pa.array(live_ids, pa.int64())))
+        keep = np.isin(live[sec.FILE_ID].to_numpy(), np.asarray(live_ids, dtype=np.int64))
+        return sec.filter_rows(live, keep)
 
     def write(self, entries: pa.Table, target: WriteTarget, rows: int = 0) -> tuple[IndexFile, ...]:
         write_entries(entries, target, self.config)

@@ -109,8 +109,15 @@ class FileWriter:
         return _GroupWriter(writer, self.config.index_row_group_rows), path
 
 
+#: Rows held before they are written as whole row groups: one write call per few row groups
+#: costs more than the writing itself (4,096-row groups from 4,096-row batches: 1.06 s for
+#: 5M entries, against 0.67 s written in large calls).
+_FLUSH_ROWS = 1 << 18
+
+
 class _GroupWriter:
-    """One index file being written: rows are held back until they fill a whole row group."""
+    """One index file being written: rows are held back until they fill whole row groups
+    (written once at least ``_FLUSH_ROWS`` are held)."""
 
     def __init__(self, writer: pq.ParquetWriter, group_rows: int) -> None:
         self._writer = writer
@@ -123,7 +130,7 @@ class _GroupWriter:
         self._held.append(batch)
         self._held_rows += batch.num_rows
         self.rows += batch.num_rows
-        if self._held_rows >= self._group_rows:
+        if self._held_rows >= max(self._group_rows, _FLUSH_ROWS):
             held = pa.Table.from_batches(self._held)
             whole = self._held_rows - self._held_rows % self._group_rows
             self._writer.write_table(held.slice(0, whole), row_group_size=self._group_rows)
@@ -165,9 +172,43 @@ def sorted_batches(table: pa.Table, order: list[tuple[str, str]], **take: int) -
 
     Not ``Table.sort_by``: it gathers every column into one array, which fails for a
     ``string``/``binary`` column of more than 2 GiB; :func:`~lakehouse_index.kinds.secondary.take_rows`
-    does not (``take``: its keyword arguments).
+    does not (``take``: its keyword arguments). Rows already in that order (a full optimize
+    of a unique key's index) are not gathered again.
     """
+    if in_order(table, order):
+        yield from table.to_batches()
+        return
     yield from sec.take_rows(table, pc.sort_indices(table, sort_keys=order), **take).to_batches()
+
+
+#: Rows compared first by :func:`in_order`, spread over the table: most unsorted tables fail there.
+_ORDER_SAMPLE = 1024
+
+
+def in_order(table: pa.Table, order: list[tuple[str, str]]) -> bool:
+    """Whether the rows of ``table`` are sorted by ``order`` already (nulls and NaNs: never)."""
+    n = table.num_rows
+    if n < 2:
+        return True
+    if n > 4 * _ORDER_SAMPLE:
+        sample = table.take(pa.array(np.linspace(0, n - 1, _ORDER_SAMPLE).astype(np.int64)))
+        if not in_order(sample, order):
+            return False
+    tied: pa.ChunkedArray | pa.Array | None = None  # adjacent pairs equal on every column so far
+    for name, direction in order:
+        column = table[name]
+        if column.null_count:
+            return False
+        a, b = column.slice(0, n - 1), column.slice(1)
+        if direction == "descending":
+            a, b = b, a
+        ok = pc.or_(pc.less(a, b), pc.equal(a, b))
+        if not pc.all(ok if tied is None else pc.or_(pc.invert(tied), ok)).as_py():
+            return False
+        tied = pc.equal(a, b) if tied is None else pc.and_(tied, pc.equal(a, b))
+        if not pc.any(tied).as_py():
+            return True
+    return True
 
 
 def _cast(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
@@ -176,7 +217,8 @@ def _cast(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
 
 def read_root_index(target: WriteTarget, paths: Iterable[str] | None = None) -> tuple[IndexFile, ...]:
     """Per Parquet file written to the target (or of ``paths`` only): rows, size, key bounds and
-    version bounds (from footers)."""
+    version bounds (from footers); by bucket, then lowest key, so files of disjoint key
+    ranges read back in the layout's order."""
     storage = target.storage
     out = []
     if paths is None:
@@ -203,4 +245,10 @@ def read_root_index(target: WriteTarget, paths: Iterable[str] | None = None) -> 
                 bucket=bucket_from_path(uri),
             )
         )
-    return tuple(out)
+    return tuple(sorted(out, key=_key_order))
+
+
+def _key_order(f: IndexFile) -> tuple[object, ...]:
+    """Sort key of one write's files: bucket, lowest key (null components last), path."""
+    low = tuple((v is None, 0 if v is None else v) for v in f.min_key or ())
+    return (-1 if f.bucket is None else f.bucket, low, f.path)

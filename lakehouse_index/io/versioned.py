@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-__all__ = ["Opened", "open_versioned"]
+__all__ = ["Opened", "open_versioned", "stat_versioned"]
 
 _TOKEN_KEYS = (b"ETag", "ETag", b"Last-Modified", "Last-Modified")
 
@@ -53,3 +53,17 @@ def open_versioned(fs: pafs.FileSystem, path: str) -> Opened:
         handle.close()
         raise
     return Opened(handle, size, version)
+
+
+def stat_versioned(fs: pafs.FileSystem, path: str) -> tuple[int, str] | None:
+    """``(size, version)`` as :func:`open_versioned` would report them, from one ``stat``,
+    for a local file; None for other stores (their token comes with an open).
+
+    ``FileNotFoundError`` if absent.
+    """
+    if not isinstance(fs, pafs.LocalFileSystem):
+        return None
+    info = fs.get_file_info(path)
+    if info.type is pafs.FileType.NotFound:
+        raise FileNotFoundError(path)
+    return int(info.size or 0), str(info.mtime_ns) if info.mtime_ns is not None else ""

@@ -94,7 +94,7 @@ class MoveMap:
         out = entries.set_column(
             names.index(sec.FILE_ID), sec.FILE_ID, pa.array(fids, pa.int64())
         ).set_column(names.index(sec.ROW), sec.ROW, pa.array(rows, pa.int64()))
-        return out if keep.all() else out.filter(pa.array(keep))
+        return sec.filter_rows(out, keep)
 
     def spark_rows(self) -> list[tuple[int, int, int, int, int]]:
         """``(file id, start, end, new file id, new start)`` per run, for a Spark range join."""

@@ -131,6 +131,26 @@ def take_rows(
     )
 
 
+#: Kept runs per row above which :func:`filter_rows` copies instead of slicing: slices of
+#: fewer rows than this on average would make too many chunks.
+FILTER_SLICE_ROWS = 10_000
+
+
+def filter_rows(table: pa.Table, keep: np.ndarray) -> pa.Table:
+    """``table.filter(keep)`` for a boolean numpy mask. When the kept rows form few runs (an
+    optimize dropping a few erased rows' entries) they are cut out as zero-copy slices
+    instead of copying every column."""
+    if keep.all():
+        return table
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], keep.astype(np.int8), [0]))))
+    starts, ends = edges[::2], edges[1::2]
+    if not len(starts):
+        return table.schema.empty_table()
+    if len(starts) > 1 + len(keep) // FILTER_SLICE_ROWS:
+        return table.filter(pa.array(keep))
+    return pa.concat_tables([table.slice(int(a), int(b - a)) for a, b in zip(starts, ends, strict=True)])
+
+
 def merge(entries: pa.Table, cap: int | None) -> pa.Table:
     """LSM merge: the live PUT entries as of ordinal ``cap`` (None: no cap).
 
@@ -160,6 +180,15 @@ def _unique_addresses(entries: pa.Table) -> bool:
     """Whether no two entries share a row address (file id, row)."""
     fid = entries[FILE_ID].to_numpy()
     row = entries[ROW].to_numpy()
+    if len(fid) < 2:
+        return True
+    # Number the addresses densely (file by file, up to each file's highest row) and count
+    # them: a bincount instead of a sort, when the numbering is not much sparser than the entries.
+    top = np.zeros(int(fid.max()) + 1, dtype=np.int64)
+    np.maximum.at(top, fid, row)
+    start = np.concatenate(([0], np.cumsum(top + 1)[:-1]))
+    if int(start[-1] + top[-1]) < 4 * len(fid) + (1 << 20):
+        return int(np.bincount(start[fid] + row).max()) <= 1
     order = np.lexsort((row, fid))
     fid, row = fid[order], row[order]
     return not bool(np.any((fid[1:] == fid[:-1]) & (row[1:] == row[:-1])))

@@ -17,11 +17,15 @@ commit. G rows that match nothing (rows an UPDATE changed, rows a MERGE inserted
 ordinary PUT entries. Correctness therefore never depends on how the table was rewritten;
 only the benefit does. A G that is mostly new rows, or whose rows would need very many
 runs, is indexed the ordinary way instead.
+
+A writer that rewrote a file itself (the GDPR erase) knows the alignment already: it
+hands it over as :class:`Rewritten` (G is F's rows at these positions, in order), and
+:func:`known_remap` records the runs without reading either file.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -45,6 +49,46 @@ class Remap:
     placed: frozenset[str] = frozenset()
     #: PUT entries for the rows of placed files that matched no removed row.
     entries: tuple[pa.Table, ...] = ()
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """A data file a writer rewrote itself: its rows are rows ``kept`` of file ``old``, in that order.
+
+    ``old`` is the removed file's path as the table names it; ``kept`` the physical row
+    positions (in the old file) of the new file's rows, ascending.
+    """
+
+    old: str
+    kept: np.ndarray
+
+
+def known_remap(
+    removed: Sequence[tuple[int, FileEntry]],
+    added: Sequence[tuple[int, FileEntry]],
+    rewritten: Mapping[str, Rewritten],
+) -> Remap:
+    """The remap of the added files ``rewritten`` describes (keyed by the added file's path).
+
+    An added file is placed when its old file is among ``removed`` (and has no equality
+    deletes, as in :func:`remap_commit`), it has no deletes of its own, and its row count (when
+    the table records one) is the number of kept positions; each old file is used once. Nothing is read.
+    """
+    removed_ids = {fe.path: fid for fid, fe in removed if not fe.equality_deletes}
+    moves: dict[int, tuple[Move, ...]] = {}
+    placed: set[str] = set()
+    for gid, ge in added:
+        hint = rewritten.get(ge.path)
+        if hint is None or ge.deletes or ge.equality_deletes:
+            continue
+        if ge.num_records is not None and ge.num_records != len(hint.kept):
+            continue
+        fid = removed_ids.pop(hint.old, None)
+        if fid is None:
+            continue
+        moves[fid] = tuple(Move(r.start, r.count, gid, r.to) for r in _position_runs(fid, hint.kept, 0))
+        placed.add(ge.path)
+    return Remap(moves, frozenset(placed))
 
 
 @dataclass
@@ -179,12 +223,18 @@ def _align(
 
 def _physical_runs(src: _Rows, n: int, to: int) -> list[_Run]:
     """Live rows ``at..at+n-1`` of ``src`` as runs of consecutive physical positions."""
-    pos = src.positions[src.at : src.at + n]
+    return _position_runs(src.file_id, src.positions[src.at : src.at + n], to)
+
+
+def _position_runs(file_id: int, pos: np.ndarray, to: int) -> list[_Run]:
+    """Rows at positions ``pos`` of file ``file_id`` (becoming rows ``to..``) as runs of consecutive ones."""
+    if not len(pos):
+        return []
     breaks = np.flatnonzero(np.diff(pos) != 1) + 1
-    out = []
-    for a, b in zip(np.r_[0, breaks], np.r_[breaks, n], strict=True):
-        out.append(_Run(src.file_id, int(pos[a]), int(b - a), to + int(a)))
-    return out
+    return [
+        _Run(file_id, int(pos[a]), int(b - a), to + int(a))
+        for a, b in zip(np.r_[0, breaks], np.r_[breaks, len(pos)], strict=True)
+    ]
 
 
 def _common_prefix(a: np.ndarray, i: int, b: np.ndarray, j: int) -> int:

@@ -77,6 +77,7 @@ def replay(
     remap: bool = True,
     config: ExecutorConfig = ExecutorConfig(),
     written: Mapping[str, int] | None = None,
+    rewritten: Mapping[str, lineage.Rewritten] | None = None,
 ) -> _Replay:
     """Apply ``changes`` to the stable entry's file map; collect index jobs and row-level entries.
 
@@ -117,16 +118,21 @@ def replay(
             added.append((fid, fe))
         placed: frozenset[str] = frozenset()
         if remap and kind.row_level and removed and added:
+            known = lineage.known_remap(removed, added, rewritten or {})
+            rest_removed = [(fid, fe) for fid, fe in removed if fid not in known.moves]
+            rest_added = [(fid, fe) for fid, fe in added if fe.path not in known.placed]
             try:
-                rw = lineage.remap_commit(source, target, kind, spec, removed, added, change.ordinal, config)
+                rw = lineage.remap_commit(
+                    source, target, kind, spec, rest_removed, rest_added, change.ordinal, config
+                )
             except TableFormatError:
                 # A removed file (or its deletion vector) is gone: the table was vacuumed
                 # after this commit. The added files are indexed the ordinary way instead.
                 rw = lineage.Remap()
-            for fid, moves in rw.moves.items():
+            for fid, moves in {**known.moves, **rw.moves}.items():
                 state.files[fid] = replace(state.files[fid], moves=moves)
             state.row_entries += rw.entries
-            placed = rw.placed
+            placed = known.placed | rw.placed
         state.jobs += [
             IndexJob(fe, fid, change.ordinal)
             for fid, fe in added
@@ -287,6 +293,7 @@ def incremental(
     *,
     remap: bool = True,
     written: Written | None = None,
+    rewritten: Mapping[str, lineage.Rewritten] | None = None,
 ) -> tuple[SourceState, Content]:
     """Apply every commit in (indexed version, target] to the index as new delta files.
 
@@ -296,7 +303,8 @@ def incremental(
     ``remap=False`` indexes every added file from its key columns (no lineage remap).
     ``written``: entries of added files already written by the write that added them;
     those files are recorded in the file-id map under the ids the entries carry and not
-    read again.
+    read again. ``rewritten``: files the caller rewrote itself, with their alignment
+    (:class:`lineage.Rewritten`, by added path): placed without reading (see :func:`replay`).
     """
     spec = stable.spec
     kind = kind_of(spec)
@@ -319,6 +327,7 @@ def incremental(
         remap=remap,
         config=ctx.config,
         written=written.file_ids if written else None,
+        rewritten=rewritten,
     )
     rows = pa.concat_tables(state.row_entries) if state.row_entries else None
     new_files = (

@@ -57,7 +57,7 @@ from pyroaring import BitMap64
 
 from lakehouse_index.config import ReadConfig, SizedCache
 from lakehouse_index.errors import QueryError, TableFormatError
-from lakehouse_index.io.versioned import open_versioned
+from lakehouse_index.io.versioned import open_versioned, stat_versioned
 from lakehouse_index.read.parquet_pages import (
     NO_PAGE_INDEX,
     PageIndex,
@@ -231,7 +231,20 @@ def file_layout(source: FileAccess, entry: FileEntry) -> FileLayout:
 
 
 def file_key(source: FileAccess, entry: FileEntry) -> tuple[FileKey, FileLayout]:
-    """The key naming the current bytes of a data file in caches, and its footer facts."""
+    """The key naming the current bytes of a data file in caches, and its footer facts.
+
+    A local file whose footer is cached costs one ``stat`` (no open).
+    """
+    fs, path = source.io.arrow(entry.path)
+    try:
+        stat = stat_versioned(fs, path)
+    except FileNotFoundError as e:
+        raise TableFormatError(f"data file {entry.path} of the table is missing") from e
+    if stat is not None:
+        key = (entry.path, entry.size, entry.mtime_ms, *stat)
+        layout = _FOOTERS.get(key)
+        if layout is not None:
+            return key, layout
     opened = _open(source, entry)
     opened.close()
     return opened.key, opened.layout

@@ -7,7 +7,7 @@ name the table by this protocol instead of importing the facade.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from lakehouse_index.config import Config
@@ -15,6 +15,7 @@ from lakehouse_index.io import Storage
 from lakehouse_index.kinds.base import BuildContext
 from lakehouse_index.log.entry import IndexState
 from lakehouse_index.log.store import IndexLog
+from lakehouse_index.maintenance.lineage import Rewritten
 from lakehouse_index.source import Snapshot, TableSource
 
 if TYPE_CHECKING:
@@ -47,7 +48,14 @@ class IndexedTable(Protocol):
     def latest_version(self) -> int: ...
     def snapshot(self, version_as_of: int | str | None = None, timestamp_as_of: Any = None) -> Snapshot: ...
     def indexes(self) -> Sequence[IndexSummary]: ...
-    def refresh_index(self, name: str, mode: Any = ..., *, spark: SparkSession | None = None) -> Any: ...
+    def refresh_index(
+        self,
+        name: str,
+        mode: Any = ...,
+        *,
+        spark: SparkSession | None = None,
+        rewritten: Mapping[str, Rewritten] | None = None,
+    ) -> Any: ...
     def cancel_index(self, name: str) -> Any: ...
     def locate(self, name: str, keys: Sequence[Any], *, version_as_of: int | str | None = None) -> Any: ...
     def optimize_index(self, name: str, mode: Any = ..., *, spark: SparkSession | None = None) -> Any: ...

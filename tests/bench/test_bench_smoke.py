@@ -315,6 +315,24 @@ def test_watcher_benchmark_tiny(isolated: Path) -> None:
     assert doc["benchmark"] == "watcher" and _same(doc["results"], bench_watcher.results(res))
 
 
+def test_erase_benchmark_tiny(isolated: Path) -> None:
+    from integration.bench import bench_erase
+
+    res = bench_erase.main(["--scale", "tiny"])
+    params, subjects = bench_erase.SCALES["tiny"]
+    # both paths left the table minus the subjects (checked inside against the ids before)
+    assert res.problems == [] and res.subjects == subjects and res.holding_files > 0
+    for path in (res.ours, res.naive):
+        assert path.rows_left == params.rows - subjects and path.subjects_left == 0
+        assert path.files_rewritten == res.holding_files and path.bytes_rewritten == res.holding_bytes
+    assert {"locate", "delete", "refresh", "purge", "verify"} <= set(res.ours.steps)
+    steps = res.naive.steps
+    rebuild = min(steps["index rebuild"], steps["index rebuild in process"])
+    assert res.naive.seconds == steps["delete"] + steps["vacuum + checkpoint + log cleanup"] + rebuild
+    text = isolated.read_text()
+    assert "<!-- bench:erase -->" in text and "faster of the two rebuilds" in text
+
+
 def test_cdc_benchmark_tiny(isolated: Path) -> None:
     from integration.bench import bench_cdc
 

@@ -6,12 +6,14 @@ import os
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakehouse_index.config import ExecutorConfig
-from lakehouse_index.executors.writer import FileWriter, sorted_batches
+from lakehouse_index.executors.writer import FileWriter, in_order, sorted_batches
 from lakehouse_index.io import Storage
 
 ROW_GROUP_ROWS = ExecutorConfig().index_row_group_rows
@@ -109,3 +111,59 @@ def test_sorted_batches_equal_sort_by(
     limits = {"max_array_bytes": 0, "slice_rows": slice_rows} if wide else {}
     got = pa.Table.from_batches(list(sorted_batches(chunked, order, **limits)), schema=table.schema)
     assert got.equals(table.sort_by(order))
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    keys=st.lists(
+        st.tuples(
+            st.one_of(st.none(), st.text("ab", max_size=2)), st.floats(allow_nan=True) | st.integers(0, 2)
+        ),
+        min_size=0,
+        max_size=12_000,
+    ),
+    presorted=st.booleans(),
+    swap=st.integers(0, 12_000),
+    descending=st.booleans(),
+)
+def test_in_order_is_exactly_sortedness(
+    keys: list[tuple[str | None, float]], presorted: bool, swap: int, descending: bool
+) -> None:
+    """``in_order`` says True only for rows already in the order (so the writer may skip the
+    sort), and says it for sorted rows without nulls or NaNs, on any chunking."""
+    table = pa.table(
+        {
+            "k": pa.array([k for k, _ in keys], pa.string()),
+            "v": pa.array([float(v) for _, v in keys], pa.float64()),
+            "_row": pa.array(range(len(keys)), pa.int64()),
+        }
+    )
+    order = [("k", "descending" if descending else "ascending"), ("v", "ascending")]
+    if presorted:
+        table = table.sort_by(order)
+        if keys and swap % 3 == 0:  # one pair of rows out of place
+            i = swap % len(keys)
+            j = (i + 1) % len(keys)
+            idx = list(range(len(keys)))
+            idx[i], idx[j] = idx[j], idx[i]
+            table = table.take(pa.array(idx))
+    chunked = pa.concat_tables([table.slice(0, len(keys) // 3), table.slice(len(keys) // 3)])
+    got = in_order(chunked, order)
+    # a stable sort leaves sorted rows where they are, and moves some row of unsorted ones
+    sorted_already = pc.sort_indices(table, sort_keys=order).to_pylist() == list(range(len(keys)))
+    clean = not table["k"].null_count and not pc.any(pc.is_nan(table["v"])).as_py()
+    if got:
+        assert sorted_already
+    elif clean:
+        assert not sorted_already
+
+
+@pytest.mark.parametrize("swap_at", [None, 0, 7_777, 19_998])
+def test_in_order_on_large_tables_checks_every_row(swap_at: int | None) -> None:
+    """Past the sampled pre-check, one pair out of place anywhere is still seen."""
+    keys = [f"{i:06d}" for i in range(20_000)]
+    if swap_at is not None:
+        keys[swap_at], keys[swap_at + 1] = keys[swap_at + 1], keys[swap_at]
+    table = pa.table({"k": pa.array(keys, pa.string()), "r": pa.array([0] * len(keys), pa.int64())})
+    assert in_order(table, [("k", "ascending"), ("r", "ascending")]) is (swap_at is None)
+    assert not in_order(table, [("k", "descending")])

@@ -163,3 +163,28 @@ def test_reads_through_caches_equal_pyarrow_over_rewrites(
         want = pq.read_table(pa.BufferReader(data))
         got = read_file(source, snap, logged, positions=sorted(positions))
         assert got.to_pydict() == want.take(sorted(positions)).to_pydict()
+
+
+def test_a_local_stat_tells_the_bytes_as_an_open_does(tmp_path: Path) -> None:
+    """``stat_versioned`` (a warm hybrid scan's only call per appended file on a local disk)
+    reports an open's size and token, and a rewrite in place changes them."""
+    import os
+
+    import pyarrow.fs as pafs
+
+    from lakehouse_index.io.versioned import open_versioned, stat_versioned
+
+    fs = pafs.LocalFileSystem()
+    path = str(tmp_path / "f.parquet")
+    Path(path).write_bytes(_bytes(np.arange(ROWS), "a"))
+    opened = open_versioned(fs, path)
+    opened.handle.close()
+    assert stat_versioned(fs, path) == (opened.size, opened.version)
+    before = stat_versioned(fs, path)
+    Path(path).write_bytes(_bytes(np.random.default_rng(2).permutation(ROWS), "b"))
+    st = os.stat(path)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000))  # a clock too coarse to tell
+    assert stat_versioned(fs, path) != before
+    with pytest.raises(FileNotFoundError):
+        stat_versioned(fs, str(tmp_path / "absent.parquet"))
+    assert stat_versioned(pafs.SubTreeFileSystem(str(tmp_path), fs), "f.parquet") is None

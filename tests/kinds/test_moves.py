@@ -82,8 +82,15 @@ def test_translate_follows_every_chain_like_a_row_by_row_walk(h: tuple[list[Sour
     assert list(zip(*out, strict=True)) == want
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.integers(0, 5), st.integers(0, 9)), max_size=40))
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(
+        st.lists(st.tuples(st.integers(0, 5), st.integers(0, 9)), max_size=40),
+        # sparse addresses (rows far apart): the sorted comparison instead of the dense count
+        st.lists(st.tuples(st.integers(0, 2**20), st.integers(0, 2**40)), max_size=40),
+        st.lists(st.tuples(st.just(3), st.sampled_from([0, 1, 2**30])), max_size=8),
+    )
+)
 def test_unique_addresses_is_no_repeated_pair(pairs: list[tuple[int, int]]) -> None:
     entries = pa.table(
         {
@@ -92,3 +99,33 @@ def test_unique_addresses_is_no_repeated_pair(pairs: list[tuple[int, int]]) -> N
         }
     )
     assert sec._unique_addresses(entries) == (len(set(pairs)) == len(pairs))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    keep=st.lists(st.booleans(), max_size=300),
+    runs=st.lists(st.tuples(st.integers(0, 299), st.integers(1, 40)), max_size=4),
+    slice_rows=st.sampled_from([1, 10, 10_000]),
+    chunks=st.integers(1, 3),
+)
+def test_filter_rows_equals_filter(
+    keep: list[bool], runs: list[tuple[int, int]], slice_rows: int, chunks: int
+) -> None:
+    """Sliced or copied, the kept rows are exactly ``Table.filter``'s, in order, on any chunking."""
+    import numpy as np
+
+    mask = np.array(keep, dtype=bool)
+    for start, length in runs:  # long runs of dropped rows, as an optimize after an erase has
+        mask[start : start + length] = False
+    n = len(mask)
+    table = pa.table({"k": pa.array([f"k{i}" for i in range(n)], pa.string()), "r": pa.array(range(n))})
+    step = max(1, -(-n // chunks))
+    chunked = pa.concat_tables([table.slice(i, step) for i in range(0, n, step)] or [table])
+    old = sec.FILTER_SLICE_ROWS
+    sec.FILTER_SLICE_ROWS = slice_rows
+    try:
+        got = sec.filter_rows(chunked, mask)
+    finally:
+        sec.FILTER_SLICE_ROWS = old
+    assert got.schema == table.schema
+    assert got.to_pydict() == table.filter(pa.array(mask, pa.bool_())).to_pydict()

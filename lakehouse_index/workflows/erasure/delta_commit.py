@@ -269,10 +269,10 @@ def commit_erase(
     row_tracking: bool,
     subjects: int,
     engine: str,
-) -> tuple[Commit, list[str]]:
+) -> tuple[Commit, dict[str, str]]:
     """Commit version ``version + 1``: the removes and rewrites of ``rewrites``.
 
-    Returns the commit and the URIs of the data and change-data files it added. The
+    Returns the commit and, per rewritten file (path), the URI of the file replacing it. The
     removes repeat the live adds (:meth:`~lakehouse_index.source.TableSource.file_records`).
     On a lost race the new files are deleted and WriteConflictError is raised. With
     ``row_tracking`` (the table supports the feature) new files get fresh ``baseRowId``s
@@ -287,7 +287,8 @@ def commit_erase(
         raise WriteConflictError(f"{root}: files {missing[:3]} are no longer live at version {version}")
     now = int(time.time() * 1000)
     cdf = _true(config, "delta.enableChangeDataFeed")
-    written: list[str] = []
+    written: list[str] = []  # data and change-data files, deleted when the commit fails
+    replaced: dict[str, str] = {}
     tracking = RowTracking.of(source, version, config) if row_tracking else None
     bases: dict[str, int] = {}
     high = tracking.high_water if tracking else -1
@@ -305,6 +306,7 @@ def commit_erase(
             kept = tracking.kept_rows(source, snapshot, r, rec) if tracking else r.kept
             uri, size = _new_file(source, r.entry.path, kept, r.compression, "part-00000")
             written.append(uri)
+            replaced[r.entry.path] = uri
             add: dict[str, Any] = {
                 "path": relative_log_path(root, uri),
                 "partitionValues": rec["partitionValues"],
@@ -372,4 +374,4 @@ def commit_erase(
     except BaseException:
         delete_quietly(storage, written)
         raise
-    return Commit(version + 1, rows_deleted=erased_rows), written
+    return Commit(version + 1, rows_deleted=erased_rows), replaced

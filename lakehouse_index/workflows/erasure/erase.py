@@ -31,6 +31,7 @@ from lakehouse_index.faults import crash_point
 from lakehouse_index.kinds.base import kind_of
 from lakehouse_index.log.entry import IndexState
 from lakehouse_index.log.lifecycle import writer_is_dead
+from lakehouse_index.maintenance.lineage import Rewritten
 from lakehouse_index.source import Snapshot
 from lakehouse_index.workflows.erasure import audit
 from lakehouse_index.workflows.erasure.rewrite import FileRewrite, each_file, plan_rewrite
@@ -225,7 +226,7 @@ def _commit(
     rewrites: Sequence[FileRewrite],
     target: _Target,
     subjects: int,
-) -> tuple[Commit, list[str]]:
+) -> tuple[Commit, dict[str, str]]:
     if table.format == "delta":
         from lakehouse_index.workflows.erasure import delta_commit
 
@@ -299,6 +300,7 @@ def erase(
     commit: Commit | None = None
     ordinal: int | None = None
     findings: list[FileFinding] = []
+    rewritten: dict[str, Rewritten] = {}  # the commit's new files: where their rows came from
     rows_erased = bytes_rewritten = 0
     for attempt in range(ATTEMPTS):
         say(f"locating {len(keys)} subject(s) through index {index!r} at version {snap.version}")
@@ -317,16 +319,22 @@ def erase(
             break
         say(f"rewriting {len(rewrites)} file(s) without {sum(r.erased.num_rows for r in rewrites)} row(s)")
         try:
-            commit, written = _commit(table, snap, rewrites, target, len(keys))
+            commit, replaced = _commit(table, snap, rewrites, target, len(keys))
             ordinal = table.source.version_info(commit.version).ordinal  # before a purge expires it
         except WriteConflictError:
             if attempt == ATTEMPTS - 1:
                 raise
             snap = table.snapshot(table.latest_version())
             continue
-        by_old = dict(zip([r.entry.path for r in rewrites if r.kept.num_rows], written, strict=False))
+        rewritten = {
+            replaced[r.entry.path]: Rewritten(r.entry.path, r.kept_positions)
+            for r in rewrites
+            if r.entry.path in replaced
+        }
         findings = [
-            FileFinding(r.entry.path, r.live_rows, r.erased.num_rows, r.entry.size, by_old.get(r.entry.path))
+            FileFinding(
+                r.entry.path, r.live_rows, r.erased.num_rows, r.entry.size, replaced.get(r.entry.path)
+            )
             for r in rewrites
         ]
         rows_erased = commit.rows_deleted or 0
@@ -340,7 +348,7 @@ def erase(
     verification: dict[str, Any] | None = None
     if not dry_run:
         say("refreshing every index of the table")
-        index_reports = _refresh_all(table, say)
+        index_reports = _refresh_all(table, say, rewritten)
         now = lap("refresh", now)
         crash_point("erase.after_refresh")
         leftover = table.locate(index, keys)
@@ -395,8 +403,10 @@ def erase(
     return result
 
 
-def _refresh_all(table: IndexedTable, say: Callable[[str], None]) -> dict[str, Any]:
-    """Refresh every active index to the latest version.
+def _refresh_all(
+    table: IndexedTable, say: Callable[[str], None], rewritten: Mapping[str, Rewritten]
+) -> dict[str, Any]:
+    """Refresh every active index to the latest version, placing the erase's rewrites by ``rewritten``.
 
     An operation left in progress by a process of this host that died (an earlier erase
     killed mid-refresh) is cancelled first; one of a live or remote writer raises
@@ -417,7 +427,7 @@ def _refresh_all(table: IndexedTable, say: Callable[[str], None]) -> dict[str, A
             state = table.cancel_index(info.name).state
         if state is not IndexState.ACTIVE:
             continue
-        refreshed = table.refresh_index(info.name, "incremental")
+        refreshed = table.refresh_index(info.name, "incremental", rewritten=rewritten)
         out[info.name] = {"indexedVersion": refreshed.indexed_version}
     return out
 

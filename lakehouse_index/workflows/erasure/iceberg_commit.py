@@ -88,7 +88,7 @@ def commit_erase(
     version: int,
     rewrites: Sequence[FileRewrite],
     subjects: int,
-) -> tuple[Commit, list[str]]:
+) -> tuple[Commit, dict[str, str]]:
     """Commit one overwrite snapshot on top of snapshot ``version``; the commit and the files written."""
     import uuid
 
@@ -106,7 +106,8 @@ def commit_erase(
     missing = wanted - set(originals)
     if missing:
         raise WriteConflictError(f"{source.uri}: files {sorted(missing)[:3]} are no longer live")
-    written: list[str] = []
+    written: list[str] = []  # deleted when the commit fails
+    replaced: dict[str, str] = {}
     erased = sum(r.erased.num_rows for r in rewrites)
 
     def rewritten(r: FileRewrite) -> Any:
@@ -114,6 +115,7 @@ def commit_erase(
         raw = f"{old.file_path.rsplit('/', 1)[0]}/{uuid.uuid4()}-erased.parquet"
         uri = canonical_uri(raw)
         written.append(uri)
+        replaced[r.entry.path] = uri
         size = write_parquet(source, uri, r.kept, r.compression)
         return _data_file(tbl, old, raw, size, source, uri)
 
@@ -132,4 +134,4 @@ def commit_erase(
         delete_quietly(storage, written)
         raise
     now = tbl.current_snapshot()
-    return Commit(int(now.snapshot_id), rows_deleted=erased), written
+    return Commit(int(now.snapshot_id), rows_deleted=erased), replaced

@@ -338,3 +338,54 @@ def test_erase_preserves_row_ids_of_a_row_tracking_table(tmp_path: Path) -> None
     assert new_file[mat_id].to_pylist() == [10 + j for j in range(10) if j != 3]
     assert new_file[mat_version].to_pylist() == [1] * 9
     assert sorted(t.scan()["id"].to_pylist()) == sorted([i for i in range(10) if i != 5] + kept[:9])
+
+
+def test_erase_places_its_rewrites_without_aligning_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refresh after the erase takes the rewrite's row alignment from the erase itself: no
+    fingerprint alignment runs, the moved rows keep their entries, answers equal the scan."""
+    from lakehouse_index.maintenance import lineage
+
+    uri = _table(tmp_path, partitioned=True)
+    t = li.open_table(uri)
+    t.create_index(li.SecondaryIndex("by_email", key="email"))
+    t.create_index(li.CoveringIndex("cov", indexed="id", included=["email", "amount"], num_buckets=2))
+    before = _rows(uri)
+    subjects = SUBJECTS[:3]
+
+    def no_alignment(*_: object) -> None:
+        raise AssertionError("the erase's rewrites were aligned by fingerprints")
+
+    monkeypatch.setattr(lineage, "_fingerprints", no_alignment)
+    result = t.erase("by_email", subjects)
+
+    assert _rows(uri) == Counter({r: c for r, c in before.items() if r[1] not in subjects})
+    for name in ("by_email", "cov"):
+        entry = t._log(name).latest_stable()
+        assert entry is not None and entry.source.version == result.version
+        moved = [f for f in entry.source.files if f.moves]
+        assert len(moved) == len(result.files)  # every rewritten file's rows moved, none re-indexed
+        assert t.verify_index(name).ok
+    rest = [r for r in before if r[1] not in subjects]
+    got = t.lookup("by_email", sorted({r[1] for r in rest}))
+    assert Counter(got["id"].to_pylist()) == Counter(r[0] for r in rest for _ in range(before[r]))
+
+
+def test_erase_names_the_data_file_replacing_each_rewritten_file(tmp_path: Path) -> None:
+    """With change data written beside the rewrites, ``replaced_by`` is still the data file."""
+    uri = str(tmp_path / "cdf")
+    write_deltalake(
+        uri, _batch(0, 400), configuration={"delta.enableChangeDataFeed": "true"}, partition_by=["country"]
+    )
+    for f in range(1, 4):
+        write_deltalake(uri, _batch(f * 400, 400), mode="append", partition_by=["country"])
+    t = li.open_table(uri)
+    t.create_index(li.SecondaryIndex("by_email", key="email"))
+    result = t.erase("by_email", SUBJECTS[:5])
+    adds = {
+        _canon(f"{uri}/{json.loads(x)['add']['path']}")
+        for x in Path(uri, "_delta_log", f"{result.version:020d}.json").read_text().splitlines()
+        if '"add"' in x
+    }
+    assert len(result.files) > 1 and {f.replaced_by for f in result.files} == adds

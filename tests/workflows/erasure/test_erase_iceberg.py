@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from pyiceberg.partitioning import PartitionField, PartitionSpec
 from pyiceberg.schema import Schema
@@ -93,6 +95,38 @@ def test_erase_removes_subjects_and_only_touches_their_files(
     assert len(t.erasures()) == 1
     again = t.erase("by_email", subjects)
     assert again.version is None and not again.files
+
+
+def test_erase_places_its_rewrites_without_aligning_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The refresh takes the rewrite's alignment from the erase (no fingerprints); ``replaced_by``
+    names each rewritten file's own replacement (the rewrites are written concurrently)."""
+    from lakehouse_index.maintenance import lineage
+
+    catalog, _tbl = _table(tmp_path, partitioned=False)
+    t = li.open_table("db.t", catalog=catalog)
+    t.create_index(li.SecondaryIndex("by_email", key="email"))
+    before = _rows(catalog)
+    subjects = SUBJECTS[:4]
+    old_files = _live_files(catalog)
+
+    def no_alignment(*_: object) -> None:
+        raise AssertionError("the erase's rewrites were aligned by fingerprints")
+
+    monkeypatch.setattr(lineage, "_fingerprints", no_alignment)
+    result = t.erase("by_email", subjects)
+
+    assert _rows(catalog) == Counter({r: c for r, c in before.items() if r[1] not in subjects})
+    entry = t._log("by_email").latest_stable()
+    assert entry is not None and len([f for f in entry.source.files if f.moves]) == len(result.files) > 1
+    assert t.verify_index("by_email").ok
+    new_files = _live_files(catalog) - old_files
+    assert {f.replaced_by for f in result.files} == new_files
+    for f in result.files:  # each replacement holds its own file's other rows, in order
+        old, new = (pq.read_table(u.removeprefix("file://")) for u in (f.path, f.replaced_by))
+        keep = pc.invert(pc.is_in(old["email"], value_set=pa.array(subjects)))
+        assert new.select(COLS).equals(old.filter(keep).select(COLS))
 
 
 def _spark_table(spark_wh: Any, name: str, version: int) -> tuple[Any, li.Table]:
