@@ -3,14 +3,19 @@ an unindexed predicate one per live file; both answers equal the format's own re
 
 Counted against files found independently (each live data file read with pyarrow), on a
 Delta table whose index is stale (appends after the last refresh, answered by hybrid
-scan), on delta-rs's peer table with deletion vectors at versions across its history, and on a
-pyiceberg-written Iceberg table with a stale index and an equality delete.
+scan), on delta-rs's peer table with deletion vectors at versions across its history, on a
+pyiceberg-written Iceberg table with a stale index and an equality delete, and on a Spark-written
+Iceberg format-v3 table with deletion vectors (``tests/data/iceberg-v3-dv``, written by Spark
+3.5 with the Iceberg runtime: ``tests/support/make_iceberg_v3_dv.py``) whose index is stale.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +31,7 @@ import lakehouse_index as li
 pytestmark = pytest.mark.spark
 
 PEER_DV = Path(__file__).resolve().parents[1] / "data/peer-tables/delta-rs/cdf-table-with-cdc-and-dvs"
+ICEBERG_V3_DV = Path(__file__).resolve().parents[1] / "data/iceberg-v3-dv"
 
 
 def files_holding(dt: DeltaTable, column: str, value: Any) -> int:
@@ -149,3 +155,74 @@ def test_iceberg_equality_deletes_through_the_source(source_spark: Any, tmp_path
     want = Counter(tuple(r[c] for c in COLS) for r in live if r["g"] == 3)
     assert source_rows(source_spark, location, "g = 3", forceIndex="true") == want
     assert partitions(source_spark, location, "g = 3", forceIndex="true") == 4
+
+
+@pytest.fixture
+def iceberg_v3_dv() -> Iterator[tuple[Path, list[dict[str, Any]]]]:
+    """The v3 fixture at the absolute path its metadata names, and Spark-Iceberg's reads of
+    each snapshot (rows, live data files)."""
+    from tests.support.make_iceberg_v3_dv import FIXTURE_ROOT, TABLE
+
+    shutil.rmtree(FIXTURE_ROOT, ignore_errors=True)
+    shutil.copytree(ICEBERG_V3_DV / "table", TABLE)
+    snapshots = json.loads((ICEBERG_V3_DV / "expected.json").read_text())["snapshots"]
+    yield TABLE, snapshots
+    shutil.rmtree(FIXTURE_ROOT, ignore_errors=True)
+
+
+def _metadata_number(path: Path) -> int:
+    found = re.match(r"v(\d+)\.metadata\.json$", path.name)
+    assert found is not None
+    return int(found.group(1))
+
+
+def test_iceberg_v3_deletion_vectors_with_a_stale_index(
+    source_spark: Any, iceberg_v3_dv: tuple[Path, list[dict[str, Any]]], tmp_path: Path
+) -> None:
+    """Indexed at the first deletion-vector snapshot, read at every snapshot after an append,
+    a second DV delete and a DV update: key predicates plan only files holding the key, an
+    unindexed one every live file, and both return Spark-Iceberg's rows."""
+    table, snapshots = iceberg_v3_dv
+    meta = table / "metadata"
+    later = sorted(meta.glob("v*.metadata.json"), key=_metadata_number)[4:]  # after s3 (create + 3)
+    aside = tmp_path / "later"
+    aside.mkdir()
+    for f in later:
+        f.rename(aside / f.name)
+    t = li.open_table(str(table))
+    assert t.latest_version() == snapshots[2]["snapshot"]
+    t.create_index(li.SecondaryIndex("by_k", key="k", record_key="id"))
+    for f in later:
+        (aside / f.name).rename(f)
+    t = li.open_table(str(table))
+    assert t.latest_version() == snapshots[-1]["snapshot"]
+    assert any(s["deleteFiles"] for s in snapshots[2:])
+
+    checked = 0
+    for snap in snapshots:
+        version, live = snap["snapshot"], snap["rows"]
+        data_files = [f.removeprefix("file:") for f in snap["dataFiles"]]
+        # k0: every row deleted by s5; k7: rows in several files, some deleted; k13: updated by s6
+        for key in ("k0", "k7", "k13", "k39"):
+            where = f"k = '{key}'"
+            want = Counter((r[0], r[1], r[2]) for r in live if r[1] == key)
+            df = spark_read(source_spark, table, version).where(where)
+            assert Counter((r["id"], r["k"], r["v"]) for r in df.collect()) == want
+            holding = sum(1 for f in data_files if holds(f, "k", key))
+            planned = df.rdd.getNumPartitions()
+            assert planned <= holding  # only files holding the key (deleted copies need not be read)
+            if want:
+                assert planned >= 1
+            checked += 1
+        unindexed = spark_read(source_spark, table, version).where("v = 'v3'")
+        assert unindexed.rdd.getNumPartitions() == len(data_files)
+        assert sorted(r["id"] for r in unindexed.collect()) == [r[0] for r in live if r[2] == "v3"]
+    assert checked == 4 * len(snapshots)
+
+
+def spark_read(spark: Any, table: Path, version: int) -> Any:
+    return (
+        spark.read.format("lakehouse_index")
+        .options(versionAsOf=str(version), forceIndex="true")
+        .load(str(table))
+    )
