@@ -372,26 +372,143 @@ def test_iceberg_files_outside_the_table_location_are_refused(tmp_path: Path) ->
     assert listing(tmp_path) == before
 
 
-def test_delta_v2_checkpoints_are_refused_whatever_force_says(tmp_path: Path) -> None:
-    case = delta_case(tmp_path, False)
-    protocol = {
-        "minReaderVersion": 3,
-        "minWriterVersion": 7,
-        "readerFeatures": ["v2Checkpoint"],
-        "writerFeatures": ["v2Checkpoint"],
+V2_PROTOCOL = {
+    "minReaderVersion": 3,
+    "minWriterVersion": 7,
+    "readerFeatures": ["v2Checkpoint"],
+    "writerFeatures": ["v2Checkpoint"],
+}
+
+
+def _commit(root: Path, version: int, *actions: dict[str, Any]) -> None:
+    body = [{"commitInfo": {"timestamp": int(time.time() * 1000)}}, *actions]
+    (root / "_delta_log" / f"{version:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in body))
+
+
+def _spark_style_v2_checkpoint(root: Path, version: int) -> None:
+    """A UUID-named V2 checkpoint of ``version`` whose file actions sit in a sidecar file, as
+    Spark writes them: made from deltalake's classic-named V2 checkpoint, which is then removed."""
+    import uuid
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable
+
+    DeltaTable(str(root), version=version).create_checkpoint()
+    log = root / "_delta_log"
+    classic = log / f"{version:020d}.checkpoint.parquet"
+    actions = pq.read_table(classic)
+    assert pc.any(actions["checkpointMetadata"].is_valid()).as_py()
+    files = pc.or_(actions["add"].is_valid(), actions["remove"].is_valid())
+    (log / "_sidecars").mkdir(exist_ok=True)
+    sidecar = log / "_sidecars" / f"{uuid.uuid4()}.parquet"
+    pq.write_table(actions.filter(files).select(["add", "remove"]), sidecar)
+    pointer = {
+        "path": sidecar.name,
+        "sizeInBytes": sidecar.stat().st_size,
+        "modificationTime": 0,
+        "tags": None,
     }
-    commit = case.root / "_delta_log" / f"{case.keep + 1:020d}.json"
-    commit.write_text(
-        json.dumps({"commitInfo": {"timestamp": int(time.time() * 1000)}})
-        + "\n"
-        + json.dumps({"protocol": protocol})
-        + "\n"
+    main = actions.filter(pc.invert(files))
+    row = pa.table(
+        {
+            c: pa.array([pointer if c == "sidecar" else None], main.schema.field(c).type)
+            for c in main.column_names
+        }
     )
+    main = pa.concat_tables([main, row])
+    pq.write_table(main, log / f"{version:020d}.checkpoint.{uuid.uuid4()}.parquet")
+    classic.unlink()
+    (log / "_last_checkpoint").write_text(json.dumps({"version": version, "size": main.num_rows}))
+
+
+def test_delta_v2_checkpoint_tables_are_purged(tmp_path: Path) -> None:
+    """A table upgraded to V2 checkpoints, with a Spark-style UUID-named checkpoint whose sidecar
+    holds the delete's tombstones (their paths spell the subjects: partitioned by the key), and a
+    commit after it. The purge writes a classic-named V2 checkpoint (``checkpointMetadata``)
+    at the kept version and removes the older checkpoint and its sidecar with the history."""
+    import pyarrow.parquet as pq
+    from deltalake import DeltaTable, write_deltalake
+
+    case = delta_case(tmp_path, partitioned=True)
+    root, t = case.root, case.table
+    before_upgrade = DeltaTable(str(root)).to_pyarrow_table()  # deltalake cannot read V2 tables
+    _commit(root, case.keep + 1, {"protocol": V2_PROTOCOL})
+    _spark_style_v2_checkpoint(root, case.keep + 1)
+    assert any(h.path.endswith(".parquet") and "_sidecars" in h.path for h in residue(case).hits)
+    write_deltalake(str(root), _rows(950, ["hana"]), mode="append", partition_by=["k"])
+    keep = case.keep + 2
+    t = li.open_table(str(root))
+    _finish(t)
+    expected = pa.concat_tables([before_upgrade.select(COLUMNS), _rows(950, ["hana"]).select(COLUMNS)])
+    assert multiset(t.scan(use_indexes=False)) == multiset(expected)
+
+    assert purge_blockers(t) == []
+    history = purge_history(t, keep_version=keep)
+    purge_indexes(t)
+
+    report = residue(case)
+    assert report.ok, report.to_json()
+    assert sorted(p.name for p in (root / "_delta_log").iterdir()) == [
+        f"{keep:020d}.checkpoint.parquet",
+        f"{keep:020d}.json",
+        "_last_checkpoint",
+        "_sidecars",  # an empty folder on a local disk (object stores have none)
+    ]
+    assert not list((root / "_delta_log" / "_sidecars").iterdir())
+    kept = pq.read_table(root / "_delta_log" / f"{keep:020d}.checkpoint.parquet")
+    assert [m["version"] for m in kept["checkpointMetadata"].drop_null().to_pylist()] == [keep]
+    assert kept["protocol"].drop_null()[0]["readerFeatures"].as_py() == ["v2Checkpoint"]
+    fresh = li.open_table(str(root))
+    assert multiset(fresh.scan(use_indexes=False)) == multiset(expected)
+    assert fresh.lookup("by_k", SUBJECTS).num_rows == 0
+    assert multiset(fresh.lookup("by_k", ["hana"], columns=COLUMNS)) == multiset(_rows(950, ["hana"]))
+    assert set(history.versions_purged) == set(range(keep))
+    with pytest.raises(VersionPurgedError):
+        fresh.snapshot(version_as_of=case.keep + 1)
+
+
+def test_erase_with_purge_of_a_v2_checkpoint_table(tmp_path: Path) -> None:
+    """The whole erase (commit, refresh, purge, verification) on a table upgraded to V2
+    checkpoints before the subjects' rows were written."""
+    from deltalake import DeltaTable, write_deltalake
+
+    root = tmp_path / "v2"
+    write_deltalake(str(root), _rows(0, OTHERS), partition_by=["k"])
+    _commit(root, 1, {"protocol": V2_PROTOCOL})
+    _spark_style_v2_checkpoint(root, 1)
+    for i, batch in enumerate(_batches()):
+        write_deltalake(str(root), batch, mode="append", partition_by=["k"])
+        if i == 1:
+            _spark_style_v2_checkpoint(root, DeltaTable(str(root)).version())
+    t = li.open_table(str(root))
+    _index(t)
+    before = t.scan(use_indexes=False)
+    result = t.erase("by_k", SUBJECTS, purge=True)
+    assert result.verification is not None and result.verification["ok"]
+    fresh = li.open_table(str(root))
+    want = Counter(r for r in multiset(before).elements() if r[1] not in SUBJECTS)
+    assert multiset(fresh.scan(use_indexes=False)) == want and sum(want.values()) > 0
+    assert fresh.lookup("by_k", SUBJECTS).num_rows == 0
+    assert not find_residue([str(root)], SUBJECTS).hits
+
+
+def test_delta_v2_checkpoint_whose_kept_checkpoint_has_sidecars_is_refused(tmp_path: Path) -> None:
+    """A classic-named checkpoint of the latest version keeping its file actions in sidecars:
+    their tombstones would survive the purge, so it is refused, whatever ``force`` says."""
+    case = delta_case(tmp_path, partitioned=False)
+    root = case.root
+    _commit(root, case.keep + 1, {"protocol": V2_PROTOCOL})
+    _spark_style_v2_checkpoint(root, case.keep + 1)
+    log = root / "_delta_log"
+    (uuid_named,) = log.glob(f"{case.keep + 1:020d}.checkpoint.*.parquet")
+    uuid_named.rename(log / f"{case.keep + 1:020d}.checkpoint.parquet")  # classic-named, sidecars kept
     before = listing(tmp_path)
-    with pytest.raises(UnsupportedFeatureError, match="v2Checkpoint"):
-        purge_blockers(case.table)
-    with pytest.raises(UnsupportedFeatureError, match="v2Checkpoint"):
-        purge_history(case.table, keep_version=case.keep + 1, force=True)
+    t = li.open_table(str(root))
+    with pytest.raises(UnsupportedFeatureError, match="sidecar"):
+        purge_blockers(t)
+    with pytest.raises(UnsupportedFeatureError, match="sidecar"):
+        purge_history(t, keep_version=case.keep + 1, force=True)
     assert listing(tmp_path) == before
 
 

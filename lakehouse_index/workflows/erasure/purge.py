@@ -48,8 +48,9 @@ def purge_blockers(table: IndexedTable) -> list[str]:
     table. Iceberg: ``history.expire.min-snapshots-to-keep`` > 1,
     ``history.expire.max-snapshot-age-ms`` set, tags and branches other than ``main``.
     Raises ``UnsupportedFeatureError`` (never overridable) for Delta tables with V2
-    checkpoints and Iceberg tables of format v1 or v3, and ``ReadOnlyTableError`` for an
-    Iceberg table opened by path.
+    checkpoints the installed deltalake cannot checkpoint or whose latest checkpoint uses
+    sidecars (:func:`.purge_delta.check_supported`) and Iceberg tables of format v1 or v3,
+    and ``ReadOnlyTableError`` for an Iceberg table opened by path.
     """
     fmt = _format(table)
     fmt.check_supported(table)

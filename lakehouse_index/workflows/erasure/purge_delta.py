@@ -3,13 +3,16 @@
 Steps, each safe to kill and to redo (the table stays readable at the kept version
 throughout, because the checkpoint at that version is complete before anything is removed):
 
-1. a classic checkpoint at the kept version (deltalake's ``create_checkpoint``), unless one exists;
+1. a classic-named checkpoint at the kept version (deltalake's ``create_checkpoint``; a V2
+   checkpoint, with its ``checkpointMetadata`` action, for a table with the v2Checkpoint
+   feature), unless one exists;
 2. the checkpoint rewritten without ``remove`` tombstones: delta-rs keeps tombstones younger
    than ``delta.deletedFileRetentionDuration``, and their paths embed partition values (a
    subject's, for a table partitioned by it). The new file replaces the old by rename
    (atomic), and ``_last_checkpoint`` is rewritten to match;
 3. every ``_delta_log`` file of an older version (commits, checkpoints, checksums,
-   compactions) and every other checkpoint of the kept version;
+   compactions), every other checkpoint of the kept version, and every sidecar file of V2
+   checkpoints (the kept checkpoint has none);
 4. the kept commit rewritten (by rename) without ``remove`` and ``cdc`` actions that name
    partition values or statistics (the erase's commit removes the subjects' files: in a table
    partitioned by a subject column, their paths hold the subject's value). Done once no older
@@ -27,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from importlib.metadata import version
 from typing import Any
 
 import pyarrow as pa
@@ -50,6 +54,8 @@ from lakehouse_index.workflows.erasure.history import (
 from lakehouse_index.workflows.facade import IndexedTable
 
 LOG_DIR = "_delta_log"
+#: The folder of V2 checkpoints' sidecar files, below ``_delta_log``.
+SIDECARS = "_sidecars"
 #: Table properties that ask for history to be kept: a purge overrides them only with ``force``.
 RETENTION_SETTINGS = ("delta.logRetentionDuration", "delta.deletedFileRetentionDuration")
 #: A ``_delta_log`` file name of one version (optionally a hidden Hadoop ``.crc`` companion).
@@ -60,17 +66,45 @@ def _deltalake(table: IndexedTable, version: int | None = None) -> Any:
     return open_deltalake(table.uri, table.storage.options, version)
 
 
+#: The deltalake release verified to write a classic-named V2 checkpoint (with its
+#: ``checkpointMetadata`` action) for a table with the v2Checkpoint feature.
+V2_CHECKPOINT_DELTALAKE = (1, 6, 6)
+
+
 def check_supported(table: IndexedTable) -> None:
-    """UnsupportedFeatureError for a table whose checkpoints deltalake cannot write (V2 checkpoints)."""
+    """UnsupportedFeatureError for a table whose history the purge cannot rewrite safely.
+
+    A table with V2 checkpoints is purged when the installed deltalake writes V2 checkpoints
+    (:data:`V2_CHECKPOINT_DELTALAKE` or later) and no classic-named checkpoint of the latest
+    version keeps its file actions in sidecar files (their tombstones would survive).
+    """
     dt = _deltalake(table)
     protocol = dt.protocol()
     features = set(protocol.reader_features or ()) | set(protocol.writer_features or ())
     config = dict(dt.metadata().configuration)
-    if "v2Checkpoint" in features or config.get("delta.checkpointPolicy", "classic") == "v2":
+    if "v2Checkpoint" not in features and config.get("delta.checkpointPolicy", "classic") != "v2":
+        return
+    installed = version("deltalake")
+    if _release(installed) < V2_CHECKPOINT_DELTALAKE:
         raise UnsupportedFeatureError(
-            f"{table.uri}: the table uses the v2Checkpoint feature; deltalake writes only classic "
-            "checkpoints, so its history cannot be purged safely here (nothing was changed)"
+            f"{table.uri}: the table uses the v2Checkpoint feature; deltalake {installed} may not write "
+            f"its checkpoints (verified from {'.'.join(map(str, V2_CHECKPOINT_DELTALAKE))}), so its "
+            "history cannot be purged safely here (nothing was changed)"
         )
+    latest = dt.version()
+    name = f"{latest:020d}.checkpoint.parquet"
+    if table.storage.exists(_log_uri(table, name)):
+        actions = pq.read_table(pa.BufferReader(table.storage.read_bytes(_log_uri(table, name))))
+        if "sidecar" in actions.column_names and pc.any(actions.column("sidecar").is_valid()).as_py():
+            raise UnsupportedFeatureError(
+                f"{table.uri}: the checkpoint {name} keeps its file actions in sidecar files, whose "
+                "removed-file tombstones a purge would have to rewrite; nothing was changed"
+            )
+
+
+def _release(text: str) -> tuple[int, ...]:
+    """The leading numbers of a version string (``1.6.6`` → (1, 6, 6); ``2.0.0rc1`` → (2, 0, 0))."""
+    return tuple(int(re.sub(r"\D.*$", "", part) or 0) for part in text.split(".")[:3])
 
 
 def blockers(table: IndexedTable) -> list[str]:
@@ -95,10 +129,16 @@ def _kept_log_names(keep: int) -> set[str]:
 
 
 def _old_log_files(table: IndexedTable, keep: int) -> list[FileStatus]:
-    """``_delta_log`` files of versions before ``keep``, and the kept version's other checkpoint files."""
+    """``_delta_log`` files of versions before ``keep``, the kept version's other checkpoint
+    files, and every sidecar file (V2 checkpoints of older versions hold their file actions
+    there; the kept classic-named checkpoint has none, see :func:`check_supported`)."""
     kept = _kept_log_names(keep)
+    sidecars = _log_uri(table, SIDECARS) + "/"
     out = []
     for status in table.storage.list_tree(_log_uri(table)):
+        if status.path.startswith(sidecars):
+            out.append(status)
+            continue
         name = status.path.rsplit("/", 1)[-1]
         m = _VERSIONED.match(name)
         if m is None:
