@@ -493,6 +493,25 @@ def test_erase_with_purge_of_a_v2_checkpoint_table(tmp_path: Path) -> None:
     assert not find_residue([str(root)], SUBJECTS).hits
 
 
+def test_delta_v2_checkpoint_tables_need_a_deltalake_that_writes_v2_checkpoints(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a deltalake release before the one verified to write V2 checkpoints (the installed
+    version is what the check reads; here it reports an older one), nothing is changed."""
+    from lakehouse_index.workflows.erasure import purge_delta
+
+    case = delta_case(tmp_path, partitioned=False)
+    _commit(case.root, case.keep + 1, {"protocol": V2_PROTOCOL})
+    t = li.open_table(str(case.root))
+    before = listing(tmp_path)
+    monkeypatch.setattr(purge_delta, "version", lambda _name: "1.5.2")
+    with pytest.raises(UnsupportedFeatureError, match=r"deltalake 1\.5\.2 .*verified from 1\.6\.6"):
+        purge_history(t, keep_version=case.keep + 1, force=True)
+    assert listing(tmp_path) == before
+    monkeypatch.undo()
+    assert purge_blockers(t) == []  # the installed release writes them
+
+
 def test_delta_v2_checkpoint_whose_kept_checkpoint_has_sidecars_is_refused(tmp_path: Path) -> None:
     """A classic-named checkpoint of the latest version keeping its file actions in sidecars:
     their tombstones would survive the purge, so it is refused, whatever ``force`` says."""
