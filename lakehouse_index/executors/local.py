@@ -11,6 +11,7 @@ import pyarrow.parquet as pq
 from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.executors.writer import read_root_index, write_entries
 from lakehouse_index.io import Storage, join_uri
+from lakehouse_index.io.parallel import each_file
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds.base import Executor, IndexJob, WriteTarget
 from lakehouse_index.kinds.moves import MoveMap
@@ -31,11 +32,11 @@ class LocalExecutor(Executor):
     def entries(
         self, source: TableSource, snapshot: Snapshot, columns: Sequence[str], jobs: Sequence[IndexJob]
     ) -> pa.Table:
-        parts = []
-        for job in jobs:
+        def of_file(job: IndexJob) -> pa.Table:
             rows = read_file(source, snapshot, job.entry, columns=list(columns), with_positions=True)
-            parts.append(sec.entry_table(rows, columns, job.file_id, job.ordinal, sec.PUT))
-        return pa.concat_tables(parts)
+            return sec.entry_table(rows, columns, job.file_id, job.ordinal, sec.PUT)
+
+        return pa.concat_tables(each_file(of_file, jobs))
 
     def read_index(self, storage: Storage, index_dir: str, files: Sequence[IndexFile]) -> pa.Table:
         tables = []

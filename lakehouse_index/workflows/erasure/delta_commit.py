@@ -35,16 +35,11 @@ import pyarrow.compute as pc
 from lakehouse_index.errors import UnsupportedWriterFeatureError, WriteConflictError, WriteRefusedError
 from lakehouse_index.io import Storage
 from lakehouse_index.io.base import ObjectExistsError
+from lakehouse_index.io.parallel import each_file
 from lakehouse_index.io.uri import join_uri
 from lakehouse_index.read.datafiles import row_ids
 from lakehouse_index.source import Snapshot, TableSource, relative_log_path
-from lakehouse_index.workflows.erasure.rewrite import (
-    FileRewrite,
-    delete_quietly,
-    each_file,
-    sibling_uri,
-    write_parquet,
-)
+from lakehouse_index.workflows.erasure.rewrite import FileRewrite, delete_quietly, sibling_uri, write_parquet
 from lakehouse_index.workflows.reports import Commit
 
 #: Writer features an erase commit honours: it only removes rows, keeps every column of

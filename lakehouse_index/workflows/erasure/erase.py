@@ -28,13 +28,14 @@ from lakehouse_index.errors import (
     WriteConflictError,
 )
 from lakehouse_index.faults import crash_point
+from lakehouse_index.io.parallel import each_file
 from lakehouse_index.kinds.base import kind_of
 from lakehouse_index.log.entry import IndexState
 from lakehouse_index.log.lifecycle import writer_is_dead
 from lakehouse_index.maintenance.lineage import Rewritten
 from lakehouse_index.source import Snapshot
 from lakehouse_index.workflows.erasure import audit
-from lakehouse_index.workflows.erasure.rewrite import FileRewrite, each_file, plan_rewrite
+from lakehouse_index.workflows.erasure.rewrite import FileRewrite, plan_rewrite
 from lakehouse_index.workflows.facade import IndexedTable
 from lakehouse_index.workflows.reports import Commit
 from lakehouse_index.workflows.writes import check_writable

@@ -16,8 +16,9 @@ from typing import Any
 
 from lakehouse_index.errors import WriteConflictError
 from lakehouse_index.io import Storage
+from lakehouse_index.io.parallel import each_file
 from lakehouse_index.source import TableSource, canonical_uri
-from lakehouse_index.workflows.erasure.rewrite import FileRewrite, delete_quietly, each_file, write_parquet
+from lakehouse_index.workflows.erasure.rewrite import FileRewrite, delete_quietly, write_parquet
 from lakehouse_index.workflows.reports import Commit
 
 #: Snapshot summary properties naming the operation (counts only).

@@ -10,12 +10,9 @@ its columns exactly as it resolved the old file's.
 from __future__ import annotations
 
 import contextlib
-import os
 import uuid
-from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -24,9 +21,6 @@ import pyarrow.parquet as pq
 from lakehouse_index.io import Storage
 from lakehouse_index.read.datafiles import ROW_COLUMN, read_file, without_views
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
-
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -88,20 +82,6 @@ def sibling_uri(uri: str, prefix: str, suffix: str) -> str:
     """A new file name in the folder of ``uri``: ``prefix-<uuid4>suffix``."""
     folder = uri.rsplit("/", 1)[0]
     return f"{folder}/{prefix}-{uuid.uuid4()}{suffix}"
-
-
-def each_file(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
-    """``fn`` of every item, in order, a few at a time (Parquet reads and writes release the GIL).
-
-    Every call finishes before an error of one is raised, so callers can clean up all
-    they wrote.
-    """
-    workers = max(1, min(len(items), os.cpu_count() or 2, 8))
-    if workers == 1:
-        return [fn(i) for i in items]
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(fn, i) for i in items]
-    return [f.result() for f in futures]
 
 
 def delete_quietly(storage: Storage, uris: Sequence[str]) -> None:
