@@ -48,7 +48,19 @@ def group_sizes(path: str) -> list[int]:
     return [meta.row_group(i).num_rows for i in range(meta.num_row_groups)]
 
 
-def test_row_groups_are_whole_whatever_the_batches(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "flush", [None, (1, 1 << 40), (1 << 40, 1)], ids=["default", "every-group", "by-bytes"]
+)
+def test_row_groups_are_whole_whatever_the_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flush: tuple[int, int] | None
+) -> None:
+    """Whole row groups in order, whether rows are written as soon as a group is full, held up
+    to the row bound, or flushed by the byte bound."""
+    if flush is not None:
+        from lakehouse_index.executors import writer
+
+        monkeypatch.setattr(writer, "_FLUSH_ROWS", flush[0])
+        monkeypatch.setattr(writer, "_FLUSH_BYTES", flush[1])
     sizes = [10_000, 3, 1, 5_000, ROW_GROUP_ROWS, 7_777]
     paths = run(tmp_path, batches(sizes))
     assert len(paths) == 1
