@@ -209,10 +209,11 @@ def in_order(table: pa.Table, order: list[tuple[str, str]]) -> bool:
         a, b = column.slice(0, n - 1), column.slice(1)
         if direction == "descending":
             a, b = b, a
-        ok = pc.or_(pc.less(a, b), pc.equal(a, b))
+        equal = pc.equal(a, b)
+        ok = pc.or_(pc.less(a, b), equal)
         if not pc.all(ok if tied is None else pc.or_(pc.invert(tied), ok)).as_py():
             return False
-        tied = pc.equal(a, b) if tied is None else pc.and_(tied, pc.equal(a, b))
+        tied = equal if tied is None else pc.and_(tied, equal)
         if not pc.any(tied).as_py():
             return True
     return True

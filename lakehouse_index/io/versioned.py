@@ -45,8 +45,7 @@ def open_versioned(fs: pafs.FileSystem, path: str) -> Opened:
         meta = handle.metadata() or {}
         token = next((meta[k] for k in _TOKEN_KEYS if k in meta), None)
         if token is None:
-            info = fs.get_file_info(path)
-            version = str(info.mtime_ns) if info.mtime_ns is not None else ""
+            version = _mtime_token(fs.get_file_info(path))
         else:
             version = token.decode() if isinstance(token, bytes) else str(token)
     except BaseException:
@@ -66,4 +65,9 @@ def stat_versioned(fs: pafs.FileSystem, path: str) -> tuple[int, str] | None:
     info = fs.get_file_info(path)
     if info.type is pafs.FileType.NotFound:
         raise FileNotFoundError(path)
-    return int(info.size or 0), str(info.mtime_ns) if info.mtime_ns is not None else ""
+    return int(info.size or 0), _mtime_token(info)
+
+
+def _mtime_token(info: pafs.FileInfo) -> str:
+    """The version token of a store without ETags: the modification time in nanoseconds."""
+    return str(info.mtime_ns) if info.mtime_ns is not None else ""

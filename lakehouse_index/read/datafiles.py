@@ -204,7 +204,7 @@ def _open(source: FileAccess, entry: FileEntry, config: ReadConfig | None = None
     except FileNotFoundError as e:
         raise TableFormatError(f"data file {entry.path} of the table is missing") from e
     handle = opened.handle
-    key = (entry.path, entry.size, entry.mtime_ms, opened.size, opened.version)
+    key = _file_key(entry, opened.size, opened.version)
     layout = _FOOTERS.get(key)
     tail = None
     try:
@@ -221,6 +221,11 @@ def _open(source: FileAccess, entry: FileEntry, config: ReadConfig | None = None
         layout = _layout(pf.metadata)
         _FOOTERS[key] = layout
     return _OpenFile(pf, handle, layout, key, tail)
+
+
+def _file_key(entry: FileEntry, size: int, version: str) -> FileKey:
+    """What names a data file's bytes in caches: the log's facts and the store's."""
+    return (entry.path, entry.size, entry.mtime_ms, size, version)
 
 
 def file_layout(source: FileAccess, entry: FileEntry) -> FileLayout:
@@ -241,7 +246,7 @@ def file_key(source: FileAccess, entry: FileEntry) -> tuple[FileKey, FileLayout]
     except FileNotFoundError as e:
         raise TableFormatError(f"data file {entry.path} of the table is missing") from e
     if stat is not None:
-        key = (entry.path, entry.size, entry.mtime_ms, *stat)
+        key = _file_key(entry, *stat)
         layout = _FOOTERS.get(key)
         if layout is not None:
             return key, layout

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakehouse_index.io.parallel import each_file
 from lakehouse_index.kinds.skipping.bloom import bloom_build
 from lakehouse_index.kinds.skipping.hashing import hash_values
 from lakehouse_index.kinds.skipping.schema import (
@@ -66,22 +65,16 @@ def stats_row(
     return pa.Table.from_arrays(arrays, schema=schema)
 
 
-def _threads(n_jobs: int) -> int:
-    return max(1, min(n_jobs, 2 * (os.cpu_count() or 1), 16))
-
-
 def build_rows(
     source: TableSource,
     snapshot: Snapshot,
     spec: SkippingIndex,
     jobs: Sequence[tuple[FileEntry, int]],
-    *,
-    threads: int | None = None,
 ) -> pa.Table:
     """Skipping rows (sorted by ``_file_id``) for ``jobs``: pairs of (data file, its file id).
 
     Reads only the indexed columns of each file, in the snapshot's logical schema, in a
-    thread pool (pyarrow releases the GIL while decoding). Row-level deletes are not
+    few threads (:func:`~lakehouse_index.io.parallel.each_file`). Row-level deletes are not
     applied: statistics over a superset of the live rows stay valid whatever is deleted.
     """
     validate_spec(spec, snapshot)
@@ -95,7 +88,5 @@ def build_rows(
         data = read_file(source, snapshot, entry, columns=list(spec.columns), apply_deletes=False)
         return stats_row(data, file_id, spec, types)
 
-    with ThreadPoolExecutor(max_workers=threads or _threads(len(jobs))) as pool:
-        parts = list(pool.map(one, jobs))
-    rows = pa.concat_tables(parts).sort_by(FILE_ID).combine_chunks()
+    rows = pa.concat_tables(each_file(one, jobs)).sort_by(FILE_ID).combine_chunks()
     return rows.replace_schema_metadata(identity_metadata(column_identity(snapshot, spec.columns)))
