@@ -18,12 +18,20 @@ from tests.support.stores import StoreUnderTest
 from tests.workflows.helpers import rows
 
 
-def _after_the_half_second() -> int:
-    """Now, in epoch ms, at a moment past the middle of a second: a write made now is listed
-    with a time up to 999 ms earlier, before a start taken 1 ms before it."""
-    while time.time() % 1 < 0.5:
-        time.sleep(0.05)
-    return int(time.time() * 1000)
+def _write_listed_before_start(table: li.Table, data_dir: str) -> tuple[int, str]:
+    """Write a young data file just after taking a start time, so that the store lists it as
+    modified before that start (its whole seconds). The write is retried, on a fresh path, until
+    it lands in the start's own second: on a loaded machine a write can cross into the next one."""
+    for _ in range(20):
+        while not 0.2 < time.time() % 1 < 0.5:
+            time.sleep(0.02)
+        started_ms = int(time.time() * 1000)
+        young = f"{data_dir}/{uuid.uuid4().hex}/rows/part-0.parquet"
+        table.storage.write_bytes(young, b"data of an operation that began after the vacuum")
+        if table.storage.stat(young).mtime_ms < started_ms:
+            return started_ms, young
+        table.storage.delete(young)
+    raise AssertionError("no write landed in the second it started in")
 
 
 def test_vacuum_keeps_data_written_after_it_started(store: StoreUnderTest) -> None:
@@ -35,10 +43,7 @@ def test_vacuum_keeps_data_written_after_it_started(store: StoreUnderTest) -> No
     t.refresh_index("by_k", "full")  # the create's data is now named by an old entry only
     log = IndexCatalog(t.storage, t.index_root).log("by_k")
     named_before = {f.path for e in log.entries() for f in e.content.files}
-    started_ms = _after_the_half_second()
-    young = f"{t.index_root}/by_k/data/{uuid.uuid4().hex}/rows/part-0.parquet"
-    t.storage.write_bytes(young, b"data of an operation that began after the vacuum")
-    assert t.storage.stat(young).mtime_ms < started_ms  # the listing's whole seconds
+    started_ms, young = _write_listed_before_start(t, f"{t.index_root}/by_k/data")
 
     vacuum_active(log, 0, started_ms)
     assert t.storage.exists(young)
