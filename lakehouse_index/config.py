@@ -55,8 +55,10 @@ class ExecutorConfig:
     bytes_per_row_estimate: int = 64
     #: Rows per row group of secondary and covering index files (a point lookup decodes one).
     index_row_group_rows: int = 4_096
-    #: Rows per index file before a writer starts a new one.
-    rows_per_index_file: int = 4_000_000
+    #: Rows per index file at most. A cold lookup parses the footer of the file holding its key
+    #: (one entry per row group): 1M rows of 4,096-row groups make a 140 KB footer, parsed with
+    #: its key bounds in about 1 ms, against 6-7 ms for 4M rows.
+    rows_per_index_file: int = 1_000_000
     #: Rows per row group of skipping-index files (one row per data file).
     skipping_row_group_rows: int = 65_536
     #: Lineage remap: a rewritten file is remapped only if at most this share of its rows are new.

@@ -39,8 +39,13 @@ from integration.bench.common import (
 )
 
 SCRIPT = "integration/bench/bench_distributed_append.py"
-#: Rows per scale and measured rounds (after one warm-up round).
-SCALES: dict[str, tuple[int, int]] = {"tiny": (50_000, 1), "small": (1_000_000, 2), "full": (5_000_000, 3)}
+#: Rows per scale, measured rounds (after one warm-up round) and the settle pause in seconds
+#: (none at the tiny scale: a smoke run, whose times are not reported).
+SCALES: dict[str, tuple[int, int, float]] = {
+    "tiny": (50_000, 1, 0.0),
+    "small": (1_000_000, 2, 10.0),
+    "full": (5_000_000, 3, 10.0),
+}
 GOAL = 1.3
 #: Distinct values of the index key ``k``.
 KEYS = 1_000_003
@@ -150,7 +155,7 @@ def run(scale: str, *, workdir: Path | None = None, log: Callable[[str], None] =
     """Alternate the three methods for the scale's rounds (the first untimed); returns the times."""
     from lakehouse_index.spark import get_spark
 
-    rows, rounds = SCALES[scale]
+    rows, rounds, pause = SCALES[scale]
     res = Results(scale, rows)
     own = workdir is None
     work = Path(tempfile.mkdtemp(prefix="bench-dappend-")) if workdir is None else workdir
@@ -158,7 +163,7 @@ def run(scale: str, *, workdir: Path | None = None, log: Callable[[str], None] =
         spark = get_spark(master="local[2]")
         res.load_start = load_average()
         for r in range(rounds + 1):
-            settle(spark)
+            settle(spark, pause)
 
             def bare(out: str = str(work / f"bare-{r}")) -> None:
                 frame(spark, rows).write.parquet(out)
@@ -169,7 +174,7 @@ def run(scale: str, *, workdir: Path | None = None, log: Callable[[str], None] =
                 ("iceberg", _iceberg_table, res.iceberg),
             ):
                 t, native = make(work, f"{what}-{r}", rows)
-                settle(spark)
+                settle(spark, pause)
 
                 def append(t: Any = t) -> Any:
                     return t.append(frame(spark, rows))

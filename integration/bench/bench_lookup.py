@@ -85,10 +85,12 @@ class LookupScale:
     #: W3's other shares of appended files: the hybrid lookup against its floor at each.
     low_share: float = 0.01
     high_share: float = 0.20
+    #: Seconds of the settle pause before W1 (:func:`~integration.bench.common.settle`).
+    settle_seconds: float = 10.0
 
 
 SCALES: dict[str, LookupScale] = {
-    "tiny": LookupScale(rows=20_000, files=4, reps=4, slow_reps=1),
+    "tiny": LookupScale(rows=20_000, files=4, reps=4, slow_reps=1, settle_seconds=0.0),
     "small": LookupScale(rows=200_000, files=20, reps=9, slow_reps=3),
     "full": LookupScale(rows=5_000_000, files=100, reps=21, slow_reps=5),
 }
@@ -541,7 +543,7 @@ def run(scale: str, *, workdir: Path | None = None, log: Callable[[str], None] =
         res.expected["W1"] = expect
 
         # ---------------------------------------------------------------- W1
-        settle(spark)
+        settle(spark, sc.settle_seconds)
         log("W1: index lookup / locate")
         w1 = res.w1
         fns: dict[str, Callable[[str], Any]] = {

@@ -68,16 +68,20 @@ class FileWriter:
         written: list[str] = []
         out: _GroupWriter | None = None
         current: object = None
+        limit = self.config.rows_per_index_file
         for batch in batches:
             for bucket, part in self._split(batch):
-                if out is None or bucket != current or out.rows >= self.config.rows_per_index_file:
-                    if out is not None:
-                        out.close()
-                        crash_point("index_data.file_written")
-                    out, path = self._open(bucket)
-                    written.append(path)
-                    current = bucket
-                out.write(part)
+                while part.num_rows:
+                    if out is None or bucket != current or out.rows >= limit:
+                        if out is not None:
+                            out.close()
+                            crash_point("index_data.file_written")
+                        out, path = self._open(bucket)
+                        written.append(path)
+                        current = bucket
+                    room = limit - out.rows
+                    out.write(part.slice(0, room))
+                    part = part.slice(room)
         if out is not None:
             out.close()
             crash_point("index_data.file_written")

@@ -32,9 +32,10 @@ class Layout:
     """How entries sit in index files, whoever writes them.
 
     ``key`` are the lookup key columns: the root index records their bounds per file, and
-    without buckets files hold disjoint ranges of them (at most
-    ``ExecutorConfig.rows_per_index_file`` rows each); with buckets, each bucket gets its
-    own directory. Rows are sorted by ``sort`` within a file.
+    without buckets files hold ranges of them that do not overlap (at most
+    ``ExecutorConfig.rows_per_index_file`` rows each; a file cut inside a run of one key
+    leaves that key the bound of both files); with buckets, each bucket gets its own
+    directory. Rows are sorted by ``sort`` within a file.
     """
 
     key: tuple[str, ...]

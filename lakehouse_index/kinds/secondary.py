@@ -211,7 +211,7 @@ class SecondaryKind(IndexKind):
         validate_spec(spec, snapshot)
 
     def layout(self, spec: IndexSpec) -> Layout:
-        """Files hold disjoint key ranges, sorted by key then row address."""
+        """Files hold key ranges that do not overlap, sorted by key then row address."""
         return Layout(key=spec.key, sort=tuple(sort_columns(spec)))
 
     def index_files(self, ctx: BuildContext, work: IndexWork) -> tuple[IndexFile, ...]:

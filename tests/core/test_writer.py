@@ -76,8 +76,8 @@ def test_files_split_at_rows_per_file_and_buckets(tmp_path: Path) -> None:
     config = ExecutorConfig(rows_per_index_file=9_000)
     sizes = [6_000, 6_000, 6_000, 2_000, 5_000]
     paths = run(tmp_path / "plain", batches(sizes), config=config)
-    # a file is closed once it holds ROWS_PER_FILE rows, at the next batch
-    assert [pq.ParquetFile(p).metadata.num_rows for p in paths] == [12_000, 13_000]
+    # a file holds rows_per_index_file rows at most, also when one batch would overfill it
+    assert [pq.ParquetFile(p).metadata.num_rows for p in paths] == [9_000, 9_000, 7_000]
     for p in paths:
         sizes_in_file = group_sizes(p)
         assert (
@@ -87,9 +87,10 @@ def test_files_split_at_rows_per_file_and_buckets(tmp_path: Path) -> None:
     assert keys == list(range(sum(sizes)))
 
     bucketed = run(tmp_path / "cov", batches([5_000, 5_000, 300], buckets=[0, 0, 3]), "bucket", config)
-    assert [os.path.basename(os.path.dirname(p)) for p in bucketed] == ["bucket=0", "bucket=3"]
+    assert [os.path.basename(os.path.dirname(p)) for p in bucketed] == ["bucket=0", "bucket=0", "bucket=3"]
     assert [group_sizes(p) for p in bucketed] == [
-        [ROW_GROUP_ROWS, ROW_GROUP_ROWS, 10_000 - 2 * ROW_GROUP_ROWS],
+        [ROW_GROUP_ROWS, ROW_GROUP_ROWS, 9_000 - 2 * ROW_GROUP_ROWS],
+        [1_000],
         [300],
     ]
     assert pq.read_table(bucketed[0]).schema == SCHEMA
