@@ -52,6 +52,7 @@ from typing import Protocol
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyroaring import BitMap64
 
@@ -190,6 +191,9 @@ class _OpenFile:
     #: The end of the file when its footer was read just now (else None): the page index
     #: is taken from it without another request.
     tail: bytes | None
+    #: On a local disk: page reads go one after the other (a read from the page cache costs
+    #: less than handing it to a thread); on an object store they are concurrent.
+    local: bool
 
     def close(self) -> None:
         self.file.close()
@@ -220,7 +224,7 @@ def _open(source: FileAccess, entry: FileEntry, config: ReadConfig | None = None
     if layout is None:
         layout = _layout(pf.metadata)
         _FOOTERS[key] = layout
-    return _OpenFile(pf, handle, layout, key, tail)
+    return _OpenFile(pf, handle, layout, key, tail, isinstance(fs, pafs.LocalFileSystem))
 
 
 def _file_key(entry: FileEntry, size: int, version: str) -> FileKey:
@@ -674,7 +678,10 @@ def _read_group_rows(
         if pages is None:
             pages = load_page_index(handle, layout.metadata, layout.schema, opened.tail)
             _PAGES[key] = pages
-        read = read_group_rows(handle, pages, layout.schema, group, local, stored, _DICTIONARIES, key)
+        concurrent = not opened.local
+        read = read_group_rows(
+            handle, pages, layout.schema, group, local, stored, _DICTIONARIES, key, concurrent=concurrent
+        )
         served = read.table
     except PageIndexError:
         _PAGES[key] = NO_PAGE_INDEX  # the file will not decode better next time

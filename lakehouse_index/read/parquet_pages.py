@@ -529,9 +529,12 @@ def _column_pages(
     )
 
 
-def _fetch(source: pa.NativeFile | _Source, ranges: list[tuple[int, int]]) -> list[memoryview]:
+def _fetch(
+    source: pa.NativeFile | _Source, ranges: list[tuple[int, int]], concurrent: bool = True
+) -> list[memoryview]:
     """The bytes at each (offset, length): one read per run of adjacent or overlapping ranges,
-    the runs read concurrently; ranges inside bytes already read are not read again.
+    the runs read concurrently (one after the other unless ``concurrent``); ranges inside
+    bytes already read are not read again.
 
     ValueError for a range outside the file (a corrupt footer or offset index names it).
     """
@@ -560,7 +563,7 @@ def _fetch(source: pa.NativeFile | _Source, ranges: list[tuple[int, int]]) -> li
             raise ValueError(f"short read at {start}: {len(blob)} of {end - start} bytes")
         return blob
 
-    blobs = list(_READERS.map(read, runs)) if len(runs) > 1 else [read(r) for r in runs]
+    blobs = list(_READERS.map(read, runs)) if concurrent and len(runs) > 1 else [read(r) for r in runs]
     out = [memoryview(b"")] * len(ranges)
     for (start, _, members), blob in zip(runs, blobs, strict=True):
         for k in members:
@@ -673,6 +676,7 @@ def read_group_rows(
     columns: list[str],
     dictionaries: DictionaryCache | None = None,
     file_key: Hashable = None,
+    concurrent: bool = True,
 ) -> PageRead:
     """Rows ``local`` (sorted, distinct positions in row group ``group``) of ``columns``.
 
@@ -687,6 +691,8 @@ def read_group_rows(
     the dictionary of a column whose selected pages are all dictionary encoded is decoded
     once, kept there, and the pages' dictionary indexes at the wanted rows are decoded
     here and looked up in it: a warm read fetches and decompresses only the data pages.
+    ``concurrent``: the merged ranges are fetched in parallel (for an object store; on a
+    local disk a read from the page cache costs less than handing it to a thread).
     :class:`PageIndexError` when the index or a fetched page does not decode as expected.
     """
     with _decoding(f"pages of row group {group}"):
@@ -695,12 +701,12 @@ def read_group_rows(
         ]
         if not plans or len(local) == 0:
             return PageRead(pa.table({}), 0)
-        pages = _data_pages(handle, plans)
+        pages = _data_pages(handle, plans, concurrent)
         decoded: dict[str, pa.Array | pa.ChunkedArray | None] = {}
         read = 0
         if dictionaries is not None:
             by_index, read = _read_by_dictionary(
-                handle, index, schema, group, plans, pages, dictionaries, file_key
+                handle, index, schema, group, plans, pages, dictionaries, file_key, concurrent
             )
             decoded.update(by_index)
         rest = [
@@ -710,7 +716,9 @@ def read_group_rows(
         # (writers fall back to plain pages when the dictionary grows too large).
         needs = [mine is not None and any(e in _DICTIONARY_ENCODINGS for e, _ in mine) for _, mine in rest]
         fetched = iter(
-            _dictionary_pages(handle, [p.chunk for (p, _), need in zip(rest, needs, strict=True) if need])
+            _dictionary_pages(
+                handle, [p.chunk for (p, _), need in zip(rest, needs, strict=True) if need], concurrent
+            )
         )
         work = []  # (plan, one-column file) of every column whose pages were fetched as indexed
         for (plan, mine), need in zip(rest, needs, strict=True):
@@ -745,6 +753,7 @@ def _read_by_dictionary(
     pages: list[list[tuple[int, _Page]] | None],
     cache: DictionaryCache,
     file_key: Hashable,
+    concurrent: bool,
 ) -> tuple[dict[str, pa.Array], int]:
     """The wanted rows of the columns whose selected pages are all dictionary encoded, in a
     codec decompressed here, looked up in their (cached, else fetched and cached) dictionary;
@@ -761,7 +770,7 @@ def _read_by_dictionary(
     missing = [plan.chunk for plan, _ in eligible if found[plan.chunk.name] is None]
     read = 0
     if missing:
-        raw = _dictionary_pages(handle, missing)
+        raw = _dictionary_pages(handle, missing, concurrent)
         types = [schema.field(c.name).type for c in missing]
         loaded = _DECODERS.map(_dictionary_values, [index] * len(missing), missing, raw, types)
         for chunk, page, values in zip(missing, raw, loaded, strict=True):
@@ -988,10 +997,12 @@ def _dictionary_values(
     return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
-def _data_pages(handle: pa.NativeFile, plans: list[_Plan]) -> list[list[tuple[int, _Page]] | None]:
+def _data_pages(
+    handle: pa.NativeFile, plans: list[_Plan], concurrent: bool
+) -> list[list[tuple[int, _Page]] | None]:
     """The selected data pages of each plan with their encodings (None: not as indexed)."""
     ranges = [(int(p.chunk.page_offsets[i]), int(p.chunk.page_sizes[i])) for p in plans for i in p.pages]
-    fetched = iter(_fetch(handle, ranges))
+    fetched = iter(_fetch(handle, ranges, concurrent))
     out: list[list[tuple[int, _Page]] | None] = []
     for plan in plans:
         mine: list[tuple[int, _Page]] | None = []
@@ -1006,10 +1017,12 @@ def _data_pages(handle: pa.NativeFile, plans: list[_Plan]) -> list[list[tuple[in
     return out
 
 
-def _dictionary_pages(handle: pa.NativeFile, chunks: list[ColumnPages]) -> list[_Page | None]:
+def _dictionary_pages(
+    handle: pa.NativeFile, chunks: list[ColumnPages], concurrent: bool
+) -> list[_Page | None]:
     """The dictionary page of each chunk (None for a chunk without one)."""
     present = [c for c in chunks if c.dictionary[1] > 0]
-    fetched = iter(_fetch(handle, [c.dictionary for c in present]))
+    fetched = iter(_fetch(handle, [c.dictionary for c in present], concurrent))
     out: list[_Page | None] = []
     for c in chunks:
         page = _page(next(fetched)) if c.dictionary[1] > 0 else None
