@@ -413,6 +413,11 @@ class TableSource(abc.ABC):
         """Drop what this instance cached of the table's history, so the next call reads the
         table afresh: needed after the history was rewritten underneath (an erasure purge)."""
 
+    def table_id(self, version: int) -> str | None:
+        """An id of the table at ``version`` that a table deleted and created again at the same
+        location does not share (Delta: the ``metaData`` id); None when the format has none."""
+        return None
+
     @abc.abstractmethod
     def latest_version(self) -> int:
         """The newest committed version (re-reads the log: sees commits by other engines)."""

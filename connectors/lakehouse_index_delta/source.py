@@ -704,6 +704,13 @@ class DeltaSource(TableSource):
         self._cache_state(state)
         return state
 
+    def table_id(self, version: int) -> str:
+        """The table's id at ``version`` (its ``metaData`` action's): a table deleted and created
+        again at the same location gets a new one."""
+        state = self._state_at(version)
+        assert state.metadata is not None
+        return state.metadata.id
+
     def domain_metadata(self, version: int, domain: str) -> str | None:
         """The configuration of ``domain`` at ``version`` (read from the log on demand)."""
         self._state_at(version)  # the version exists and its log is readable

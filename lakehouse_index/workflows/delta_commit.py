@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime
 import json
+import threading
 import time
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -130,9 +131,49 @@ def open_deltalake(uri: str, storage_options: Mapping[str, str], version: int | 
     return DeltaTable(path, version=version, storage_options=deltalake_options(storage_options) or None)
 
 
-def open_for_write(uri: str, operation: str, storage_options: Mapping[str, str]) -> Any:
-    """The deltalake DeltaTable at ``uri``, after checking that ``operation`` may commit to it."""
-    dt = open_deltalake(uri, storage_options)
+#: deltalake tables of this process between writes, by (uri, storage options): loading a
+#: ``DeltaTable`` replays the log (20-30 ms at 70 commits, growing with the history), while
+#: bringing a kept one up to date reads only the new commits (2.5 ms). A write takes its table
+#: out, so two threads never share one; it is put back only after a successful commit.
+_IDLE: dict[tuple[str, tuple[tuple[str, str], ...]], Any] = {}
+_IDLE_LOCK = threading.Lock()
+
+
+def _idle_key(uri: str, storage_options: Mapping[str, str]) -> tuple[str, tuple[tuple[str, str], ...]]:
+    return uri, tuple(sorted(storage_options.items()))
+
+
+def _kept(uri: str, storage_options: Mapping[str, str], table_id: str | None, version: int) -> Any | None:
+    """The table kept for ``uri``, brought up to date; None when there is none, or when it is
+    not the table the reader sees (deleted and created again: another ``metaData`` id) or
+    lags behind ``version``."""
+    with _IDLE_LOCK:
+        dt = _IDLE.pop(_idle_key(uri, storage_options), None)
+    if dt is None:
+        return None
+    try:
+        dt.update_incremental()
+        same = table_id is not None and dt.metadata().id == table_id and dt.version() >= version
+    except Exception:  # any failure to catch up: load the table afresh instead
+        return None
+    return dt if same else None
+
+
+def keep(uri: str, storage_options: Mapping[str, str], dt: Any) -> None:
+    """Keep ``dt`` (just committed to, successfully) for the next write to ``uri``."""
+    with _IDLE_LOCK:
+        _IDLE[_idle_key(uri, storage_options)] = dt
+
+
+def open_for_write(
+    uri: str, operation: str, storage_options: Mapping[str, str], table_id: str | None, version: int
+) -> Any:
+    """The deltalake DeltaTable at ``uri``, after checking that ``operation`` may commit to it.
+
+    ``table_id`` and ``version`` are what the reader sees (the ``metaData`` id and the latest
+    version): a table kept from an earlier write (:func:`keep`) is reused only if it agrees.
+    """
+    dt = _kept(uri, storage_options, table_id, version) or open_deltalake(uri, storage_options)
     protocol = dt.protocol()
     config = dict(dt.metadata().configuration)
     schema = json.loads(dt.schema().to_json())

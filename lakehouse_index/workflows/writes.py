@@ -77,11 +77,22 @@ def _set_values(values: Mapping[str, Any], schema: pa.Schema) -> dict[str, Any]:
 
 
 def _commit_and_sync(
-    table: IndexedTable, operation: str, snap: Snapshot, commit: Callable[[], Any], start: float
+    table: IndexedTable,
+    operation: str,
+    snap: Snapshot,
+    commit: Callable[[], Any],
+    start: float,
+    handle: Any = None,
 ) -> WriteResult:
+    """Run ``commit``, then every index's policy. ``handle``: a deltalake table the commit
+    went through, kept for the next write once the commit succeeded."""
     crash_point("write.before_commit")
     done = commit()
     crash_point("write.after_commit")
+    if handle is not None:
+        from lakehouse_index.workflows import delta_commit
+
+        delta_commit.keep(table.uri, table.storage.options, handle)
     sync = sync_indexes(table, raise_on_error=False)
     result = WriteResult(
         operation=operation,
@@ -108,14 +119,18 @@ def _open(table: IndexedTable, operation: str) -> tuple[Snapshot, Any]:
     if table.format == "delta":
         from lakehouse_index.workflows import delta_commit
 
-        handle = delta_commit.open_for_write(table.uri, operation, table.storage.options)
-    elif table.format == "iceberg":
+        snap = table.snapshot()
+        table_id = table.source.table_id(snap.version)
+        handle = delta_commit.open_for_write(
+            table.uri, operation, table.storage.options, table_id, snap.version
+        )
+        return snap, handle
+    if table.format == "iceberg":
         from lakehouse_index.workflows import iceberg_commit
 
         handle = iceberg_commit.open_for_write(table.source, table.uri)
-    else:
-        raise ReadOnlyTableError(f"writes to {table.format} tables are not supported")
-    return table.snapshot(), handle
+        return table.snapshot(), handle
+    raise ReadOnlyTableError(f"writes to {table.format} tables are not supported")
 
 
 def append(table: IndexedTable, data: Any) -> WriteResult:
@@ -147,7 +162,7 @@ def append(table: IndexedTable, data: Any) -> WriteResult:
     if table.format == "delta":
         from lakehouse_index.workflows import delta_commit as dc
 
-        return _commit_and_sync(table, "append", snap, lambda: dc.append(handle, rows), start)
+        return _commit_and_sync(table, "append", snap, lambda: dc.append(handle, rows), start, handle)
     from lakehouse_index.workflows import iceberg_commit as ic
 
     return _commit_and_sync(table, "append", snap, lambda: ic.append(handle, rows), start)
@@ -165,7 +180,7 @@ def overwrite(table: IndexedTable, data: Any, where: str | None = None) -> Write
         sql = predicates.to_datafusion_sql(predicate) if predicate is not None else None
         target = predicates.to_datafusion_sql(predicate, "t") if predicate is not None else None
         return _commit_and_sync(
-            table, "overwrite", snap, lambda: dc.overwrite(handle, rows, sql, target), start
+            table, "overwrite", snap, lambda: dc.overwrite(handle, rows, sql, target), start, handle
         )
     from lakehouse_index.workflows import iceberg_commit as ic
 
@@ -185,7 +200,7 @@ def delete(table: IndexedTable, where: str) -> WriteResult:
         from lakehouse_index.workflows import delta_commit as dc
 
         sql = predicates.to_datafusion_sql(predicate)
-        return _commit_and_sync(table, "delete", snap, lambda: dc.delete(handle, sql), start)
+        return _commit_and_sync(table, "delete", snap, lambda: dc.delete(handle, sql), start, handle)
     from lakehouse_index.workflows import iceberg_commit as ic
 
     row_filter = predicates.to_iceberg(predicate)
@@ -203,7 +218,7 @@ def update(table: IndexedTable, where: str | None, values: Mapping[str, Any]) ->
 
         sql = predicates.to_datafusion_sql(predicate) if predicate is not None else "TRUE"
         updates = {c: predicates.sql_value(v, snap.schema.field(c).type) for c, v in checked.items()}
-        return _commit_and_sync(table, "update", snap, lambda: dc.update(handle, sql, updates), start)
+        return _commit_and_sync(table, "update", snap, lambda: dc.update(handle, sql, updates), start, handle)
     from pyiceberg.expressions import AlwaysTrue
 
     from lakehouse_index.workflows import iceberg_commit as ic
@@ -225,7 +240,7 @@ def upsert(table: IndexedTable, data: Any, on: Sequence[str]) -> WriteResult:
     if table.format == "delta":
         from lakehouse_index.workflows import delta_commit as dc
 
-        return _commit_and_sync(table, "upsert", snap, lambda: dc.upsert(handle, rows, keys), start)
+        return _commit_and_sync(table, "upsert", snap, lambda: dc.upsert(handle, rows, keys), start, handle)
     from lakehouse_index.workflows import iceberg_commit as ic
 
     return _commit_and_sync(table, "upsert", snap, lambda: ic.upsert(handle, rows, keys), start)

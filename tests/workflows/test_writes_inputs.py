@@ -98,3 +98,35 @@ def test_upsert_updates_every_matching_row_on_both_formats(tmp_path: Path) -> No
         got = sorted((r["id"], r["k"], r["v"]) for r in t.scan().to_pylist())
         assert got == [(1, "z", 50), (1, "z", 50), (2, "b", 3), (3, "c", 30)]
         assert sorted(t.lookup("by_k", ["z", "c"])["id"].to_pylist()) == [1, 1, 3]
+
+
+def test_writes_between_foreign_commits_and_a_table_created_again(tmp_path: Path) -> None:
+    """This process keeps the deltalake table of its last write for the next one: foreign
+    commits in between are caught up with, and a table deleted and created again at the same
+    location (a new metaData id) is loaded afresh, never written on the old one's state."""
+    import shutil
+
+    from deltalake import DeltaTable
+
+    path = str(tmp_path / "t")
+    t = _delta(tmp_path)
+    t.append(rows([(3, "c", 2, 3, "x")]))
+    write_deltalake(path, rows([(4, "a", 1, 4, "y")]), mode="append")  # a foreign commit
+    done = t.append(rows([(5, "b", 0, 5, "x")]))
+    assert done.table_version == DeltaTable(path).version() == 3
+    assert sorted(DeltaTable(path).to_pyarrow_table()["id"].to_pylist()) == [1, 2, 3, 4, 5]
+
+    # The same location, a new table whose history is longer than the old one's.
+    shutil.rmtree(path)
+    for i in range(5):
+        write_deltalake(path, rows([(10 + i, "a", 0, i, "x")]), mode="append", partition_by=["p"])
+    again = li.open_table(path)
+    create_indexes(again)
+    # A delete reads the table's files: on the old table's state it would miss the new ones.
+    done = again.delete("v < 2")
+    assert done.table_version == DeltaTable(path).version() == 5 and done.rows_deleted == 2
+    done = again.append(rows([(20, "c", 1, 20, "y")]))
+    assert done.table_version == DeltaTable(path).version() == 6
+    got = DeltaTable(path).to_pyarrow_table()
+    assert sorted(got["id"].to_pylist()) == [12, 13, 14, 20]
+    assert sorted(again.lookup("by_k", ["a", "c"])["id"].to_pylist()) == [12, 13, 14, 20]
