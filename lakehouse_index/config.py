@@ -163,6 +163,8 @@ class CacheConfig:
     move_map_entries: int = 64
     #: Coverages kept (one per index snapshot and table version a lookup planned for).
     coverage_entries: int = 64
+    #: Decoded key bounds of index snapshots' files kept (one per snapshot a lookup read).
+    root_index_entries: int = 64
     #: Delta, per table: parsed commit files kept.
     delta_commit_entries: int = 100_000
     #: Delta, per table: replayed log states and built snapshots kept (each).

@@ -2,12 +2,14 @@
 
 Per key, at most three index object reads: the root index is in the log entry (no
 read), each candidate index file's footer is cached, then only the row groups whose
-statistics may hold a key are read.
+statistics may hold a key are read. The files a key may be in are found by bisection over
+the base files' key ranges (decoded once per snapshot), not by testing every file.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -185,6 +187,76 @@ class KeySet:
 
 
 @dataclass(frozen=True)
+class RootIndex:
+    """The key bounds of one snapshot's index files, decoded once, for choosing the files a
+    key may be in: by bisection over the base files, whose key ranges do not overlap (adjacent
+    files may share a bound key), and one by one over the rest (delta files, bucketed files,
+    files without bounds)."""
+
+    files: tuple[IndexFile, ...]
+    los: tuple[Any, ...]
+    his: tuple[Any, ...]
+    #: Positions of the bisected files, by lowest key, and their highest keys in that order.
+    ordered: tuple[int, ...]
+    ordered_his: tuple[Any, ...]
+    #: Positions of the files tested one by one.
+    others: tuple[int, ...]
+
+    @classmethod
+    def of(cls, files: tuple[IndexFile, ...], lead_type: pa.DataType) -> RootIndex:
+        t = lead_type
+        los: tuple[Any, ...] = tuple(K.from_json(f.min_key[0], t) if f.min_key else None for f in files)
+        his: tuple[Any, ...] = tuple(K.from_json(f.max_key[0], t) if f.max_key else None for f in files)
+        base = [
+            i
+            for i, f in enumerate(files)
+            if f.level is Level.BASE and f.bucket is None and los[i] is not None and his[i] is not None
+        ]
+        try:
+            base.sort(key=lambda i: los[i])
+            disjoint = all(his[a] <= los[b] for a, b in itertools.pairwise(base))
+        except TypeError:
+            disjoint = False
+        ordered = tuple(base) if disjoint else ()
+        kept = set(ordered)
+        others = tuple(i for i in range(len(files)) if i not in kept)
+        return cls(files, los, his, ordered, tuple(his[i] for i in ordered), others)
+
+    def candidates(self, keys: Selection) -> list[int]:
+        """Positions (ascending) of the files whose key bounds may hold one of ``keys``."""
+        found = {i for i in self.others if keys.may_hit(self.los[i], self.his[i], None)}
+        if isinstance(keys, KeySet) and not keys.has_null_leading:
+            try:
+                for k in keys.leading_sorted:
+                    j = bisect.bisect_left(self.ordered_his, k)
+                    while j < len(self.ordered) and self.los[self.ordered[j]] <= k:
+                        found.add(self.ordered[j])
+                        j += 1
+                return sorted(found)
+            except TypeError:
+                pass
+        found.update(i for i in self.ordered if keys.may_hit(self.los[i], self.his[i], None))
+        return sorted(found)
+
+
+#: (id of a snapshot's file tuple, its leading key type) → (that tuple, its root index): the
+#: tuple belongs to a cached, immutable log entry, and holding it keeps its id from being
+#: reused while cached. Size: ``CacheConfig.root_index_entries``.
+_ROOTS: SizedCache[tuple[int, str], RootIndex] = SizedCache("root_index_entries")
+
+
+def root_index(files: tuple[IndexFile, ...], lead_type: pa.DataType) -> RootIndex:
+    """The :class:`RootIndex` of ``files`` (cached per tuple)."""
+    key = (id(files), str(lead_type))
+    hit = _ROOTS.get(key)
+    if hit is not None and hit.files is files:
+        return hit
+    found = RootIndex.of(files, lead_type)
+    _ROOTS[key] = found
+    return found
+
+
+@dataclass(frozen=True)
 class RowFilter:
     """Index rows matching a predicate over index columns (a range, any condition): read whole.
 
@@ -228,17 +300,13 @@ def read_entries(
     ``buckets``: for bucketed (covering) indexes, the only buckets that can hold the keys.
     """
     stats = stats if stats is not None else ReadStats()
-    lead_type = schema.field(key_columns[0]).type
+    root = root_index(tuple(files), schema.field(key_columns[0]).type)
+    stats.files_considered += len(root.files)
     parts = []
-    for f in files:
-        stats.files_considered += 1
+    for f in (root.files[i] for i in root.candidates(keys)):
         if f.level is Level.DELTA and f.min_ordinal is not None and f.min_ordinal > cap:
             continue
         if buckets is not None and f.bucket is not None and f.bucket not in buckets:
-            continue
-        lo = K.from_json(f.min_key[0], lead_type) if f.min_key else None
-        hi = K.from_json(f.max_key[0], lead_type) if f.max_key else None
-        if not keys.may_hit(lo, hi, None):
             continue
         uri = join_uri(index_dir, f.path)
         groups = keys.groups(FOOTERS.bounds(storage, uri, f.size, key_columns[0]))
