@@ -192,22 +192,31 @@ def sorted_batches(table: pa.Table, order: list[tuple[str, str]], **take: int) -
     yield from sec.take_rows(table, pc.sort_indices(table, sort_keys=order), **take).to_batches()
 
 
-#: Rows compared first by :func:`in_order`, spread over the table: most unsorted tables fail there.
+#: Rows compared first by :func:`in_order`, spread over a table of more than
+#: ``_ORDER_SAMPLE_FROM`` rows: most unsorted tables fail there. Smaller tables are compared
+#: whole at once (cheaper than cutting the sample out of them).
 _ORDER_SAMPLE = 1024
+_ORDER_SAMPLE_FROM = 1 << 16
 
 
 def in_order(table: pa.Table, order: list[tuple[str, str]]) -> bool:
     """Whether the rows of ``table`` are sorted by ``order`` already (nulls and NaNs: never)."""
     n = table.num_rows
-    if n < 2:
-        return True
-    if n > 4 * _ORDER_SAMPLE:
+    if n > _ORDER_SAMPLE_FROM:
         # One-row slices, not ``take``: take gathers each column into one array first, which
         # fails for a string column of more than 2 GiB (an in-process index of 100M e-mails).
         keys = table.select([name for name, _ in order])
         rows = np.linspace(0, n - 1, _ORDER_SAMPLE).astype(np.int64).tolist()
-        if not in_order(pa.concat_tables([keys.slice(i, 1) for i in rows]), order):
+        if not _sorted(pa.concat_tables([keys.slice(i, 1) for i in rows]), order):
             return False
+    return _sorted(table, order)
+
+
+def _sorted(table: pa.Table, order: list[tuple[str, str]]) -> bool:
+    """:func:`in_order`, comparing every adjacent pair of rows."""
+    n = table.num_rows
+    if n < 2:
+        return True
     tied: pa.ChunkedArray | pa.Array | None = None  # adjacent pairs equal on every column so far
     for name, direction in order:
         column = table[name]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from unittest import mock
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -13,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from lakehouse_index.config import ExecutorConfig
+from lakehouse_index.executors import writer
 from lakehouse_index.executors.writer import FileWriter, in_order, sorted_batches
 from lakehouse_index.io import Storage
 
@@ -57,8 +59,6 @@ def test_row_groups_are_whole_whatever_the_batches(
     """Whole row groups in order, whether rows are written as soon as a group is full, held up
     to the row bound, or flushed by the byte bound."""
     if flush is not None:
-        from lakehouse_index.executors import writer
-
         monkeypatch.setattr(writer, "_FLUSH_ROWS", flush[0])
         monkeypatch.setattr(writer, "_FLUSH_BYTES", flush[1])
     sizes = [10_000, 3, 1, 5_000, ROW_GROUP_ROWS, 7_777]
@@ -138,12 +138,14 @@ def test_sorted_batches_equal_sort_by(
     presorted=st.booleans(),
     swap=st.integers(0, 12_000),
     descending=st.booleans(),
+    sample_from=st.sampled_from([writer._ORDER_SAMPLE_FROM, 8]),
 )
 def test_in_order_is_exactly_sortedness(
-    keys: list[tuple[str | None, float]], presorted: bool, swap: int, descending: bool
+    keys: list[tuple[str | None, float]], presorted: bool, swap: int, descending: bool, sample_from: int
 ) -> None:
     """``in_order`` says True only for rows already in the order (so the writer may skip the
-    sort), and says it for sorted rows without nulls or NaNs, on any chunking."""
+    sort), and says it for sorted rows without nulls or NaNs, on any chunking; also when a
+    sample is compared first (``sample_from`` rows and more; 8: on these small tables too)."""
     table = pa.table(
         {
             "k": pa.array([k for k, _ in keys], pa.string()),
@@ -161,7 +163,8 @@ def test_in_order_is_exactly_sortedness(
             idx[i], idx[j] = idx[j], idx[i]
             table = table.take(pa.array(idx))
     chunked = pa.concat_tables([table.slice(0, len(keys) // 3), table.slice(len(keys) // 3)])
-    got = in_order(chunked, order)
+    with mock.patch.object(writer, "_ORDER_SAMPLE_FROM", sample_from):
+        got = in_order(chunked, order)
     # a stable sort leaves sorted rows where they are, and moves some row of unsorted ones
     sorted_already = pc.sort_indices(table, sort_keys=order).to_pylist() == list(range(len(keys)))
     clean = not table["k"].null_count and not pc.any(pc.is_nan(table["v"])).as_py()
@@ -174,7 +177,7 @@ def test_in_order_is_exactly_sortedness(
 @pytest.mark.parametrize("swap_at", [None, 0, 7_777, 19_998])
 def test_in_order_on_large_tables_checks_every_row(swap_at: int | None) -> None:
     """Past the sampled pre-check, one pair out of place anywhere is still seen."""
-    keys = [f"{i:06d}" for i in range(20_000)]
+    keys = [f"{i:06d}" for i in range(writer._ORDER_SAMPLE_FROM + 20_000)]
     if swap_at is not None:
         keys[swap_at], keys[swap_at + 1] = keys[swap_at + 1], keys[swap_at]
     table = pa.table({"k": pa.array(keys, pa.string()), "r": pa.array([0] * len(keys), pa.int64())})
