@@ -9,7 +9,6 @@ the base files' key ranges (decoded once per snapshot), not by testing every fil
 from __future__ import annotations
 
 import bisect
-import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -53,6 +52,13 @@ class GroupBounds:
             maxes.append(st.max if has else None)
             nulls.append(st.null_count if st is not None and st.has_null_count else None)
             all_null.append(not has and nulls[-1] == group.num_rows)
+        return cls.of_bounds(mins, maxes, nulls, all_null)
+
+    @classmethod
+    def of_bounds(
+        cls, mins: Sequence[Any], maxes: Sequence[Any], nulls: Sequence[int | None], all_null: Sequence[bool]
+    ) -> GroupBounds:
+        """Bounds of groups in order (row groups of a file, or files of a snapshot)."""
         try:
             ordered = all(m is not None for m in mins) and all(
                 mins[i] <= mins[i + 1] and maxes[i] <= maxes[i + 1] for i in range(len(mins) - 1)
@@ -189,16 +195,16 @@ class KeySet:
 @dataclass(frozen=True)
 class RootIndex:
     """The key bounds of one snapshot's index files, decoded once, for choosing the files a
-    key may be in: by bisection over the base files, whose key ranges do not overlap (adjacent
-    files may share a bound key), and one by one over the rest (delta files, bucketed files,
-    files without bounds)."""
+    key may be in: the base files, by lowest key, as :class:`GroupBounds` (bisected when their
+    bounds are ordered, as the writer lays them out), and the rest (delta files, bucketed
+    files, files without bounds) tested one by one."""
 
     files: tuple[IndexFile, ...]
     los: tuple[Any, ...]
     his: tuple[Any, ...]
-    #: Positions of the bisected files, by lowest key, and their highest keys in that order.
-    ordered: tuple[int, ...]
-    ordered_his: tuple[Any, ...]
+    #: Positions of the base files, by lowest key, and their bounds in that order.
+    base: tuple[int, ...]
+    bounds: GroupBounds
     #: Positions of the files tested one by one.
     others: tuple[int, ...]
 
@@ -214,28 +220,19 @@ class RootIndex:
         ]
         try:
             base.sort(key=lambda i: los[i])
-            disjoint = all(his[a] <= los[b] for a, b in itertools.pairwise(base))
         except TypeError:
-            disjoint = False
-        ordered = tuple(base) if disjoint else ()
-        kept = set(ordered)
+            base = []
+        kept = set(base)
         others = tuple(i for i in range(len(files)) if i not in kept)
-        return cls(files, los, his, ordered, tuple(his[i] for i in ordered), others)
+        bounds = GroupBounds.of_bounds(
+            [los[i] for i in base], [his[i] for i in base], [None] * len(base), [False] * len(base)
+        )
+        return cls(files, los, his, tuple(base), bounds, others)
 
     def candidates(self, keys: Selection) -> list[int]:
         """Positions (ascending) of the files whose key bounds may hold one of ``keys``."""
         found = {i for i in self.others if keys.may_hit(self.los[i], self.his[i], None)}
-        if isinstance(keys, KeySet) and not keys.has_null_leading:
-            try:
-                for k in keys.leading_sorted:
-                    j = bisect.bisect_left(self.ordered_his, k)
-                    while j < len(self.ordered) and self.los[self.ordered[j]] <= k:
-                        found.add(self.ordered[j])
-                        j += 1
-                return sorted(found)
-            except TypeError:
-                pass
-        found.update(i for i in self.ordered if keys.may_hit(self.los[i], self.his[i], None))
+        found.update(self.base[j] for j in keys.groups(self.bounds))
         return sorted(found)
 
 

@@ -51,7 +51,7 @@ def test_candidates_equal_testing_every_file(files: tuple[IndexFile, ...], keys:
 def test_base_files_of_adjacent_ranges_are_bisected_and_cached() -> None:
     files = tuple(IndexFile(f"b{i}", 1, 1, Level.BASE, (10 * i,), (10 * i + 10,)) for i in range(100))
     root = root_index(files, pa.int64())
-    assert len(root.ordered) == 100 and root.others == ()
+    assert len(root.base) == 100 and root.bounds.ordered and root.others == ()
     assert root_index(files, pa.int64()) is root
     # 20 is the upper bound of file 1 and the lower bound of file 2: both may hold it
     assert root.candidates(KeySet.build([(20,), (555,)], SCHEMA, ["k"])) == [1, 2, 55]
