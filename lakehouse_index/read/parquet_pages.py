@@ -274,7 +274,7 @@ _PH_TYPE, _PH_UNCOMPRESSED, _PH_COMPRESSED = 1, 2, 3
 _PH_CRC, _PH_DATA_V1, _PH_DICTIONARY, _PH_DATA_V2 = 4, 5, 7, 8
 _DATA_PAGE, _DICTIONARY_PAGE, _DATA_PAGE_V2 = 0, 2, 3
 _OPTIONAL, _REPEATED, _INT96 = 1, 2, 3
-_RLE, _RLE_DICTIONARY = 3, 8
+_PLAIN, _RLE = 0, 3
 #: Codecs decompressed here (pyarrow names); others (LZO, Hadoop LZ4) take the one-column path.
 _CODECS = {1: "snappy", 2: "gzip", 4: "brotli", 6: "zstd", 7: "lz4_raw"}
 _DICTIONARY_ENCODINGS = (2, 8)  # PLAIN_DICTIONARY, RLE_DICTIONARY
@@ -953,8 +953,10 @@ def _dictionary_values(
 
     Fixed-width values whose Parquet layout is Arrow's (``_PLAIN_WIDTHS``) are taken as they
     are (4-10x faster than the decode below, measured on 400 KB pages). Otherwise pyarrow
-    reads a one-column file of the page, decompressed, followed by a data page whose
-    dictionary indexes are 0, 1, ..., n - 1 (and no nulls).
+    reads a one-column file of one PLAIN data page holding the dictionary page's values,
+    decompressed (a dictionary page is PLAIN-encoded values, and no nulls): about half
+    the time of decoding the page as a dictionary and then every index 0, ..., n - 1
+    (1.2 ms against 2.6 ms for 35,000 strings).
     """
     if page is None:
         return None
@@ -966,24 +968,14 @@ def _dictionary_values(
     width = _PLAIN_WIDTHS.get((int(_get(chunk.meta, _CMD_TYPE)), t))
     if width is not None:  # PLAIN values of these types are Arrow's own buffer layout
         return pa.Array.from_buffers(t, n, [None, pa.py_buffer(body)]) if len(body) == n * width else None
-    header = {f: v for f, v in page.header.items() if f != _PH_CRC}
-    header[_PH_COMPRESSED] = (_I32, len(body))
-    plain = encode_struct(header)
-    dictionary = _Page(plain + body, header, len(plain))
-    width = max(1, (n - 1).bit_length())
-    padded = np.minimum(np.arange(-(-n // 8) * 8, dtype=np.int64), n - 1)
-    bits = ((padded[:, None] >> np.arange(width)) & 1).astype(np.uint8).ravel()
-    run = bytearray()
-    _put_varint(run, (len(padded) // 8) << 1 | 1)
-    values = bytes([width]) + bytes(run) + np.packbits(bits, bitorder="little").tobytes()
     levels = b""
-    if chunk.optional:
+    if chunk.optional:  # one run of n definition levels of 1
         rle = bytearray()
         _put_varint(rle, n << 1)
         rle.append(1)
         levels = len(rle).to_bytes(4, "little") + bytes(rle)
-    data_body = levels + values
-    v1: Struct = {1: (_I32, n), 2: (_I32, _RLE_DICTIONARY), 3: (_I32, _RLE), 4: (_I32, _RLE)}
+    data_body = levels + body
+    v1: Struct = {1: (_I32, n), 2: (_I32, _PLAIN), 3: (_I32, _RLE), 4: (_I32, _RLE)}
     data_header: Struct = {
         _PH_TYPE: (_I32, _DATA_PAGE),
         _PH_UNCOMPRESSED: (_I32, len(data_body)),
@@ -992,7 +984,7 @@ def _dictionary_values(
     }
     encoded = encode_struct(data_header)
     data = _Page(encoded + data_body, data_header, len(encoded))
-    file = _one_column_file(index, chunk, n, dictionary, [data], codec=0)
+    file = _one_column_file(index, chunk, n, None, [data], codec=0)
     column = _decode(file, t, None)
     return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
