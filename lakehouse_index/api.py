@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -35,6 +34,7 @@ from lakehouse_index.errors import (
 )
 from lakehouse_index.executors import LocalExecutor, executor_for
 from lakehouse_index.io import Storage, join_uri, normalize_uri
+from lakehouse_index.io.parallel import shared_pool
 from lakehouse_index.kinds.base import BuildContext, kind_of
 from lakehouse_index.log.entry import Content, IndexState, LogEntry, Operation, SourceState
 from lakehouse_index.log.lifecycle import OpContext, OpResult, run_operation
@@ -65,10 +65,6 @@ if TYPE_CHECKING:
 
 _M = TypeVar("_M", bound=Enum)
 _R = TypeVar("_R")
-
-#: Reads of index logs that overlap with reads of the table's log (``IndexLog`` is thread-safe;
-#: the table source stays on the caller's thread).
-_LOG_READS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="lakehouse-index-log")
 
 
 class RefreshMode(str, Enum):
@@ -623,7 +619,9 @@ class Table:
             snapshots = self._snapshots(name)
             target = self.snapshot(version_as_of, timestamp_as_of)
             return planner.plan(self.source, name, snapshots, target, len(keys), self.config)
-        pending = _LOG_READS.submit(self._snapshots, name)
+        # The index's log is read while the table's log is (``IndexLog`` is thread-safe; the
+        # table source stays on the caller's thread).
+        pending = shared_pool("lakehouse-index-log", 4).submit(self._snapshots, name)
         try:
             target = self.snapshot(version_as_of, timestamp_as_of)
         except BaseException:

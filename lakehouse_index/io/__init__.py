@@ -173,6 +173,12 @@ class Storage:
         clock skew of the store: :attr:`StorageBackend.mtime_slack_ms`)."""
         return self.backend.mtime_slack_ms
 
+    @property
+    def concurrent_reads(self) -> bool:
+        """Whether several small reads are worth issuing at once
+        (:attr:`StorageBackend.concurrent_reads`)."""
+        return self.backend.concurrent_reads
+
     def _split(self, path: str) -> str:
         """The path inside this storage's pyarrow filesystem."""
         scheme = uri_scheme(path)

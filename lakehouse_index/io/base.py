@@ -104,6 +104,9 @@ class StorageBackend(abc.ABC):
     #: treats data of unknown origin modified within this margin of its start as written after
     #: it (by an operation that began once the vacuum was cancelled).
     mtime_slack_ms: int = 10_000
+    #: Whether a request waits on the network: several small reads are then worth sending at
+    #: once. A local read costs less than handing it to a thread.
+    concurrent_reads: bool = True
 
     def __init__(self, options: Mapping[str, str]) -> None:
         self.options = dict(options)

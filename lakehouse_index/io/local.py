@@ -17,6 +17,8 @@ class LocalBackend(StorageBackend):
 
     #: Nanosecond modification times from this machine's own clock.
     mtime_slack_ms = 0
+    #: Reads served by the OS page cache: one after the other.
+    concurrent_reads = False
 
     def filesystem(self) -> pafs.FileSystem:
         return pafs.LocalFileSystem()

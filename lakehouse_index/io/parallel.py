@@ -8,13 +8,15 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-__all__ = ["each_file"]
+__all__ = ["each_file", "shared_pool"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 #: Most threads one call uses.
 MAX_THREADS = 8
+
+_POOLS: dict[tuple[str, int, int], ThreadPoolExecutor] = {}
 
 
 def each_file(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
@@ -30,3 +32,16 @@ def each_file(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="each-file") as pool:
         futures = [pool.submit(fn, i) for i in items]
     return [f.result() for f in futures]
+
+
+def shared_pool(name: str, workers: int) -> ThreadPoolExecutor:
+    """The long-lived pool of ``workers`` threads named ``name`` of this process.
+
+    Keyed by process id: a forked child (a Spark Python worker) gets pools of its own,
+    since the parent's threads do not exist there.
+    """
+    key = (name, workers, os.getpid())
+    pool = _POOLS.get(key)
+    if pool is None:
+        pool = _POOLS.setdefault(key, ThreadPoolExecutor(workers, thread_name_prefix=name))
+    return pool

@@ -42,13 +42,13 @@ import re
 import threading
 import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow.fs as pafs
 
 from lakehouse_index.config import LogConfig
 from lakehouse_index.errors import ConcurrentIndexUpdate, IndexLogError
 from lakehouse_index.io import ObjectExistsError, Storage, join_uri
+from lakehouse_index.io.parallel import shared_pool
 from lakehouse_index.log.entry import IndexState, LogEntry
 
 #: The folder of side-car indexes under a table root (the default index root).
@@ -229,9 +229,9 @@ class IndexLog:
             ids = self.list_ids()
             for _ in range(_MAX_RELISTS):
                 missing = [i for i in ids if i not in self._entries]
-                if len(missing) > 1:  # a cold reader: fetch them concurrently, one round trip
-                    with ThreadPoolExecutor(min(len(missing), _MAX_CONCURRENT_READS)) as pool:
-                        list(pool.map(self._try_read, missing))
+                if len(missing) > 1 and self.storage.concurrent_reads:
+                    # A cold reader of an object store: fetch them concurrently, one round trip.
+                    list(shared_pool("index-log-reads", _MAX_CONCURRENT_READS).map(self._try_read, missing))
                 found = [self._try_read(i) for i in ids]
                 if all(e is not None for e in found):
                     return [e for e in found if e is not None]

@@ -12,9 +12,7 @@ files the index does not cover are scanned with the same key filter.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Hashable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import TypeVar
 
@@ -26,6 +24,7 @@ import pyarrow.fs as pafs
 from lakehouse_index.config import ReadConfig, SizedCache
 from lakehouse_index.expressions.types import orders_alike
 from lakehouse_index.io import Storage
+from lakehouse_index.io.parallel import shared_pool
 from lakehouse_index.kinds import keys as K
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds.base import kind_of
@@ -277,19 +276,7 @@ def _each_file(fn: Callable[[FileEntry], _T], files: Sequence[FileEntry], read: 
     """``fn`` of each file, in order; up to ``read.parallel_files`` files at a time."""
     if len(files) <= 1 or read.parallel_files <= 1:
         return [fn(fe) for fe in files]
-    return list(_file_pool(read.parallel_files).map(fn, files))
-
-
-_POOLS: dict[tuple[int, int], ThreadPoolExecutor] = {}
-
-
-def _file_pool(size: int) -> ThreadPoolExecutor:
-    """A pool of ``size`` threads for per-file reads (one per process and size)."""
-    key = (os.getpid(), size)
-    pool = _POOLS.get(key)
-    if pool is None:
-        pool = _POOLS.setdefault(key, ThreadPoolExecutor(size, thread_name_prefix="lookup-files"))
-    return pool
+    return list(shared_pool("lookup-files", read.parallel_files).map(fn, files))
 
 
 def _may_hold(plan: LookupPlan, fe: FileEntry, layout: FileLayout) -> bool:

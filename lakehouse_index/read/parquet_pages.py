@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import os
 import struct
 import sys
 from collections.abc import Hashable, Iterator, MutableMapping
@@ -46,6 +45,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakehouse_index.errors import LakehouseIndexError
+from lakehouse_index.io.parallel import shared_pool
 
 __all__ = [
     "MAX_THRIFT_DEPTH",
@@ -563,7 +563,7 @@ def _fetch(
             raise ValueError(f"short read at {start}: {len(blob)} of {end - start} bytes")
         return blob
 
-    blobs = list(_READERS.map(read, runs)) if concurrent and len(runs) > 1 else [read(r) for r in runs]
+    blobs = list(_readers().map(read, runs)) if concurrent and len(runs) > 1 else [read(r) for r in runs]
     out = [memoryview(b"")] * len(ranges)
     for (start, _, members), blob in zip(runs, blobs, strict=True):
         for k in members:
@@ -734,7 +734,7 @@ def read_group_rows(
         decoded.update(
             zip(
                 [plan.chunk.name for plan, _ in work],
-                _DECODERS.map(_decode, *args) if len(work) > 1 else map(_decode, *args),
+                _decoders().map(_decode, *args) if len(work) > 1 else map(_decode, *args),
                 strict=True,
             )
         )
@@ -772,7 +772,7 @@ def _read_by_dictionary(
     if missing:
         raw = _dictionary_pages(handle, missing, concurrent)
         types = [schema.field(c.name).type for c in missing]
-        loaded = _DECODERS.map(_dictionary_values, [index] * len(missing), missing, raw, types)
+        loaded = _decoders().map(_dictionary_values, [index] * len(missing), missing, raw, types)
         for chunk, page, values in zip(missing, raw, loaded, strict=True):
             read += len(page.data) if page is not None else 0
             if values is not None:
@@ -1022,30 +1022,15 @@ def _dictionary_pages(
     return out
 
 
-def _pool() -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max(2, min(8, pa.cpu_count())), thread_name_prefix="parquet-pages")
+def _decoders() -> ThreadPoolExecutor:
+    """Decodes the one-column files of a read in parallel (pyarrow decodes without the GIL)."""
+    return shared_pool("parquet-pages", max(2, min(8, pa.cpu_count())))
 
 
-def _io_pool() -> ThreadPoolExecutor:
-    # Waiting on storage, not on the CPU: as many requests in flight as an object store likes.
-    return ThreadPoolExecutor(16, thread_name_prefix="parquet-ranges")
-
-
-#: Decodes the one-column files of a read in parallel, and fetches the merged ranges of a
-#: read concurrently (one pool each per process: a forked child gets new ones, the
-#: parent's threads do not exist there).
-_DECODERS = _pool()
-_READERS = _io_pool()
-
-
-def _new_pool_after_fork() -> None:
-    global _DECODERS, _READERS
-    _DECODERS = _pool()
-    _READERS = _io_pool()
-
-
-if hasattr(os, "register_at_fork"):  # POSIX
-    os.register_at_fork(after_in_child=_new_pool_after_fork)
+def _readers() -> ThreadPoolExecutor:
+    """Fetches the merged ranges of a read concurrently: waiting on storage, not on the CPU,
+    as many requests in flight as an object store likes."""
+    return shared_pool("parquet-ranges", 16)
 
 
 def _decode(data: bytes, t: pa.DataType, positions: np.ndarray | None) -> pa.ChunkedArray | None:
