@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socketserver
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -16,6 +17,12 @@ def moto_s3(*buckets: str) -> Iterator[dict[str, str]]:
 
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0)
     server.start()
+    # Stopping joins the threads serving open connections, and a client's idle keep-alive
+    # connection (a cached filesystem or deltalake table of another test) holds one until
+    # the client times it out: 12-19 s in full runs. The threads are daemons: do not wait.
+    inner = server._server  # moto exposes no option for it
+    assert isinstance(inner, socketserver.ThreadingMixIn)
+    inner.block_on_close = False
     host, port = server.get_host_and_port()
     options = {
         "AWS_ENDPOINT_URL": f"http://{host}:{port}",
