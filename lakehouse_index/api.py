@@ -614,8 +614,7 @@ class Table:
         round trip instead of two when warm); on local files, where a read costs less than
         handing work to a thread, one after the other (``LogConfig.concurrent_reads``).
         """
-        concurrent = self.config.log.concurrent_reads
-        if not (self.storage.scheme != "file" if concurrent is None else concurrent):
+        if not self.config.log.reads_concurrently(self.storage.concurrent_reads):
             snapshots = self._snapshots(name)
             target = self.snapshot(version_as_of, timestamp_as_of)
             return planner.plan(self.source, name, snapshots, target, len(keys), self.config)

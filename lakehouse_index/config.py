@@ -135,9 +135,15 @@ class LogConfig:
     min_retention_s: float = 24 * 3600.0
     #: ``vacuum_index`` keeps snapshots younger than this many hours by default.
     vacuum_retention_hours: float = 168.0
-    #: Read the index log concurrently with the table's log on a lookup: None (default) on
-    #: object stores only (on local files a read costs less than handing it to a thread).
+    #: Read the index log concurrently with the table's log on a lookup, and a cold reader's
+    #: entries concurrently: None (default) on object stores only (on local files a read costs
+    #: less than handing it to a thread).
     concurrent_reads: bool | None = None
+
+    def reads_concurrently(self, storage_concurrent: bool) -> bool:
+        """Whether reads overlap, on a storage whose requests wait on the network when
+        ``storage_concurrent`` (``Storage.concurrent_reads``)."""
+        return storage_concurrent if self.concurrent_reads is None else self.concurrent_reads
 
 
 @dataclass(frozen=True)

@@ -229,7 +229,7 @@ class IndexLog:
             ids = self.list_ids()
             for _ in range(_MAX_RELISTS):
                 missing = [i for i in ids if i not in self._entries]
-                if len(missing) > 1 and self.storage.concurrent_reads:
+                if len(missing) > 1 and self.config.reads_concurrently(self.storage.concurrent_reads):
                     # A cold reader of an object store: fetch them concurrently, one round trip.
                     list(shared_pool("index-log-reads", _MAX_CONCURRENT_READS).map(self._try_read, missing))
                 found = [self._try_read(i) for i in ids]
