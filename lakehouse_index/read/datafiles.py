@@ -61,12 +61,14 @@ from lakehouse_index.errors import QueryError, TableFormatError
 from lakehouse_index.io.versioned import open_versioned, stat_versioned
 from lakehouse_index.read.parquet_pages import (
     NO_PAGE_INDEX,
+    UNINDEXED,
     PageIndex,
     PageIndexError,
     load_page_index,
     plain_type,
     read_group_rows,
     read_tail,
+    walk_page_headers,
 )
 from lakehouse_index.source import Column, EqualityDeletes, FileEntry, FileIO, Snapshot, Subfield
 
@@ -149,8 +151,9 @@ class FileLayout:
 FileKey = tuple[str, int, int, int, str]
 
 _FOOTERS: SizedCache[FileKey, FileLayout] = SizedCache("footer_entries")
-#: Page indexes of the files point-read page by page (larger than footers: fewer of them).
-_PAGES: SizedCache[FileKey, PageIndex] = SizedCache("page_index_entries")
+#: Page indexes of the files point-read page by page (larger than footers: fewer of them); of
+#: a file without offset indexes, per (file key, row group), from its page headers.
+_PAGES: SizedCache[Hashable, PageIndex] = SizedCache("page_index_entries")
 #: Decoded dictionary pages, per (file key, row group, column), weighted by Arrow size.
 _DICTIONARIES: SizedCache[Hashable, pa.Array] = SizedCache("dictionary_bytes", getsizeof=lambda a: a.nbytes)
 
@@ -674,11 +677,16 @@ def _read_group_rows(
     if group_rows <= config.page_read_min_rows or len(local) > config.point_read_max_rows:
         return without_views(pf.read_row_group(group, columns=stored)).take(pa.array(local))
     try:
+        concurrent = not opened.local
         pages = _PAGES.get(key)
         if pages is None:
             pages = load_page_index(handle, layout.metadata, layout.schema, opened.tail)
             _PAGES[key] = pages
-        concurrent = not opened.local
+        if pages is UNINDEXED:  # pyarrow's and pyiceberg's default: find the pages by their headers
+            pages = _PAGES.get((key, group))
+            if pages is None:
+                pages = walk_page_headers(handle, layout.metadata, layout.schema, group, opened.tail, concurrent)
+                _PAGES[(key, group)] = pages
         read = read_group_rows(
             handle, pages, layout.schema, group, local, stored, _DICTIONARIES, key, concurrent=concurrent
         )

@@ -17,8 +17,9 @@ decodes that file as it decodes the original chunk, so the values and Arrow type
 those of a whole row-group read.
 
 Served: top-level primitive columns that are not repeated and not INT96, in files with
-an offset index, a plaintext footer and no encrypted columns, whose Arrow type is not a
-dictionary. Data page v1 and v2, every encoding and codec pyarrow reads. A column the
+a plaintext footer and no encrypted columns, whose Arrow type is not a dictionary. A file
+without offset indexes (pyarrow's default, so pyiceberg's) has its pages found by reading
+each page header of the row group's chunks in turn (:func:`walk_page_headers`). Data page v1 and v2, every encoding and codec pyarrow reads. A column the
 page path cannot serve is left out of :func:`read_group_rows`' answer, and the caller
 reads that column of the row group as usual; the other columns still go page by page.
 
@@ -55,6 +56,7 @@ __all__ = [
     "PageIndex",
     "PageIndexError",
     "PageRead",
+    "UNINDEXED",
     "ThriftDecodeError",
     "decode_struct",
     "encode_struct",
@@ -62,6 +64,7 @@ __all__ = [
     "plain_type",
     "read_group_rows",
     "read_tail",
+    "walk_page_headers",
 ]
 
 # --------------------------------------------------------------------------- Thrift compact protocol
@@ -332,8 +335,12 @@ class PageIndex:
     chunks: dict[tuple[int, str], ColumnPages]
 
 
-#: The index of a file the page path cannot serve (no offset index, or one that does not decode).
+#: The index of a file the page path cannot serve (an offset index or page header that does
+#: not decode, an encrypted footer).
 NO_PAGE_INDEX = PageIndex(1, b"", None, {})
+#: The index of a file without any offset index: its row groups' pages are found by
+#: :func:`walk_page_headers`.
+UNINDEXED = PageIndex(1, b"", None, {})
 
 
 @contextlib.contextmanager
@@ -354,25 +361,63 @@ def load_page_index(
     ``metadata`` and ``schema`` are the file's footer and Arrow schema as pyarrow reads
     them. ``tail`` is the end of the file when the caller already read it (see
     :func:`read_tail`): the footer, and offset indexes lying in it, are then taken from it
-    instead of read again. A file without any offset index is not read (an index without
-    chunks). Columns the page path cannot serve are left out. :class:`PageIndexError` when
-    the footer or an offset index does not decode.
+    instead of read again. A file without any offset index is not read: the answer is
+    :data:`UNINDEXED` (its pages can be found by :func:`walk_page_headers`). Columns the
+    page path cannot serve are left out. :class:`PageIndexError` when the footer or an
+    offset index does not decode.
     """
     if not any(
         metadata.row_group(g).column(c).has_offset_index
         for g in range(metadata.num_row_groups)
         for c in range(metadata.num_columns)
     ):
+        return UNINDEXED
+    found = _footer(handle, metadata, tail)
+    if found is None:
         return NO_PAGE_INDEX
+    src, footer = found
+    with _decoding("the page index"):  # not the footer or offset index we expect
+        return _page_index(src, decode_struct(footer)[0], schema)
+
+
+def walk_page_headers(
+    handle: pa.NativeFile,
+    metadata: pq.FileMetaData,
+    schema: pa.Schema,
+    group: int,
+    tail: Bytes | None = None,
+    concurrent: bool = True,
+) -> PageIndex:
+    """The pages of row group ``group`` of a file without offset indexes (:data:`UNINDEXED`),
+    found by reading each page header of its column chunks in turn.
+
+    What an offset index would say, at the cost of one small read per page (the chunks'
+    headers are read one after the other, the chunks of several columns concurrently
+    unless ``concurrent`` is false). pyarrow and pyiceberg write no offset index by
+    default; without one a point read would decode the whole row group. The index holds
+    only that row group's chunks. :class:`PageIndexError` when the footer or a page header
+    does not decode, or the pages do not fill their chunk exactly.
+    """
+    found = _footer(handle, metadata, tail)
+    if found is None:
+        return NO_PAGE_INDEX
+    src, footer = found
+    with _decoding(f"the page headers of row group {group}"):
+        return _page_index(src, decode_struct(footer)[0], schema, walk=(group, concurrent))
+
+
+def _footer(
+    handle: pa.NativeFile, metadata: pq.FileMetaData, tail: Bytes | None
+) -> tuple[_Source, memoryview] | None:
+    """The file as a :class:`_Source` holding its end, and its footer's bytes (None when the
+    end of the file is not the footer pyarrow read)."""
     footer_len = metadata.serialized_size
     size = handle.size()
     if tail is None or len(tail) < footer_len + 8:
         tail = handle.read_at(footer_len + 8, size - footer_len - 8)
     if tail[-4:] != _MAGIC or int.from_bytes(tail[-8:-4], "little") != footer_len:
-        return NO_PAGE_INDEX
-    footer = memoryview(tail)[len(tail) - footer_len - 8 :]
-    with _decoding("the page index"):  # not the footer or offset index we expect
-        return _page_index(_Source(handle, size - len(tail), tail), decode_struct(footer)[0], schema)
+        return None
+    return _Source(handle, size - len(tail), tail), memoryview(tail)[len(tail) - footer_len - 8 :]
 
 
 def read_tail(handle: pa.NativeFile, length: int) -> tuple[pq.FileMetaData, bytes]:
@@ -409,7 +454,11 @@ class _Source:
     head: Bytes = b""
 
 
-def _page_index(handle: _Source, fmd: Struct, schema: pa.Schema) -> PageIndex:
+def _page_index(
+    handle: _Source, fmd: Struct, schema: pa.Schema, walk: tuple[int, bool] | None = None
+) -> PageIndex:
+    """The pages of every served chunk with an offset index; with ``walk`` (row group,
+    concurrently), those of every served chunk of that row group, from its page headers."""
     if _FMD_ENCRYPTION in fmd:
         return NO_PAGE_INDEX
     elements = _get(fmd, _FMD_SCHEMA)[1]
@@ -421,12 +470,15 @@ def _page_index(handle: _Source, fmd: Struct, schema: pa.Schema) -> PageIndex:
         if name in schema.names and not pa.types.is_dictionary(schema.field(name).type):
             one = pa.schema([schema.field(name)]).serialize().to_pybytes()
             served[name] = (leaf, encode_struct(el), base64.b64encode(one) if _ARROW_SCHEMA in kv else None)
+    needed = set() if walk is not None else {_CC_OI_OFFSET, _CC_OI_LENGTH}
     found: list[tuple[int, str, Struct, int]] = []  # (row group, name, ColumnChunk, rows)
     for g, rg in enumerate(_get(fmd, _FMD_ROW_GROUPS)[1]):
+        if walk is not None and g != walk[0]:
+            continue
         columns = _get(rg, _RG_COLUMNS)[1]
         for name, (leaf, _, _) in served.items():
             cc = columns[leaf]
-            if {_CC_META, _CC_OI_OFFSET, _CC_OI_LENGTH} <= cc.keys() and not {
+            if {_CC_META, *needed} <= cc.keys() and not {
                 _CC_FILE_PATH,
                 _CC_CRYPTO,
                 _CC_ENCRYPTED_META,
@@ -434,13 +486,31 @@ def _page_index(handle: _Source, fmd: Struct, schema: pa.Schema) -> PageIndex:
                 found.append((g, name, cc, _get(rg, _RG_NUM_ROWS)))
     if not found:
         return NO_PAGE_INDEX
-    offset_indexes = _fetch(
-        handle, [(_get(cc, _CC_OI_OFFSET), _get(cc, _CC_OI_LENGTH)) for _, _, cc, _ in found]
-    )
+    locations: list[tuple[np.ndarray, np.ndarray, np.ndarray] | None]
+    if walk is None:
+        offset_indexes = _fetch(
+            handle, [(_get(cc, _CC_OI_OFFSET), _get(cc, _CC_OI_LENGTH)) for _, _, cc, _ in found]
+        )
+        locations = [
+            _offset_index(raw, rows) for (_, _, _, rows), raw in zip(found, offset_indexes, strict=True)
+        ]
+    else:
+        metas = [_get(cc, _CC_META) for _, _, cc, _ in found]
+        rows = [r for _, _, _, r in found]
+        walked = (
+            _readers().map(_walk_chunk, [handle] * len(metas), metas)
+            if walk[1]
+            else map(_walk_chunk, [handle] * len(metas), metas)
+        )
+        locations = [None if w is None or w[2][-1] != r else w for w, r in zip(walked, rows, strict=True)]
     chunks = {}
-    for (g, name, cc, rows), raw in zip(found, offset_indexes, strict=True):
+    for (g, name, cc, _), where in zip(found, locations, strict=True):
         _, encoded_leaf, arrow_schema = served[name]
-        pages = _column_pages(name, encoded_leaf, _get(cc, _CC_META), raw, rows, arrow_schema, optional[name])
+        pages = (
+            None
+            if where is None
+            else _column_pages(name, encoded_leaf, _get(cc, _CC_META), *where, arrow_schema, optional[name])
+        )
         if pages is not None:
             chunks[(g, name)] = pages
     root = encode_struct({**elements[0], _SE_NUM_CHILDREN: (_I32, 1)})
@@ -485,20 +555,72 @@ def _subtree(elements: list[Struct], pos: int) -> tuple[int, int]:
     return pos, leaves
 
 
+def _offset_index(raw: Bytes, rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offsets, sizes, first rows plus ``rows`` at the end) of a chunk's offset index."""
+    locations = _get(decode_struct(raw)[0], _OI_PAGE_LOCATIONS)[1]
+    offsets = np.array([_get(p, _PL_OFFSET) for p in locations], dtype=np.int64)
+    sizes = np.array([_get(p, _PL_SIZE) for p in locations], dtype=np.int64)
+    first_rows = np.array([*(_get(p, _PL_FIRST_ROW) for p in locations), rows], dtype=np.int64)
+    return offsets, sizes, first_rows
+
+
+#: Bytes read for a page header first (twice as many each time it turns out longer: page
+#: statistics of long strings).
+_HEADER_READ = 256
+
+
+def _walk_chunk(source: _Source, meta: Struct) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(offsets, sizes, first rows plus the chunk's row count) of a chunk's data pages, read
+    from its page headers one after the other; None when the pages do not fill the chunk."""
+    dictionary = _get(meta, _CMD_DICTIONARY_PAGE_OFFSET, 0)
+    data = _get(meta, _CMD_DATA_PAGE_OFFSET)
+    pos = dictionary if 0 < dictionary < data else data
+    end = pos + _get(meta, _CMD_COMPRESSED)
+    if end > source.handle.size():
+        raise ValueError(f"a column chunk ends at {end}, past the end of the file")
+    offsets, sizes, first_rows = [], [], [0]
+    while pos < end:
+        want = min(_HEADER_READ, end - pos)
+        while True:
+            raw = _fetch(source, [(pos, want)], concurrent=False)[0]
+            try:
+                header, length = decode_struct(raw)
+                break
+            except (ValueError, IndexError):
+                if want == end - pos:
+                    raise
+                want = min(2 * want, end - pos)
+        size = length + _get(header, _PH_COMPRESSED)
+        kind = _get(header, _PH_TYPE)
+        if kind == _DATA_PAGE:
+            rows = _get(_get(header, _PH_DATA_V1), 1)  # a flat column: one value or null per row
+        elif kind == _DATA_PAGE_V2:
+            rows = _get(_get(header, _PH_DATA_V2), 3)
+        elif kind == _DICTIONARY_PAGE and not offsets:
+            pos += size
+            continue
+        else:  # an index page, or a dictionary page after data pages
+            return None
+        offsets.append(pos)
+        sizes.append(size)
+        first_rows.append(first_rows[-1] + rows)
+        pos += size
+    if pos != end:
+        return None
+    return np.array(offsets, np.int64), np.array(sizes, np.int64), np.array(first_rows, np.int64)
+
+
 def _column_pages(
     name: str,
     leaf: bytes,
     meta: Struct,
-    offset_index: Bytes,
-    rows: int,
+    offsets: np.ndarray,
+    sizes: np.ndarray,
+    first_rows: np.ndarray,
     arrow_schema: bytes | None,
     optional: bool,
 ) -> ColumnPages | None:
-    """The chunk's pages (None when the offset index does not fit the chunk)."""
-    locations = _get(decode_struct(offset_index)[0], _OI_PAGE_LOCATIONS)[1]
-    offsets = np.array([_get(p, _PL_OFFSET) for p in locations], dtype=np.int64)
-    sizes = np.array([_get(p, _PL_SIZE) for p in locations], dtype=np.int64)
-    first_rows = np.array([*(_get(p, _PL_FIRST_ROW) for p in locations), rows], dtype=np.int64)
+    """The chunk's pages (None when the page locations do not fit the chunk)."""
     if not len(offsets):
         return None
     # The chunk starts at its dictionary page when it has one (some writers set the

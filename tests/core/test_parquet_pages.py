@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import deltalake
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -30,6 +31,7 @@ from lakehouse_index.read import datafiles
 from lakehouse_index.read.datafiles import read_file
 from lakehouse_index.read.parquet_pages import (
     MAX_THRIFT_DEPTH,
+    UNINDEXED,
     PageIndex,
     PageIndexError,
     ThriftDecodeError,
@@ -37,6 +39,7 @@ from lakehouse_index.read.parquet_pages import (
     encode_struct,
     load_page_index,
     read_group_rows,
+    walk_page_headers,
 )
 
 if TYPE_CHECKING:
@@ -199,6 +202,63 @@ def test_page_reads_match_row_group_reads(data: bytes, st_data: st.DataObject) -
     assert got.table.equals(want)
     if len(local) == 1 and any(len(index.chunks[(g, c)].page_offsets) > 1 for c in columns):
         assert got.bytes_read < _chunk_bytes(pf, g, columns)
+
+
+@SETTINGS
+@given(data=parquet_files(), st_data=st.data())
+def test_page_headers_give_what_the_offset_index_says(data: bytes, st_data: st.DataObject) -> None:
+    """Walking a row group's page headers (files without offset indexes) finds every chunk's
+    pages where the writer's offset index puts them, and reads the same rows."""
+    handle, pf, index = _open(data)
+    g = st_data.draw(st.integers(0, pf.num_row_groups - 1))
+    concurrent = st_data.draw(st.booleans())
+    walked = walk_page_headers(handle, pf.metadata, pf.schema_arrow, g, concurrent=concurrent)
+    assert walked.chunks.keys() == {k for k in index.chunks if k[0] == g}
+    for k, chunk in walked.chunks.items():
+        want = index.chunks[k]
+        assert chunk.dictionary == want.dictionary
+        for field in ("page_offsets", "page_sizes", "page_rows"):
+            assert np.array_equal(getattr(chunk, field), getattr(want, field)), field
+    n = pf.metadata.row_group(g).num_rows
+    local = np.array(sorted(set(st_data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=20)))))
+    names = pf.schema_arrow.names
+    assert read_group_rows(handle, walked, pf.schema_arrow, g, local, names).table.equals(
+        _expected(pf, g, local, names)
+    )
+
+
+def test_lookups_walk_the_page_headers_of_files_without_offset_indexes(tmp_path: Path) -> None:
+    """pyiceberg (pyarrow's default) writes no page index: point reads still go page by page,
+    the pages found from their headers one row group at a time, and answer like pyiceberg."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    import lakehouse_index as li
+
+    n = ReadConfig().page_read_min_rows + 20_000
+    ids = np.random.default_rng(3).permutation(n)
+    table = pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "s": pa.array([f"value-{i}" for i in ids]),
+            "f": pa.array(ids / 3),
+        }
+    )
+    catalog = SqlCatalog("c", uri=f"sqlite:///{tmp_path}/c.db", warehouse=f"file://{tmp_path}/wh")
+    catalog.create_namespace("db")
+    native = catalog.create_table("db.t", schema=table.schema)
+    native.append(table)
+    t = li.open_table("db.t", catalog=catalog)
+    t.create_index(li.SecondaryIndex("by_s", key="s"))
+    datafiles.clear_footer_cache()
+    keys = [f"value-{i}" for i in (0, 7, n // 2, n - 1)]
+    got = t.lookup("by_s", keys).sort_by("id")
+    rows = catalog.load_table("db.t").scan().to_arrow()
+    want = rows.filter(pc.is_in(rows["s"], pa.array(keys))).sort_by("id")
+    assert got.select(want.column_names).equals(want)
+    unindexed = [k for k, v in datafiles._PAGES.items() if v is UNINDEXED]
+    assert unindexed  # the file has no offset index...
+    walked = [v for k, v in datafiles._PAGES.items() if isinstance(k, tuple) and k[0] in unindexed]
+    assert walked and all(v.chunks for v in walked)  # ...and was read page by page
 
 
 @SETTINGS
