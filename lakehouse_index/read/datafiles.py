@@ -685,7 +685,9 @@ def _read_group_rows(
         if pages is UNINDEXED:  # pyarrow's and pyiceberg's default: find the pages by their headers
             pages = _PAGES.get((key, group))
             if pages is None:
-                pages = walk_page_headers(handle, layout.metadata, layout.schema, group, opened.tail, concurrent)
+                pages = walk_page_headers(
+                    handle, layout.metadata, layout.schema, group, opened.tail, concurrent
+                )
                 _PAGES[(key, group)] = pages
         read = read_group_rows(
             handle, pages, layout.schema, group, local, stored, _DICTIONARIES, key, concurrent=concurrent

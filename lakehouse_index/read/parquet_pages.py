@@ -19,9 +19,10 @@ those of a whole row-group read.
 Served: top-level primitive columns that are not repeated and not INT96, in files with
 a plaintext footer and no encrypted columns, whose Arrow type is not a dictionary. A file
 without offset indexes (pyarrow's default, so pyiceberg's) has its pages found by reading
-each page header of the row group's chunks in turn (:func:`walk_page_headers`). Data page v1 and v2, every encoding and codec pyarrow reads. A column the
-page path cannot serve is left out of :func:`read_group_rows`' answer, and the caller
-reads that column of the row group as usual; the other columns still go page by page.
+each page header of the row group's chunks in turn (:func:`walk_page_headers`). Data page
+v1 and v2, every encoding and codec pyarrow reads. A column the page path cannot serve is
+left out of :func:`read_group_rows`' answer, and the caller reads that column of the row
+group as usual; the other columns still go page by page.
 
 Bytes that do not decode (a corrupt or hostile footer, offset index or page header) raise
 :class:`PageIndexError` from :func:`load_page_index` and :func:`read_group_rows`, never
@@ -578,7 +579,9 @@ def _walk_chunk(source: _Source, meta: Struct) -> tuple[np.ndarray, np.ndarray, 
     end = pos + _get(meta, _CMD_COMPRESSED)
     if end > source.handle.size():
         raise ValueError(f"a column chunk ends at {end}, past the end of the file")
-    offsets, sizes, first_rows = [], [], [0]
+    offsets: list[int] = []
+    sizes: list[int] = []
+    first_rows = [0]
     while pos < end:
         want = min(_HEADER_READ, end - pos)
         while True:
