@@ -13,7 +13,7 @@ import json
 import threading
 import time
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -143,18 +143,27 @@ def _idle_key(uri: str, storage_options: Mapping[str, str]) -> tuple[str, tuple[
     return uri, tuple(sorted(storage_options.items()))
 
 
-def _kept(uri: str, storage_options: Mapping[str, str], table_id: str | None, version: int) -> Any | None:
+def _kept(
+    uri: str, storage_options: Mapping[str, str], table_id: Callable[[int], str | None], version: int
+) -> Any | None:
     """The table kept for ``uri``, brought up to date; None when there is none, or when it is
-    not the table the reader sees (deleted and created again: another ``metaData`` id) or
-    lags behind ``version``."""
+    not the table the reader sees (``table_id(v)``: the reader's ``metaData`` id at version
+    v) or lags behind ``version``.
+
+    Its identity is checked before it catches up and again after: the commits of a table
+    deleted and created again at the same location would otherwise replay onto the old
+    table's state, and a later ``metaData`` action among them carries the new table's id.
+    """
     with _IDLE_LOCK:
         dt = _IDLE.pop(_idle_key(uri, storage_options), None)
     if dt is None:
         return None
     try:
+        if table_id(dt.version()) != dt.metadata().id:
+            return None
         dt.update_incremental()
-        same = table_id is not None and dt.metadata().id == table_id and dt.version() >= version
-    except Exception:  # any failure to catch up: load the table afresh instead
+        same = dt.metadata().id == table_id(version) and dt.version() >= version
+    except Exception:  # any failure to check or catch up: load the table afresh instead
         return None
     return dt if same else None
 
@@ -166,12 +175,17 @@ def keep(uri: str, storage_options: Mapping[str, str], dt: Any) -> None:
 
 
 def open_for_write(
-    uri: str, operation: str, storage_options: Mapping[str, str], table_id: str | None, version: int
+    uri: str,
+    operation: str,
+    storage_options: Mapping[str, str],
+    table_id: Callable[[int], str | None],
+    version: int,
 ) -> Any:
     """The deltalake DeltaTable at ``uri``, after checking that ``operation`` may commit to it.
 
-    ``table_id`` and ``version`` are what the reader sees (the ``metaData`` id and the latest
-    version): a table kept from an earlier write (:func:`keep`) is reused only if it agrees.
+    ``table_id`` (the reader's ``metaData`` id at a version) and ``version`` (the latest the
+    reader sees): a table kept from an earlier write (:func:`keep`) is reused only if it
+    agrees with the reader.
     """
     dt = _kept(uri, storage_options, table_id, version) or open_deltalake(uri, storage_options)
     protocol = dt.protocol()

@@ -120,9 +120,8 @@ def _open(table: IndexedTable, operation: str) -> tuple[Snapshot, Any]:
         from lakehouse_index.workflows import delta_commit
 
         snap = table.snapshot()
-        table_id = table.source.table_id(snap.version)
         handle = delta_commit.open_for_write(
-            table.uri, operation, table.storage.options, table_id, snap.version
+            table.uri, operation, table.storage.options, table.source.table_id, snap.version
         )
         return snap, handle
     if table.format == "iceberg":

@@ -130,3 +130,30 @@ def test_writes_between_foreign_commits_and_a_table_created_again(tmp_path: Path
     got = DeltaTable(path).to_pyarrow_table()
     assert sorted(got["id"].to_pylist()) == [12, 13, 14, 20]
     assert sorted(again.lookup("by_k", ["a", "c"])["id"].to_pylist()) == [12, 13, 14, 20]
+
+
+def test_a_table_created_again_whose_later_commit_carries_its_metadata_is_not_written_on_the_old_state(
+    tmp_path: Path,
+) -> None:
+    """The kept table of a write to a table since deleted must not catch up with the new
+    table's commits: replayed onto the old state, a later metaData action of the new table
+    would give it the new id (found by a random history: the update rewrote the old table's
+    rows into the new one)."""
+    import shutil
+
+    from deltalake import DeltaTable
+
+    path = str(tmp_path / "t")
+    old = rows([(1, "a", 0, 1, "x"), (2, "b", 1, 2, "y")])
+    write_deltalake(path, old)
+    li.open_table(path).update("id = 1", set={"v": 100})  # kept for the next write
+    shutil.rmtree(path)
+    for i in range(3):
+        write_deltalake(path, rows([(10 + i, "c", 2, i, "x")]), mode="append")
+    DeltaTable(path).alter.set_table_properties({"delta.appendOnly": "false"})  # a metaData action
+    write_deltalake(path, rows([(13, "c", 2, 3, "x")]), mode="append")
+    before = DeltaTable(path).to_pyarrow_table()
+    li.open_table(path).update("id > 0", set={"v": 7})
+    after = DeltaTable(path).to_pyarrow_table()
+    assert sorted(after["id"].to_pylist()) == sorted(before["id"].to_pylist()) == [10, 11, 12, 13]
+    assert set(after["v"].to_pylist()) == {7}
