@@ -36,6 +36,7 @@ from lakehouse_index.executors import LocalExecutor, executor_for
 from lakehouse_index.io import Storage, join_uri, normalize_uri
 from lakehouse_index.io.parallel import shared_pool
 from lakehouse_index.kinds.base import BuildContext, kind_of
+from lakehouse_index.kinds.columns import require_same_columns
 from lakehouse_index.log.entry import Content, IndexState, LogEntry, Operation, SourceState
 from lakehouse_index.log.lifecycle import OpContext, OpResult, run_operation
 from lakehouse_index.log.store import INDEX_DIR_NAME, IndexCatalog, IndexLog
@@ -423,7 +424,11 @@ class Table:
 
         def precheck(stable: LogEntry) -> bool:
             # Runs before anything is written: a spec the table no longer fits is refused here.
-            kind_of(stable.spec).validate(stable.spec, target)
+            kind = kind_of(stable.spec)
+            kind.validate(stable.spec, target)
+            if how is RefreshMode.QUICK and kind.tracks_column_identity:
+                # An indexed column renamed over or added again: only a full refresh follows it.
+                require_same_columns(stable.spec.name, stable.source.columns, target)
             pending = stable.pending if how is RefreshMode.QUICK else None
             indexed = pending.ordinal if pending else stable.source.ordinal
             # Another writer may have refreshed past the version read above: nothing to do then.

@@ -211,6 +211,12 @@ class IndexKind(ABC):
     answers_lookups: ClassVar[bool] = False
     #: Row-level deletes become entries (:meth:`row_entries`); otherwise only the file map changes.
     row_level: ClassVar[bool] = False
+    #: The log records the identity of the spec's columns (:class:`ColumnIdentity`): entries
+    #: computed from a column renamed over, or dropped and added again under its name, answer
+    #: for another column, so queries leave such snapshots out and refreshes refuse to mix
+    #: them (:func:`~lakehouse_index.kinds.columns.changed_columns`). Kinds that record it in
+    #: their own files instead (skipping) set this False.
+    tracks_column_identity: ClassVar[bool] = True
 
     @abstractmethod
     def validate(self, spec: IndexSpec, snapshot: Snapshot) -> None:

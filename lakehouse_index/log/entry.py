@@ -114,6 +114,18 @@ class SourceFile:
 
 
 @dataclass(frozen=True)
+class ColumnIdentity:
+    """What a column an index reads was, beyond its name, when its entries were computed: a
+    column renamed over, or dropped and added again under the same name, is another column."""
+
+    name: str
+    #: The name inside data files (Delta column mapping's physical name).
+    stored_name: str
+    #: The Parquet field id (Iceberg; Delta column mapping mode ``id``).
+    field_id: int | None = None
+
+
+@dataclass(frozen=True)
 class SourceState:
     """The table state an index snapshot was built for."""
 
@@ -124,6 +136,9 @@ class SourceState:
     timestamp_ms: int
     files: tuple[SourceFile, ...] = ()
     next_file_id: int = 0
+    #: The identity of every column the index reads (``spec.columns``) when its entries were
+    #: computed; empty in entries written before it was recorded (then not checked).
+    columns: tuple[ColumnIdentity, ...] = ()
 
     def by_path(self) -> dict[str, SourceFile]:
         """The file-id map keyed by path."""
@@ -411,6 +426,9 @@ def _entry_to_dict(e: LogEntry) -> dict[str, Any]:
             "timestampMs": s.timestamp_ms,
             "files": [_source_file_to_dict(f) for f in s.files],
             "nextFileId": s.next_file_id,
+            "columns": [
+                {"name": c.name, "storedName": c.stored_name, "fieldId": c.field_id} for c in s.columns
+            ],
         },
         "content": {
             "files": [_index_file_to_dict(f) for f in e.content.files],
@@ -448,6 +466,10 @@ def _entry_from_dict(d: dict[str, Any]) -> LogEntry:
             timestamp_ms=_int(s["timestampMs"]),
             files=tuple(_source_file_from_dict(f) for f in _list(s["files"])),
             next_file_id=_int(s["nextFileId"]),
+            columns=tuple(
+                ColumnIdentity(_str(c["name"]), _str(c["storedName"]), _opt_int(c["fieldId"]))
+                for c in map(_dict, _list(s.get("columns", [])))
+            ),
         ),
         content=Content(
             files=tuple(_index_file_from_dict(f) for f in _list(c["files"])),

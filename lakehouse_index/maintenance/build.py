@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from lakehouse_index.kinds.base import BuildContext, IndexJob, IndexWork, kind_of
+from lakehouse_index.kinds.columns import column_identities
 from lakehouse_index.log.entry import Content, Level, SourceFile, SourceState
 from lakehouse_index.source import FileEntry, Snapshot
 from lakehouse_index.spec import IndexSpec
@@ -67,5 +68,6 @@ def full_build(
         timestamp_ms=snapshot.timestamp_ms,
         files=files,
         next_file_id=next_id,
+        columns=column_identities(spec.columns, snapshot) if kind.tracks_column_identity else (),
     )
     return state, Content(files=content_files, base_ordinal=snapshot.ordinal)

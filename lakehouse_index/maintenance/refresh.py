@@ -45,6 +45,7 @@ from pyroaring import BitMap64
 from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.errors import TableFormatError, VersionNotFoundError
 from lakehouse_index.kinds.base import DEL, PUT, BuildContext, IndexJob, IndexKind, IndexWork, kind_of
+from lakehouse_index.kinds.columns import changed_columns, column_identities
 from lakehouse_index.log.entry import Content, IndexFile, Level, LogEntry, Pending, SourceFile, SourceState
 from lakehouse_index.maintenance import lineage
 from lakehouse_index.maintenance.build import full_build, source_file
@@ -317,6 +318,17 @@ def incremental(
         _log.warning("index %r: %s; rebuilding it from version %s", spec.name, e, target.version)
         return full_build(ctx, spec, target, stable.source)
     kind.validate(spec, target)
+    changed = changed_columns(stable.source.columns, target) if kind.tracks_column_identity else []
+    if changed:
+        # Renamed over, or dropped and added again: the entries so far answer for other
+        # columns. Rebuild from the target (older snapshots stay for time travel).
+        _log.warning(
+            "index %r: column(s) %s are other columns at version %s than it was built from; rebuilding it",
+            spec.name,
+            changed,
+            target.version,
+        )
+        return full_build(ctx, spec, target, stable.source)
     state = replay(
         ctx.source,
         target,
@@ -343,6 +355,7 @@ def incremental(
 
 def _source_state(stable: LogEntry, target: Snapshot, state: _Replay) -> SourceState:
     """The file-id map after the replay, at the target version."""
+    spec = stable.spec
     return SourceState(
         format=stable.source.format,
         table_uri=stable.source.table_uri,
@@ -351,6 +364,7 @@ def _source_state(stable: LogEntry, target: Snapshot, state: _Replay) -> SourceS
         timestamp_ms=target.timestamp_ms,
         files=tuple(state.files[i] for i in sorted(state.files)),
         next_file_id=state.next_id,
+        columns=column_identities(spec.columns, target) if kind_of(spec).tracks_column_identity else (),
     )
 
 

@@ -292,7 +292,8 @@ def read_entries(
     stats: ReadStats | None = None,
     buckets: frozenset[int] | None = None,
 ) -> pa.Table:
-    """Index rows of ``files`` selected by ``keys`` and whose ``_version <= cap`` (unmerged).
+    """Index rows of ``files`` selected by ``keys`` and whose ``_version <= cap`` (unmerged),
+    in ``schema`` (the ``columns`` of it).
 
     ``buckets``: for bucketed (covering) indexes, the only buckets that can hold the keys.
     """
@@ -316,11 +317,11 @@ def read_entries(
         t = keys.select(t)
         if t.num_rows:
             parts.append(t)
+    target = schema if columns is None else pa.schema([schema.field(c) for c in columns])
     if not parts:
-        return (
-            schema.empty_table()
-            if columns is None
-            else pa.schema([schema.field(c) for c in columns]).empty_table()
-        )
+        return target.empty_table()
     out = pa.concat_tables(parts, promote_options="permissive")
-    return out.filter(pc.less_equal(out[sec.VERSION], cap))
+    out = out.filter(pc.less_equal(out[sec.VERSION], cap))
+    # Files written before a column was widened (Iceberg int -> long, float -> double, a
+    # larger decimal) hold the old type: answer in the schema asked for.
+    return out if out.schema.equals(target) else out.select(target.names).cast(target)

@@ -34,6 +34,7 @@ from lakehouse_index.errors import VersionNotFoundError
 from lakehouse_index.expressions import Predicate
 from lakehouse_index.io import Storage
 from lakehouse_index.kinds.base import Access, IndexKind, IndexLocation
+from lakehouse_index.kinds.columns import changed_columns
 from lakehouse_index.log.entry import LogEntry
 from lakehouse_index.query import lookup as lk
 from lakehouse_index.query.coverage import Coverage, coverage, covered_files
@@ -47,6 +48,7 @@ class Reason(str, Enum):
     MORE_EXPENSIVE = "more expensive"
     OVER_THRESHOLD = "hybrid scan over threshold"
     TABLE_VERSION_GONE = "indexed table version no longer in the table's history"
+    COLUMN_CHANGED = "an indexed column is another column at this version (renamed over, or re-added)"
     WRONG_COLUMNS = "index does not cover the query's columns"
 
 
@@ -363,12 +365,15 @@ def _snapshot_candidates(
     rg_bytes = _row_group_bytes(snapshots, config.executor.index_row_group_rows)
     cands: list[Candidate] = []
     for e in _distinct(snapshots):
-        if not _in_history(source, e.source.version):
-            cands.append(
-                Candidate(
-                    prefix + _snapshot_label(e), e, None, 0, 0, 0, Reason.TABLE_VERSION_GONE, index=index
-                )
-            )
+        unusable = (
+            Reason.TABLE_VERSION_GONE
+            if not _in_history(source, e.source.version)
+            else Reason.COLUMN_CHANGED
+            if changed_columns(e.source.columns, target)
+            else None
+        )
+        if unusable is not None:
+            cands.append(Candidate(prefix + _snapshot_label(e), e, None, 0, 0, 0, unusable, index=index))
             continue
         cov = coverage(source, e, target)
         repair = (

@@ -27,6 +27,8 @@ class SkippingKind(IndexKind):
 
     name = "skipping"
     spec_type = SkippingIndex
+    #: Each skipping file records its columns' identity (``schema.column_identity``).
+    tracks_column_identity = False
 
     def validate(self, spec: IndexSpec, snapshot: Snapshot) -> None:
         assert isinstance(spec, SkippingIndex)
