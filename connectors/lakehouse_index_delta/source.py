@@ -20,6 +20,7 @@ commits) work. Parsed commits, snapshot states and DV files are cached (bounded 
 from __future__ import annotations
 
 import time
+from bisect import bisect_right
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass, field
 from functools import partial
@@ -120,7 +121,16 @@ class DeltaSource(TableSource):
     Timestamps: with in-commit timestamps enabled (``delta.enableInCommitTimestamps``),
     versions from ``delta.inCommitTimestampEnablementVersion`` on (all versions when the
     table was created with it) use ``commitInfo.inCommitTimestamp``; other versions use
-    the commit file's modification time.
+    the commit file's modification time, made monotonic as Delta's reference implementation
+    does (Spark's ``DeltaHistoryManager``): a version's time is the later of its file's
+    modification time and one millisecond after the previous version's time, so clock skew
+    between writers (or a log copied file by file) cannot put a version before an older one.
+
+    The log is trusted to grow only by new commits: a listing in which a commit file seen
+    before has another size or modification time, or which ends before the newest commit
+    seen, means the log was replaced (the table deleted and created again at the same
+    location), and everything cached is dropped. Versions below the oldest one the latest
+    listing can still rebuild (the log was cleaned up) are refused, as a fresh source does.
     """
 
     format_name: ClassVar[str] = "delta"
@@ -143,6 +153,9 @@ class DeltaSource(TableSource):
         # built snapshots, DV files.
         self._commits: SizedCache[int, Actions] = SizedCache("delta_commit_entries")
         self._commit_mtime: dict[int, int] = {}
+        # Per listing: the versions it can rebuild, and their monotonic file-time timestamps.
+        self._readable_versions: list[int] | None = None
+        self._file_times: dict[int, int] | None = None
         self._states: SizedCache[int, _State] = SizedCache("delta_state_entries")
         self._snapshots: SizedCache[int, Snapshot] = SizedCache("delta_state_entries")
         self._tail: _State | None = None
@@ -182,12 +195,59 @@ class DeltaSource(TableSource):
     # ------------------------------------------------------------------ log files
 
     def _list(self) -> LogListing:
-        self._listing = list_log(self._io, self._log)
+        listing = list_log(self._io, self._log)
+        if self._replaced(listing):
+            self.forget()
+        self._listing = listing
         self._listed_at = time.monotonic()
         self._probed_latest = -1
-        for v, st in self._listing.commits.items():
+        self._readable_versions = None
+        self._file_times = None
+        for v, st in listing.commits.items():
             self._commit_mtime[v] = st.mtime_ms
-        return self._listing
+        return listing
+
+    def _replaced(self, listing: LogListing) -> bool:
+        """Whether ``listing`` shows another log than the previous listing did.
+
+        Commit files are never rewritten or removed newest first, so a commit file listed
+        before with another size or modification time, or a log ending before the newest
+        commit seen, means the table was deleted and created again at the same location.
+        Compares two listings: no request of its own.
+        """
+        before = self._listing
+        if before is None:
+            return False
+        seen = max(before.latest_version if before.latest_version is not None else -1, self._probed_latest)
+        if listing.latest_version is None or listing.latest_version < seen:
+            return True
+        for v, st in listing.commits.items():
+            old = before.commits.get(v)
+            if old is not None and (old.size != st.size or old.mtime_ms != st.mtime_ms):
+                return True
+        return False
+
+    def _readable_now(self) -> list[int]:
+        """The versions the latest listing can rebuild (see :meth:`_readable`), oldest first."""
+        if self._readable_versions is None:
+            listing = self._listing if self._listing is not None else self._list()
+            self._readable_versions = self._readable(listing)
+        return self._readable_versions
+
+    def _check_not_cleaned_up(self, version: int) -> None:
+        """HistoryTruncatedError when the latest listing shows ``version`` was cleaned up.
+
+        What was cached of it is not served: a freshly opened source could not read it.
+        Uses the listing at hand (no request).
+        """
+        if self._listing is None:
+            return
+        readable = self._readable_now()
+        if readable and version < readable[0]:
+            raise HistoryTruncatedError(
+                f"version {version} was cleaned up from {self._log}; resync from version {readable[0]}, "
+                "the oldest readable one"
+            )
 
     def _commit_uri(self, version: int) -> str:
         return f"{self._log}/{version:020d}.json"
@@ -298,6 +358,7 @@ class DeltaSource(TableSource):
 
     def _state_at(self, version: int) -> _State:
         """The live state at ``version`` (cached; callers must copy before mutating)."""
+        self._check_not_cleaned_up(version)
         cached = self._states.get(version)
         if cached is not None:
             return cached
@@ -439,6 +500,7 @@ class DeltaSource(TableSource):
     def snapshot(self, version: int | None = None) -> Snapshot:
         """The live files, schema and row-id column at ``version`` (latest when None)."""
         v = self.latest_version() if version is None else version
+        self._check_not_cleaned_up(v)
         snap = self._snapshots.get(v)
         if snap is not None:
             return snap
@@ -490,6 +552,45 @@ class DeltaSource(TableSource):
             raise TableFormatError(
                 f"{self._commit_uri(version)}: in-commit timestamps are enabled but commitInfo has none"
             )
+        return self._file_time(version)
+
+    def _file_time(self, version: int) -> int:
+        """The version's timestamp from file modification times, made monotonic.
+
+        The later of the commit file's modification time and one millisecond after the
+        previous version's timestamp, from the oldest version the latest listing can
+        rebuild on (Spark's ``DeltaHistoryManager.monotonizeCommitTimestamps``; deltalake
+        agrees where its binary search over raw times happens to). Versions the listing
+        covers cost nothing; a newer one found by probing costs a ``stat`` per version.
+        """
+        times = self._file_times
+        if times is None:
+            listing = self._listing if self._listing is not None else self._list()
+            times = {}
+            previous: int | None = None
+            checkpoint_times = {c.version: c.files[0].mtime_ms for c in listing.checkpoints}
+            for v in self._readable_now():
+                st = listing.commits.get(v)
+                raw = st.mtime_ms if st is not None else checkpoint_times[v]
+                previous = raw if previous is None else max(raw, previous + 1)
+                times[v] = previous
+            self._file_times = times
+        found = times.get(version)
+        if found is not None:
+            return found
+        last = next(reversed(times), None)
+        end = self._listing.latest_version if self._listing is not None else None
+        if last is None or end is None or version <= end or last < end:
+            # Not on a chain of readable versions (below the oldest, or after a gap).
+            return self._raw_mtime(version)
+        previous = times[last]
+        for v in range(last + 1, version + 1):
+            previous = max(self._raw_mtime(v), previous + 1)
+            times[v] = previous
+        return previous
+
+    def _raw_mtime(self, version: int) -> int:
+        """The commit file's modification time (a checkpoint's when only that is left)."""
         mtime = self._commit_mtime.get(version)
         if mtime is None:
             mtime = self._stat_mtime(self._commit_uri(version))
@@ -519,11 +620,11 @@ class DeltaSource(TableSource):
 
     def versions(self) -> list[VersionInfo]:
         """Every version that can still be read, oldest first."""
-        listing = self._list()
+        self._list()
         metadata = self._latest_metadata()
         return [
             VersionInfo(v, v, self._timestamp(v, None, metadata), v - 1 if v > 0 else None)
-            for v in self._readable(listing)
+            for v in self._readable_now()
         ]
 
     @staticmethod
@@ -547,20 +648,46 @@ class DeltaSource(TableSource):
         """Ordinal (= version), timestamp and parent of ``version``."""
         if version < 0:
             raise VersionNotFoundError(f"version {version} does not exist")
+        self._check_not_cleaned_up(version)
         metadata = self._latest_metadata()
         return VersionInfo(
             version, version, self._timestamp(version, None, metadata), version - 1 if version > 0 else None
         )
 
     def version_at(self, timestamp_ms: int) -> int:
-        """The latest version committed at or before ``timestamp_ms``."""
-        best = None
-        for info in self.versions():
-            if info.timestamp_ms <= timestamp_ms:
-                best = info.version
-        if best is None:
+        """The latest version committed at or before ``timestamp_ms``.
+
+        Timestamps are those of :meth:`version_info` (monotonic), so this is a binary search
+        over one listing: file times cost nothing, and with in-commit timestamps only
+        O(log n) commit files are read. With in-commit timestamps enabled after the table was
+        created, a time at or after ``delta.inCommitTimestampEnablementTimestamp`` is looked
+        for among the versions from ``delta.inCommitTimestampEnablementVersion`` on, an older
+        one among the versions before it (the Delta protocol's rule).
+        """
+        listing = self._list()
+        readable = self._readable_now()
+        metadata = self._latest_metadata() if readable else None
+        ict_from = self._ict_start(metadata)
+        by_file = [v for v in readable if ict_from is None or v < ict_from]
+        # An in-commit timestamp is in the commit file: a version left only as a checkpoint has none.
+        by_ict = [v for v in readable if ict_from is not None and v >= ict_from and v in listing.commits]
+        if by_ict and (not by_file or timestamp_ms >= self._ict_enabled_at(metadata, by_ict[0])):
+            candidates = by_ict
+            i = bisect_right(by_ict, timestamp_ms, key=lambda v: self._timestamp(v, None, metadata))
+        else:
+            candidates = by_file
+            i = bisect_right(by_file, timestamp_ms, key=self._file_time)
+        if i == 0:
             raise VersionNotFoundError(f"no version was committed at or before {timestamp_ms} ms")
-        return best
+        return candidates[i - 1]
+
+    def _ict_enabled_at(self, metadata: Metadata | None, first_ict_version: int) -> int:
+        """When in-commit timestamps were enabled: the table property, else the first one's ICT."""
+        raw = metadata.config.get("delta.inCommitTimestampEnablementTimestamp") if metadata else None
+        try:
+            return int(raw) if raw is not None else self._timestamp(first_ict_version, None, metadata)
+        except ValueError:
+            return self._timestamp(first_ict_version, None, metadata)
 
     # ------------------------------------------------------------------ changes & diffs
 

@@ -282,24 +282,27 @@ class IcebergSource(TableSource):
         return sid
 
     def resolve_version(self, ref: int | str | None) -> int:
-        """None → main head; int → snapshot id; str → tag or branch name (or a numeric id)."""
+        """None → main head; int → snapshot id; str → tag or branch name (or a numeric id).
+
+        Answered from the current metadata, as :meth:`latest_version` is: branches and tags
+        move and snapshots expire under a long-lived source (the metadata file is parsed
+        again only when the catalog names another one).
+        """
         if ref is None:
             return self.latest_version()
+        h = self._refresh()
         if isinstance(ref, int):
-            self._snap(ref)
+            h.get(ref)  # VersionNotFoundError once expired, as a freshly opened source says
             return ref
-        h = self._hist()
         sid = h.ref(ref)
-        if sid is None:
-            sid = self._refresh().ref(ref)
         if sid is None and ref.lstrip("-").isdigit():
-            return self.resolve_version(int(ref))
+            sid = int(ref)
         if sid is None:
-            names = sorted(self._hist().metadata.refs)
+            names = sorted(h.metadata.refs)
             raise VersionNotFoundError(
                 f"Iceberg table {self._name} has no branch or tag {ref!r} (refs: {names})"
             )
-        self._snap(sid)
+        h.get(sid)
         return sid
 
     # ------------------------------------------------------------------ manifests

@@ -15,10 +15,12 @@ import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from delta_helpers import PEER_TABLES, multiset, open_source, oracle_rows, read_snapshot_rows
+from delta_helpers import PEER_TABLES, multiset, open_source, oracle_files, oracle_rows, read_snapshot_rows
+from lakehouse_index_delta import DeltaSource
 from lakehouse_index_delta.schema import parse_partition_value
 
-from lakehouse_index.source import TableFormatError, UnsupportedFeatureError
+from lakehouse_index.io import Storage
+from lakehouse_index.source import TableFormatError, UnsupportedFeatureError, VersionNotFoundError
 
 
 def copy_peer(name: str, tmp_path: Path) -> Path:
@@ -95,6 +97,114 @@ def test_version_at_uses_commit_file_times_like_deltalake(table_dir: Path) -> No
         t = deltalake.DeltaTable(str(table_dir))
         t.load_as_version(dt.datetime.fromtimestamp(probe, dt.timezone.utc))
         assert src.version_at(probe * 1000) == t.version(), probe
+
+
+def monotonic_version_at(times_ms: list[int], timestamp_ms: int) -> int | None:
+    """Spark's rule (DeltaHistoryManager): each commit's time is the later of its file time and
+    one millisecond after the previous commit's; the version at a time is the last at or before it."""
+    best, previous = None, None
+    for v, t in enumerate(times_ms):
+        previous = t if previous is None else max(t, previous + 1)
+        if previous <= timestamp_ms:
+            best = v
+    return best
+
+
+def skewed_table(path: Path, offsets_s: list[int], base_s: int = 1_700_000_000) -> list[int]:
+    """One append per offset; commit file v gets modification time ``base_s + offsets_s[v]``."""
+    for i in range(len(offsets_s)):
+        deltalake.write_deltalake(str(path), pa.table({"id": pa.array([i], pa.int64())}), mode="append")
+    for v, off in enumerate(offsets_s):
+        os.utime(path / "_delta_log" / f"{v:020d}.json", (base_s + off, base_s + off))
+    return [(base_s + off) * 1000 for off in offsets_s]
+
+
+def test_version_at_with_skewed_commit_file_times_agrees_with_deltalake(table_dir: Path) -> None:
+    # Writers with skewed clocks: version 2's file is older than version 1's.
+    raw = skewed_table(table_dir, [0, 100, 50, 200])
+    src = open_source(table_dir)
+    base = raw[0] // 1000
+    for probe in [*range(base, base + 230, 5), base + 99, base + 101, base + 199]:
+        t = deltalake.DeltaTable(str(table_dir))
+        t.load_as_version(dt.datetime.fromtimestamp(probe, dt.timezone.utc))
+        assert src.version_at(probe * 1000) == t.version() == monotonic_version_at(raw, probe * 1000), probe
+        assert set(src.snapshot(src.version_at(probe * 1000)).files) == oracle_files(table_dir, t.version())
+    # Timestamps are monotonic everywhere they are reported, and version_at inverts them.
+    times = {i.version: i.timestamp_ms for i in src.versions()}
+    assert times == {0: raw[0], 1: raw[1], 2: raw[1] + 1, 3: raw[3]}
+    assert [c.timestamp_ms for c in src.changes(None)] == [times[v] for v in range(4)]
+    for v, ts in times.items():
+        assert src.version_info(v).timestamp_ms == src.snapshot(v).timestamp_ms == ts
+        assert src.version_at(ts) == v
+
+
+def test_version_at_with_skewed_commit_file_times_follows_spark(table_dir: Path) -> None:
+    # deltalake binary-searches the raw file times, so its answer here depends on its search
+    # path; Spark's monotonic rule (the reference implementation's) is checked instead.
+    offsets = [0, 300, 100, 200, 400, 350, 500]
+    raw = skewed_table(table_dir, offsets)
+    src = open_source(table_dir)
+    base = raw[0]
+    for probe in sorted({base + o * 1000 + d for o in offsets for d in (-1, 0, 1)} | {base + 420_000}):
+        want = monotonic_version_at(raw, probe)
+        if want is None:
+            with pytest.raises(VersionNotFoundError):
+                src.version_at(probe)
+        else:
+            assert src.version_at(probe) == want, probe
+    # The tail keeps timestamps monotonic across commits found after the listing.
+    deltalake.write_deltalake(str(table_dir), pa.table({"id": pa.array([7], pa.int64())}), mode="append")
+    os.utime(table_dir / "_delta_log" / f"{7:020d}.json", (base // 1000 + 10, base // 1000 + 10))
+    (change,) = src.changes(6)
+    assert change.timestamp_ms == src.version_info(6).timestamp_ms + 1
+    assert {i.version: i.timestamp_ms for i in src.versions()}[7] == change.timestamp_ms
+
+
+def test_version_at_with_in_commit_timestamps_reads_few_commits(table_dir: Path) -> None:
+    # Versions 0-2 by file time (skewed), in-commit timestamps from version 3, a checkpoint at 39.
+    raw = skewed_table(table_dir, [0, 20, 10])
+    base = raw[0]
+    meta = next(a["metaData"] for a in log_lines(table_dir, 0) if "metaData" in a)
+    meta["configuration"] = {
+        "delta.enableInCommitTimestamps": "true",
+        "delta.inCommitTimestampEnablementVersion": "3",
+        "delta.inCommitTimestampEnablementTimestamp": str(base + 100_000),
+    }
+    ict = {v: base + 100_000 + 1_000 * (v - 3) for v in range(3, 40)}
+    write_commit(
+        table_dir, 3, [{"commitInfo": {"inCommitTimestamp": ict[3], "timestamp": 1}}, {"metaData": meta}]
+    )
+    for v in range(4, 40):
+        write_commit(table_dir, v, [{"commitInfo": {"inCommitTimestamp": ict[v], "timestamp": 1}}])
+        os.utime(table_dir / "_delta_log" / f"{v:020d}.json", (base // 1000, base // 1000))  # file times lie
+    deltalake.DeltaTable(str(table_dir)).create_checkpoint()
+    io = RecordingIO(str(table_dir))
+    src = DeltaSource.open(str(table_dir), io)
+    del io.reads[:]
+    assert src.version_at(ict[25] + 500) == 25
+    commit_reads = [p for p in io.reads if p.endswith(".json") and "/_delta_log/" in p]
+    assert len(commit_reads) <= 8, commit_reads  # a binary search, not one read per commit
+    assert src.version_at(ict[3]) == 3
+    assert src.version_at(ict[39] + 10**6) == 39
+    # Before the enablement time, only the versions before it count, by monotonic file time.
+    for probe in (base, base + 10_000, base + 15_000, base + 20_000, base + 99_999):
+        assert src.version_at(probe) == monotonic_version_at(raw, probe), probe
+    assert {i.version: i.timestamp_ms for i in src.versions()} == {0: raw[0], 1: raw[1], 2: raw[1] + 1, **ict}
+
+
+class RecordingIO:
+    """Real local storage that records which files were read."""
+
+    def __init__(self, uri: str) -> None:
+        self.inner = Storage.for_uri(uri)
+        self.reads: list[str] = []
+
+    def read_bytes(self, path: str) -> bytes:
+        self.reads.append(path)
+        return self.inner.read_bytes(path)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
 
 
 # --------------------------------------------------------------------------- row tracking
