@@ -1,7 +1,12 @@
 """AST → pyarrow compute Expression (for ``Table.filter`` and datasets).
 
 pyarrow's comparisons and Kleene ``&`` / ``|`` already follow SQL three-valued logic;
-only ``IN`` needs help (a null input must give null, so ``NOT IN`` drops it).
+only ``IN`` needs help: a null input must give null, so ``NOT IN`` drops it, and its
+hashing tells -0.0 from 0.0, which SQL's (and pyarrow's ``=``) equality does not.
+
+The binder gives every literal compared with an integer column the column's type
+(:func:`~.literals.compare_integers`): pyarrow would compare such a column with a float
+in float32 or float64 and refuse values beyond 2**24 or 2**53.
 """
 
 from __future__ import annotations
@@ -31,6 +36,17 @@ def _operand(o: ast.Operand) -> Any:
     if isinstance(o, ast.Col):
         return pc.field(o.name)
     return pc.scalar(pa.scalar(o.value, type=o.type))
+
+
+def _signless_zero(values: Any, t: pa.DataType) -> Any:
+    """Float ``values`` (an array or an Expression of type ``t``) with -0.0 made 0.0.
+
+    ``x + 0.0`` does exactly that and leaves every other value, NaN and null as it is.
+    (No float16: pyarrow has no arithmetic on it.)
+    """
+    if pa.types.is_float32(t) or pa.types.is_float64(t):
+        return pc.add(values, pa.scalar(0.0, t))
+    return values
 
 
 def _negated(e: pc.Expression, negated: bool) -> pc.Expression:
@@ -64,7 +80,7 @@ class _ToArrow(Visitor[pc.Expression]):
         # Values of another type than the column's cannot equal any of its values.
         value_set = pa.array([v.value for v in node.values if v.type.equals(t)], type=t)
         f = pc.field(node.column.name)
-        e = _negated(pc.is_in(f, value_set=value_set), node.negated)
+        e = _negated(pc.is_in(_signless_zero(f, t), value_set=_signless_zero(value_set, t)), node.negated)
         # SQL: a null input gives null, so NOT IN drops rows whose value is null.
         return pc.if_else(f.is_null(), pa.scalar(None, pa.bool_()), e)
 

@@ -17,7 +17,15 @@ from sqlglot import exp
 
 from lakehouse_index.errors import QueryError
 from lakehouse_index.expressions import ast
-from lakehouse_index.expressions.literals import Mismatch, coerce, exact, number, parse_timestamp
+from lakehouse_index.expressions.literals import (
+    Mismatch,
+    between_integers,
+    coerce,
+    compare_integers,
+    exact,
+    number,
+    parse_timestamp,
+)
 from lakehouse_index.expressions.spark import COMPARE_NODES
 from lakehouse_index.expressions.types import comparison_class
 
@@ -137,7 +145,8 @@ class Binder:
         elif not lcol:
             raise self.fail(f"a comparison needs a column: {left.sql(dialect='spark')} {op} ...")
         col = self.column(left)
-        lit = self.literal(right, self.schema.field(col.name).type, col.name)
+        t = self.schema.field(col.name).type
+        op, lit = compare_integers(op, self.literal(right, t, col.name), t)
         return ast.Compare(op, col, lit)
 
     def in_(self, e: exp.In, negated: bool) -> ast.Node:
@@ -153,9 +162,8 @@ class Binder:
     def between(self, e: exp.Between, negated: bool) -> ast.Node:
         col = self.column(e.this)
         t = self.schema.field(col.name).type
-        return ast.Between(
-            col, self.literal(e.args["low"], t, col.name), self.literal(e.args["high"], t, col.name), negated
-        )
+        low, high = self.literal(e.args["low"], t, col.name), self.literal(e.args["high"], t, col.name)
+        return ast.Between(col, *between_integers(low, high, t), negated)
 
     def literal(self, e: exp.Expression, target: pa.DataType, column: str) -> ast.Lit:
         """A literal typed for a column of type ``target``."""

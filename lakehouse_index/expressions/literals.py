@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import math
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import pyarrow as pa
@@ -12,7 +14,7 @@ import pyarrow as pa
 from lakehouse_index.expressions.ast import Lit
 from lakehouse_index.expressions.types import Family, family
 
-__all__ = ["Mismatch", "coerce", "exact", "number", "parse_timestamp"]
+__all__ = ["Mismatch", "between_integers", "coerce", "compare_integers", "exact", "number", "parse_timestamp"]
 
 
 def number(text: str) -> int | float:
@@ -46,7 +48,14 @@ def _number(v: Any, target: pa.DataType) -> Lit:
         raise _refuse(v)
     if isinstance(v, int):
         if pa.types.is_integer(target) or pa.types.is_decimal(target):
-            return Lit(v, pa.int64()) if -(2**63) <= v < 2**63 else Lit(float(v), pa.float64())
+            if -(2**63) <= v < 2**63:
+                return Lit(v, pa.int64())
+            if pa.types.is_unsigned_integer(target) and 0 <= v < 2**64:
+                return Lit(v, pa.uint64())
+            if pa.types.is_integer(target) and float(v) == -(2.0**63):
+                # Below int64's range, but the nearest double is its minimum: take the next
+                # double down, which compares with every integer column value as v does.
+                return Lit(math.nextafter(-(2.0**63), -math.inf), pa.float64())
         return Lit(float(v), pa.float64())
     return Lit(float(v), pa.float64())
 
@@ -134,7 +143,9 @@ def exact(lit: Lit, target: pa.DataType) -> Lit:
     Comparing in the column's own type is what both engines do best (pyarrow cannot
     compare a decimal column with an int64 scalar). A value the column type cannot
     hold exactly (1.5 for an int column, 0.1 for a float32 column) keeps its own type:
-    comparisons then widen the column, as Spark does, and IN drops it.
+    IN drops it; comparisons with a float or decimal column widen the column, as Spark
+    does; comparisons with an integer column are rewritten by :func:`compare_integers`
+    and :func:`between_integers` into exact ones with a value of the column type.
     """
     if lit.type.equals(target):
         return lit
@@ -152,3 +163,100 @@ def exact(lit: Lit, target: pa.DataType) -> Lit:
     if back[0].as_py() != lit.value:
         return lit
     return Lit(cast[0].as_py(), target)
+
+
+def _integer_range(t: pa.DataType) -> tuple[int, int]:
+    bits = t.bit_width
+    if pa.types.is_signed_integer(t):
+        return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+    return 0, 2**bits - 1
+
+
+def _rational(v: Any) -> Fraction | float:
+    """A finite number as its exact rational value; NaN and the infinities as they are."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return v
+    if isinstance(v, decimal.Decimal) and not v.is_finite():
+        return float(v)
+    return Fraction(v)
+
+
+def _isnan(x: float | int) -> bool:
+    return isinstance(x, float) and math.isnan(x)
+
+
+def _floor(q: Fraction | float) -> float | int:
+    return q if isinstance(q, float) else math.floor(q)
+
+
+def _ceil(q: Fraction | float) -> float | int:
+    return q if isinstance(q, float) else math.ceil(q)
+
+
+def _needs_rewrite(lit: Lit, target: pa.DataType) -> bool:
+    """Whether ``lit`` is a number an integer column of type ``target`` does not compare exactly."""
+    return (
+        pa.types.is_integer(target)
+        and not lit.type.equals(target)
+        and family(lit.type) in (Family.INTEGER, Family.FLOAT, Family.DECIMAL)
+    )
+
+
+def compare_integers(op: str, lit: Lit, target: pa.DataType) -> tuple[str, Lit]:
+    """``column op lit`` as ``column op' n``, ``n`` a value of the column's type ``target``.
+
+    For integer columns compared with a number they cannot hold (1.5, 1e30, -1 for an
+    unsigned column); every other comparison comes back as it is. Neither engine
+    compares such a mix exactly: pyarrow casts the column to float32 or float64 and
+    refuses values beyond 2**24 or 2**53, Spark widens to double. The rewrite is exact on
+    every value: ``id > 2.5`` is ``id >= 3``, ``id < 2.5`` is ``id <= 2``. A comparison no
+    value satisfies (``id = 1.5``, ``id > 1e30``) becomes ``id > max``, one every value
+    satisfies (``id != 1.5``, ``id < 1e30``) ``id >= min``: both still null on a null, as
+    SQL wants the original to be (``NOT (id = 1.5)`` drops null rows). NaN compares as in
+    Python and pyarrow: unequal to every number, neither smaller nor larger.
+    """
+    if not _needs_rewrite(lit, target):
+        return op, lit
+    lo, hi = _integer_range(target)
+    never, always = (">", Lit(hi, target)), (">=", Lit(lo, target))
+    q = _rational(lit.value)
+
+    def at_least(m: float | int) -> tuple[str, Lit]:
+        if m <= lo:
+            return always
+        return never if m > hi or _isnan(m) else (">=", Lit(int(m), target))
+
+    def at_most(m: float | int) -> tuple[str, Lit]:
+        if m >= hi:
+            return always
+        return never if m < lo or _isnan(m) else ("<=", Lit(int(m), target))
+
+    if op in ("=", "!="):
+        held = isinstance(q, Fraction) and q.denominator == 1 and lo <= q <= hi
+        if held:
+            return op, Lit(int(q), target)
+        return never if op == "=" else always
+    if op == ">":
+        return at_least(_floor(q) + 1)
+    if op == ">=":
+        return at_least(_ceil(q))
+    if op == "<":
+        return at_most(_ceil(q) - 1)
+    assert op == "<=", op
+    return at_most(_floor(q))
+
+
+def between_integers(low: Lit, high: Lit, target: pa.DataType) -> tuple[Lit, Lit]:
+    """The bounds of ``column BETWEEN low AND high`` as values of integer type ``target``.
+
+    The same rewrite as :func:`compare_integers` for each bound (``BETWEEN 0.5 AND 2.5`` is
+    ``BETWEEN 1 AND 2``); a range no value is in becomes ``BETWEEN max AND min``. Bounds
+    the column compares exactly already, and every other column type, come back as they are.
+    """
+    if not (_needs_rewrite(low, target) or _needs_rewrite(high, target)):
+        return low, high
+    lo, hi = _integer_range(target)
+    a, b = _ceil(_rational(low.value)), _floor(_rational(high.value))
+    if _isnan(a) or _isnan(b) or a > hi or b < lo or a > b:
+        return Lit(hi, target), Lit(lo, target)
+    return Lit(int(max(a, lo)), target), Lit(int(min(b, hi)), target)

@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 
 from lakehouse_index.expressions import ast
-from lakehouse_index.expressions.literals import Mismatch, coerce, exact
+from lakehouse_index.expressions.literals import Mismatch, coerce, compare_integers, exact
 from lakehouse_index.expressions.types import Family, family
 
 __all__ = ["bind_filter", "like_pattern"]
@@ -92,10 +92,14 @@ def bind_filter(f: Any, schema: pa.Schema) -> ast.Node | None:
         if lit is None:
             return None
         # ``a <=> v`` is false (never null) for a null ``a``: keeps NOT exact too.
-        return ast.And((ast.IsNull(col, negated=True), ast.Compare("=", col, lit)))
+        op, lit = compare_integers("=", lit, field.type)
+        return ast.And((ast.IsNull(col, negated=True), ast.Compare(op, col, lit)))
     if kind in _COMPARE:
         lit = _literal(f.value, field.type)
-        return None if lit is None else ast.Compare(_COMPARE[kind], col, lit)
+        if lit is None:
+            return None
+        op, lit = compare_integers(_COMPARE[kind], lit, field.type)
+        return ast.Compare(op, col, lit)
     if kind == "In":
         lits = [_literal(v, field.type) for v in f.value]
         if not lits or any(lit is None for lit in lits):

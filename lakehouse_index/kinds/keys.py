@@ -11,14 +11,19 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import decimal
+import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakehouse_index.errors import InvalidIndexSpecError, QueryError
+from lakehouse_index.expressions.ast import Lit
+from lakehouse_index.expressions.literals import exact
+from lakehouse_index.expressions.types import Family, comparison_class, family
 from lakehouse_index.log.entry import JsonScalar
 
 KeyTuple = tuple[Any, ...]
@@ -35,10 +40,16 @@ _UNSUPPORTED = (
 
 
 def check_key_type(column: str, typ: pa.DataType) -> None:
-    """Index keys must be scalars: refuse maps, structs, lists, unions."""
+    """Index keys must be scalars: refuse maps, structs, lists, unions, and extension types
+    (pyiceberg reads Iceberg ``uuid`` as ``arrow.uuid``), which Arrow cannot compare or sort."""
     if any(test(typ) for test in _UNSUPPORTED):
         raise InvalidIndexSpecError(
             f"column {column!r} has type {typ}, which cannot be an index key (use a scalar column)"
+        )
+    if isinstance(typ, pa.BaseExtensionType):
+        raise InvalidIndexSpecError(
+            f"column {column!r} has the extension type {typ}, which cannot be an index key: Arrow "
+            "cannot compare or sort it (index a column of its storage type instead)"
         )
 
 
@@ -87,15 +98,100 @@ def normalize_keys(keys: Sequence[Any], key_columns: Sequence[str]) -> list[KeyT
 
 
 def keys_table(keys: Sequence[KeyTuple], schema: pa.Schema, key_columns: Sequence[str]) -> pa.Table:
-    """The keys as an Arrow table typed like the key columns (QueryError if a value does not fit)."""
+    """The keys as an Arrow table typed like the key columns.
+
+    A key with a value its column cannot hold exactly (1.5 for an int column, a datetime
+    past midnight for a date column, nanoseconds for a microsecond timestamp) equals no row,
+    as in a scan: it is left out, rather than converted to another value that would match.
+    QueryError for a value of a kind that cannot be compared with the column at all.
+    """
+    keep = np.ones(len(keys), dtype=bool)
     arrays = []
     for i, name in enumerate(key_columns):
         typ = schema.field(name).type
+        array, fits = _typed_column([k[i] for k in keys], name, typ)
+        arrays.append(array)
+        keep &= fits
+    table = pa.table(arrays, names=list(key_columns))
+    return table if keep.all() else table.filter(pa.array(keep))
+
+
+def _typed_column(values: list[Any], name: str, typ: pa.DataType) -> tuple[pa.Array, np.ndarray]:
+    """``values`` as an array of ``typ``, and which of them it holds exactly.
+
+    A value the column can be compared with but cannot hold exactly (``exact``, the
+    binder's test, decides) is None in the array and False in the mask.
+    """
+    fits = np.ones(len(values), dtype=bool)
+    natural: pa.Array | None = None
+    # All values at once when they are of one Python type (pyarrow infers a mix lossily:
+    # a date and a datetime become two dates, a large int and a float two floats).
+    if len({type(v) for v in values if v is not None}) <= 1:
         try:
-            arrays.append(pa.array([k[i] for k in keys], type=typ))
-        except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as e:
-            raise QueryError(f"a key value for column {name!r} does not fit its type {typ}: {e}") from e
-    return pa.table(arrays, names=list(key_columns))
+            natural = pa.array(values)
+        except (pa.ArrowException, TypeError, ValueError, OverflowError):
+            natural = None
+    if natural is not None and not _lossy_timestamps(natural, values):
+        if natural.type.equals(typ):
+            return natural, fits
+        if pa.types.is_null(natural.type):
+            return pa.nulls(len(values), typ), fits
+        if _comparable(natural.type, typ):
+            # Every value at once: the round trip through the column type changes none.
+            try:
+                cast = natural.cast(typ, safe=True)
+                if cast.cast(natural.type, safe=True).equals(natural):
+                    return cast, fits
+            except (pa.ArrowException, OverflowError):
+                pass
+    typed: list[Any] = []
+    for j, v in enumerate(values):
+        own = _own_type(v)
+        if own is None or not _comparable(own, typ) or (_is_nan(v) and pa.types.is_floating(typ)):
+            # null, NaN on a float column (NaN equals NaN here), or a value of another kind:
+            # the column type's own conversion decides (and refuses what it cannot convert).
+            typed.append(v)
+            continue
+        lit = exact(Lit(v, own), typ)
+        if lit.type.equals(typ):
+            typed.append(lit.value)
+        else:
+            typed.append(None)
+            fits[j] = False
+    try:
+        return pa.array(typed, type=typ), fits
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, OverflowError) as e:
+        raise QueryError(f"a key value for column {name!r} does not fit its type {typ}: {e}") from e
+
+
+def _own_type(v: Any) -> pa.DataType | None:
+    """The Arrow type that holds the Python value ``v`` exactly (None: null, or not known)."""
+    if isinstance(v, int) and not isinstance(v, bool) and not -(2**63) <= v < 2**63:
+        return pa.decimal128(38, 0) if abs(v) < 10**38 else pa.float64()
+    try:
+        typ = pa.array([v]).type
+    except (pa.ArrowException, TypeError, ValueError, OverflowError):
+        return None
+    if pa.types.is_timestamp(typ) and getattr(v, "nanosecond", 0):
+        return pa.timestamp("ns", typ.tz)  # pyarrow infers microseconds for a pandas Timestamp
+    return None if pa.types.is_null(typ) else typ
+
+
+def _lossy_timestamps(natural: pa.Array, values: list[Any]) -> bool:
+    """Whether pyarrow's inferred microsecond timestamps dropped some value's nanoseconds."""
+    return pa.types.is_timestamp(natural.type) and any(getattr(v, "nanosecond", 0) for v in values)
+
+
+def _is_nan(v: Any) -> bool:
+    return isinstance(v, float) and math.isnan(v)
+
+
+def _comparable(own: pa.DataType, typ: pa.DataType) -> bool:
+    """Whether a value of type ``own`` compares with a column of type ``typ`` (as in a scan:
+    numbers with numbers, dates with timestamps...)."""
+    if comparison_class(own) == comparison_class(typ):
+        return True
+    return {family(own), family(typ)} <= {Family.DATE, Family.TIMESTAMP}
 
 
 def match_mask(table: pa.Table, keys: pa.Table) -> pa.ChunkedArray:
@@ -106,8 +202,27 @@ def match_mask(table: pa.Table, keys: pa.Table) -> pa.ChunkedArray:
         column = _signless_zero(table[names[0]])
         value_set = _signless_zero(keys[names[0]]).combine_chunks()
         return pc.is_in(column, value_set=value_set, skip_nulls=False)
-    # Composite: compare a null-aware encoding of every component, joined into one binary key.
-    return pc.is_in(_composite(table, names), value_set=_composite(keys, names).combine_chunks())
+    # Composite: each component becomes its position among the keys' values of that column
+    # (null: none of them), and the positions are folded pairwise into the position of the
+    # combination among the keys' combinations: exact whatever the values hold, no encoding.
+    n = keys.num_rows
+    row_code: pa.ChunkedArray | None = None
+    key_code: pa.Array | None = None
+    for i, name in enumerate(names):
+        value_set = _signless_zero(keys[name]).combine_chunks()
+        rows = pc.index_in(_signless_zero(table[name]), value_set=value_set, skip_nulls=False)
+        own = pc.index_in(value_set, value_set=value_set, skip_nulls=False)
+        if row_code is None or key_code is None:
+            row_code, key_code = rows, own
+            continue
+        # Both codes are below n (at most 2**31), so code * n + code fits in an int64.
+        rows_pair = pc.add(pc.multiply(row_code.cast(pa.int64()), n), rows.cast(pa.int64()))
+        keys_pair = pc.add(pc.multiply(key_code.cast(pa.int64()), n), own.cast(pa.int64()))
+        if i == len(names) - 1:
+            return pc.is_in(rows_pair, value_set=keys_pair, skip_nulls=False)
+        row_code = pc.index_in(rows_pair, value_set=keys_pair, skip_nulls=False)
+        key_code = pc.index_in(keys_pair, value_set=keys_pair, skip_nulls=False)
+    raise AssertionError("unreachable: a composite key has two columns or more")
 
 
 def _signless_zero(col: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -115,17 +230,6 @@ def _signless_zero(col: pa.ChunkedArray) -> pa.ChunkedArray:
     if pa.types.is_floating(col.type):
         return pc.add(col, pa.scalar(0.0, col.type))
     return col
-
-
-def _composite(table: pa.Table, names: Sequence[str]) -> pa.ChunkedArray:
-    parts = []
-    for n in names:
-        col = _signless_zero(table[n])
-        text = pc.cast(col, pa.string()) if not pa.types.is_string(col.type) else col
-        # "\x00" marks null, "\x01"+value a present value: distinct for null vs empty string.
-        parts.append(pc.if_else(pc.is_null(col), "\x00", pc.binary_join_element_wise("\x01", text, "")))
-    parts.append("\x02")
-    return pc.binary_join_element_wise(*parts)
 
 
 def file_bounds(

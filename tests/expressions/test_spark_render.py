@@ -130,6 +130,8 @@ ROWS = [
     (4, -2, None, "a_b", dt.date(2024, 3, 1), dt.datetime(2023, 12, 31, 23, tzinfo=UTC), D("-3.25"), True),
     (5, 5, 1e300, None, dt.date(2024, 1, 1), dt.datetime(2024, 1, 1, 10, tzinfo=UTC), D("0.01"), False),
     (6, 0, 2.5, "ünï\ncode", dt.date(2024, 2, 29), None, D("9999.99"), None),
+    (7, 2**53 + 1, -0.0, "", None, None, None, None),
+    (8, -(2**63), 0.0, "", None, None, None, None),
 ]
 WHERES = [
     "k NOT IN (1, 5)",
@@ -149,6 +151,14 @@ WHERES = [
     "m > 9999",
     "b OR NOT (k > 0)",
     "b IS NOT TRUE AND NOT (m < 0)",
+    # integer columns against numbers they do not hold, and signed zeros
+    "k > 2.5 OR k <= -0.5",
+    "k = 1.5 OR k BETWEEN 0.5 AND 3.5",
+    "NOT (k != 1.5) OR k >= 9007199254740992.5",
+    "k < 1e30 AND k > -9223372036854775809",
+    "x IN (0, 2.5)",
+    "x NOT IN (-0.0)",
+    "x IN (-0.0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11)",  # Spark's InSet past 10 values
 ]
 
 
