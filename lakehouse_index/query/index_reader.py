@@ -9,6 +9,7 @@ the base files' key ranges (decoded once per snapshot), not by testing every fil
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -69,6 +70,8 @@ class GroupBounds:
 
     def groups_for(self, keys: KeySet) -> list[int]:
         """Row groups whose statistics may hold one of the keys' leading values."""
+        if keys.has_nan_leading:  # statistics leave NaN out: any row group may hold one
+            return list(range(len(self.mins)))
         if self.ordered and not keys.has_null_leading:
             try:
                 found: set[int] = set()
@@ -154,20 +157,25 @@ class KeySet:
 
     table: pa.Table
     tuples: tuple[K.KeyTuple, ...]
+    #: The leading components, sorted, without nulls and NaNs.
     leading_sorted: tuple[Any, ...]
     has_null_leading: bool
+    #: A key leads with NaN, which Parquet statistics (and index file bounds) leave out: no
+    #: row group or file can be excluded for it.
+    has_nan_leading: bool = False
 
     @classmethod
     def build(cls, keys: Sequence[K.KeyTuple], schema: pa.Schema, key_columns: Sequence[str]) -> KeySet:
         """Type the keys (QueryError if a value does not fit its column)."""
         table = K.keys_table(keys, schema, key_columns)
-        tuples = tuple(zip(*(table[c].to_pylist() for c in key_columns), strict=True)) if keys else ()
-        leading = [t[0] for t in tuples if t[0] is not None]
+        tuples = tuple(zip(*(table[c].to_pylist() for c in key_columns), strict=True))
+        nan = [isinstance(t[0], float) and math.isnan(t[0]) for t in tuples]
+        leading = [t[0] for t, is_nan in zip(tuples, nan, strict=True) if t[0] is not None and not is_nan]
         try:
             leading_sorted = tuple(sorted(set(leading)))
         except TypeError:
             leading_sorted = tuple(leading)
-        return cls(table, tuples, leading_sorted, any(t[0] is None for t in tuples))
+        return cls(table, tuples, leading_sorted, any(t[0] is None for t in tuples), any(nan))
 
     def groups(self, bounds: GroupBounds) -> list[int]:
         """Row groups of an index file (``bounds`` of its leading key column) that may hold a key."""
@@ -179,7 +187,7 @@ class KeySet:
 
     def may_hit(self, lo: Any, hi: Any, null_count: int | None) -> bool:
         """Whether some key's leading component may lie in [lo, hi] (or be null, with nulls present)."""
-        if self.has_null_leading and (null_count is None or null_count > 0):
+        if self.has_nan_leading or (self.has_null_leading and (null_count is None or null_count > 0)):
             return True
         if not self.leading_sorted:
             return False
