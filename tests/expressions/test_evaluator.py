@@ -18,6 +18,7 @@ from lakehouse_index.expressions import Predicate
 from lakehouse_index.expressions.constants import ConstantsOracle
 from lakehouse_index.expressions.evaluator import Outcomes, evaluate
 from lakehouse_index.expressions.types import Family, LikePattern, comparison_class, family, orders_alike
+from tests.support.predicates import combinations
 
 SCHEMA = pa.schema(
     [
@@ -79,15 +80,7 @@ ATOMS = st.one_of(
     st.builds("s {}LIKE '{}'".format, NOT, st.sampled_from(PATTERNS)),
     st.sampled_from(["b", "NOT b", "b IS TRUE", "b IS NOT FALSE", "TRUE", "FALSE"]),
 )
-PREDICATES = st.recursive(
-    ATOMS,
-    lambda inner: st.one_of(
-        inner.map("NOT ({})".format),
-        st.builds("({}) AND ({})".format, inner, inner),
-        st.builds("({}) OR ({})".format, inner, inner),
-    ),
-    max_leaves=8,
-)
+PREDICATES = combinations(ATOMS, max_leaves=8)
 
 
 @st.composite

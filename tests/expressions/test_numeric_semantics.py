@@ -27,6 +27,7 @@ from lakehouse_index.expressions.constants import ConstantsOracle
 from lakehouse_index.expressions.evaluator import evaluate
 from lakehouse_index.expressions.pushed_filters import bind_filter
 from lakehouse_index.expressions.spark import to_spark_sql
+from tests.support.predicates import combinations
 
 SCHEMA = pa.schema(
     [
@@ -92,15 +93,7 @@ ATOMS = st.one_of(
     _atoms("x", FLOAT_LITERALS, FLOAT_LITERALS),
     _atoms("f", FLOAT_LITERALS, FLOAT_LITERALS),
 )
-PREDICATES = st.recursive(
-    ATOMS,
-    lambda inner: st.one_of(
-        inner.map("NOT ({})".format),
-        st.builds("({}) AND ({})".format, inner, inner),
-        st.builds("({}) OR ({})".format, inner, inner),
-    ),
-    max_leaves=4,
-)
+PREDICATES = combinations(ATOMS, max_leaves=4)
 
 
 @st.composite

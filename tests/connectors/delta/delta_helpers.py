@@ -20,6 +20,21 @@ from lakehouse_index.source import Column, FileEntry, Snapshot
 from tests.support.paths import PEER_TABLES  # noqa: F401  (re-exported for the test modules)
 
 
+class RecordingIO:
+    """Real local storage that records which files were read."""
+
+    def __init__(self, uri: str) -> None:
+        self.inner = Storage.for_uri(uri)
+        self.reads: list[str] = []
+
+    def read_bytes(self, path: str) -> bytes:
+        self.reads.append(path)
+        return self.inner.read_bytes(path)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+
 def open_source(path: str | os.PathLike[str]) -> DeltaSource:
     """A fresh (cold) connector on a local table."""
     p = str(path)

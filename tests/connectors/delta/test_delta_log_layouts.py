@@ -13,7 +13,7 @@ import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from delta_helpers import open_source, oracle_files
+from delta_helpers import RecordingIO, open_source, oracle_files
 from lakehouse_index_delta import DeltaSource
 
 from lakehouse_index.io import Storage
@@ -142,21 +142,6 @@ def test_v2_checkpoint_with_sidecars(table_dir: Path, fmt: str) -> None:
     sidecar.unlink()
     with pytest.raises(TableFormatError, match=sidecar.name):
         open_source(table_dir)
-
-
-class RecordingIO:
-    """Real local storage that records which files were read."""
-
-    def __init__(self, uri: str) -> None:
-        self.inner = Storage.for_uri(uri)
-        self.reads: list[str] = []
-
-    def read_bytes(self, path: str) -> bytes:
-        self.reads.append(path)
-        return self.inner.read_bytes(path)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
 
 
 def test_log_compaction_is_used_and_agrees(table_dir: Path) -> None:

@@ -15,7 +15,15 @@ import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from delta_helpers import PEER_TABLES, multiset, open_source, oracle_files, oracle_rows, read_snapshot_rows
+from delta_helpers import (
+    PEER_TABLES,
+    RecordingIO,
+    multiset,
+    open_source,
+    oracle_files,
+    oracle_rows,
+    read_snapshot_rows,
+)
 from lakehouse_index_delta import DeltaSource
 from lakehouse_index_delta.schema import parse_partition_value
 
@@ -192,21 +200,6 @@ def test_version_at_with_in_commit_timestamps_reads_few_commits(table_dir: Path)
     assert {i.version: i.timestamp_ms for i in src.versions()} == {0: raw[0], 1: raw[1], 2: raw[1] + 1, **ict}
 
 
-class RecordingIO:
-    """Real local storage that records which files were read."""
-
-    def __init__(self, uri: str) -> None:
-        self.inner = Storage.for_uri(uri)
-        self.reads: list[str] = []
-
-    def read_bytes(self, path: str) -> bytes:
-        self.reads.append(path)
-        return self.inner.read_bytes(path)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-
 # --------------------------------------------------------------------------- row tracking
 
 
@@ -310,8 +303,6 @@ def test_unknown_reader_feature_is_refused_and_writer_feature_tolerated(table_di
 
 def open_source_at_most(path: Path, version: int) -> Any:
     from lakehouse_index_delta import DeltaSource
-
-    from lakehouse_index.io import Storage
 
     src = DeltaSource(str(path), Storage.for_uri(str(path)))
     src.snapshot(version)
