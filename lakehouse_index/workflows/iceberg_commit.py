@@ -10,21 +10,31 @@ sets the columns and commits delete + append in one transaction.
 
 from __future__ import annotations
 
-import datetime as dt
-import functools
 import pickle
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from lakehouse_index.errors import ReadOnlyTableError, WriteConflictError
+from lakehouse_index.expressions import Predicate
+from lakehouse_index.io import Storage
+from lakehouse_index.io.parallel import each_file
+from lakehouse_index.io.uri import canonical_uri
+from lakehouse_index.read.datafiles import ROW_COLUMN
+from lakehouse_index.read.scan import scan_files
+from lakehouse_index.source import Snapshot, TableSource
 from lakehouse_index.workflows.append_task import NotDistributable, WrittenFile
+from lakehouse_index.workflows.erasure.iceberg_commit import _data_file
+from lakehouse_index.workflows.erasure.rewrite import FileRewrite, delete_quietly, plan_rewrite, write_parquet
 from lakehouse_index.workflows.reports import Commit
 
 ATTEMPTS = 4
+#: The lineage column ``scan_files(with_lineage=True)`` adds: the row's FileEntry path.
+FILE_PATH_COLUMN = "_file_path"
 
 
 def open_for_write(source: Any, uri: str) -> Any:
@@ -96,115 +106,197 @@ def append(tbl: Any, data: pa.Table) -> Commit:
     return _with_retries(tbl, op)
 
 
-def overwrite(tbl: Any, data: pa.Table, row_filter: Any | None) -> Commit:
-    """Replace every row (``row_filter`` None) or the rows matching it with ``data``."""
+def _positions(hits: pa.Table) -> dict[str, np.ndarray]:
+    """Row positions by file path, from rows read with lineage (``_file_path``, ``_row``)."""
+    if hits.num_rows == 0:
+        return {}
+    paths = hits[FILE_PATH_COLUMN].to_numpy(zero_copy_only=False)
+    rows = hits[ROW_COLUMN].to_numpy()
+    return {str(p): np.unique(rows[paths == p]) for p in np.unique(paths)}
+
+
+def _matching(source: TableSource, snap: Snapshot, predicate: Predicate | None, columns: Any) -> pa.Table:
+    """The live rows of ``snap`` where ``predicate`` is TRUE (every row for None), read and
+    filtered exactly as ``Table.scan(where=...)`` does, with ``_file_path`` and ``_row``."""
+    return scan_files(source, snap, snap.files.values(), columns, predicate, with_lineage=True)
+
+
+def _copy_on_write(
+    t: Any,
+    source: TableSource,
+    storage: Storage,
+    snap: Snapshot,
+    positions: Mapping[str, np.ndarray],
+    added: pa.Table | None,
+) -> None:
+    """One commit on top of ``snap`` (the head of ``t``): every file of ``positions`` is
+    replaced by a rewrite without the live rows at those positions, and ``added`` (rows in
+    the table schema) is written to new files.
+
+    The rows removed are exactly the ones named, found by this library's reader and
+    evaluator: pyiceberg's predicate evaluation (its metrics pruning and its row filter
+    disagree on -0.0, NaN and out-of-range literals) plays no part. The rewrites are the
+    erase's (:func:`.erasure.rewrite.plan_rewrite`): the old file's physical schema, its
+    row-level deletes applied, so they need none.
+    """
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+    new_rows = added is not None and added.num_rows > 0
+    if not positions:
+        if new_rows:
+            with t.transaction() as tx:
+                tx.append(added)
+        return
+    originals: dict[str, Any] = {}
+    for task in t.scan(snapshot_id=snap.version).plan_files():
+        key = canonical_uri(task.file.file_path, decoded=True)
+        if key in positions:
+            originals[key] = task.file
+    missing = set(positions) - set(originals)
+    if missing:
+        raise WriteConflictError(f"data files {sorted(missing)[:3]} are not live in snapshot {snap.version}")
+    rewrites = each_file(
+        lambda item: plan_rewrite(source, snap, snap.files[item[0]], item[1]), sorted(positions.items())
+    )
+    written: list[str] = []  # deleted when the commit fails
+
+    def rewritten(r: FileRewrite) -> Any:
+        old = originals[r.entry.path]
+        raw = f"{old.file_path.rsplit('/', 1)[0]}/{uuid.uuid4()}-rewritten.parquet"
+        uri = canonical_uri(raw, decoded=True)
+        written.append(uri)
+        size = write_parquet(source, uri, r.kept, r.compression)
+        return _data_file(t, old, raw, size, source, uri)
+
+    try:
+        kept_files = each_file(rewritten, [r for r in rewrites if r.kept.num_rows])
+        with t.transaction() as tx, tx.update_snapshot().overwrite() as ow:
+            for r in rewrites:
+                ow.delete_data_file(originals[r.entry.path])
+            for df in kept_files:
+                ow.append_data_file(df)
+            if new_rows:
+                for df in _dataframe_to_data_files(
+                    table_metadata=tx.table_metadata, df=added, io=t.io, write_uuid=ow.commit_uuid
+                ):
+                    ow.append_data_file(df)
+    except BaseException:
+        delete_quietly(storage, written)
+        raise
+
+
+def _head_snapshot(t: Any, source: TableSource) -> tuple[Any, Snapshot | None]:
+    """The head of ``t`` and this library's view of it (None for a table without snapshots)."""
+    before = _head(t)
+    return before, (None if before is None else source.snapshot(int(before.snapshot_id)))
+
+
+def overwrite(
+    tbl: Any, data: pa.Table, predicate: Predicate | None, source: TableSource, storage: Storage
+) -> Commit:
+    """Replace every row (``predicate`` None) or the rows where it is TRUE with ``data``, in one commit."""
     from pyiceberg.expressions import AlwaysTrue
 
     def op(t: Any) -> Commit:
-        before = _head(t)
-        total_before = _live_total(before)
-        t.overwrite(_in_table_schema(t, data), overwrite_filter=row_filter or AlwaysTrue())
-        total_after = _live_total(_head(t))
-        deleted = None
-        if total_before is not None and total_after is not None:
-            deleted = total_before - (total_after - data.num_rows)
-        return Commit(_version(t, before), rows_written=data.num_rows, rows_deleted=deleted)
+        incoming = _in_table_schema(t, data)
+        if predicate is None:
+            before = _head(t)
+            total_before = _live_total(before)
+            t.overwrite(incoming, overwrite_filter=AlwaysTrue())
+            total_after = _live_total(_head(t))
+            deleted = None
+            if total_before is not None and total_after is not None:
+                deleted = total_before - (total_after - data.num_rows)
+            return Commit(_version(t, before), rows_written=data.num_rows, rows_deleted=deleted)
+        before, snap = _head_snapshot(t, source)
+        if snap is None:
+            t.append(incoming)
+            return Commit(_version(t, before), rows_written=data.num_rows, rows_deleted=0)
+        hits = _matching(source, snap, predicate, [snap.schema.names[0]])
+        _copy_on_write(t, source, storage, snap, _positions(hits), incoming)
+        return Commit(_version(t, before), rows_written=data.num_rows, rows_deleted=hits.num_rows)
 
     return _with_retries(tbl, op)
 
 
-def delete(tbl: Any, row_filter: Any) -> Commit:
-    """Delete the rows matching ``row_filter``."""
+def delete(tbl: Any, predicate: Predicate, source: TableSource, storage: Storage) -> Commit:
+    """Delete the rows where ``predicate`` is TRUE: exactly the rows ``scan(where)`` returns."""
 
     def op(t: Any) -> Commit:
-        before = _head(t)
-        total_before = _live_total(before)
-        t.delete(row_filter)
-        total_after = _live_total(_head(t))
-        deleted = None
-        if total_before is not None and total_after is not None:
-            deleted = total_before - total_after
-        return Commit(_version(t, before), rows_deleted=deleted)
+        before, snap = _head_snapshot(t, source)
+        if snap is None:
+            return Commit(0, rows_deleted=0)
+        hits = _matching(source, snap, predicate, [snap.schema.names[0]])
+        _copy_on_write(t, source, storage, snap, _positions(hits), None)
+        return Commit(_version(t, before), rows_deleted=hits.num_rows)
 
     return _with_retries(tbl, op)
 
 
-def update(tbl: Any, row_filter: Any, values: Mapping[str, Any]) -> Commit:
-    """Set ``values`` (Python literals) on the rows matching ``row_filter`` (delete + append, one commit)."""
+def update(
+    tbl: Any, predicate: Predicate | None, values: Mapping[str, Any], source: TableSource, storage: Storage
+) -> Commit:
+    """Set ``values`` (Python literals) on the rows where ``predicate`` is TRUE (every row for None).
+
+    The rows are read and matched as ``scan(where)`` does; their files are rewritten
+    without them and the updated rows written anew, in one commit, so the rows removed
+    are exactly the rows rewritten.
+    """
 
     def op(t: Any) -> Commit:
-        before = _head(t)
-        if before is None:
+        before, snap = _head_snapshot(t, source)
+        if snap is None:
             return Commit(0, rows_updated=0)
-        rows = t.scan(row_filter=row_filter, snapshot_id=before.snapshot_id).to_arrow()
-        if rows.num_rows == 0:
-            return Commit(int(before.snapshot_id), rows_updated=0)
+        hits = _matching(source, snap, predicate, None)
+        if hits.num_rows == 0:
+            return Commit(int(snap.version), rows_updated=0)
+        rows = hits.drop_columns([FILE_PATH_COLUMN, ROW_COLUMN])
         schema = t.schema().as_arrow()
         for name, value in values.items():
             field = schema.field(name)
             rows = rows.set_column(
                 rows.schema.get_field_index(name), field, pa.array([value] * rows.num_rows, field.type)
             )
-        with t.transaction() as tx:
-            tx.delete(row_filter)
-            tx.append(_in_table_schema(t, rows))
+        _copy_on_write(t, source, storage, snap, _positions(hits), _in_table_schema(t, rows))
         return Commit(_version(t, before), rows_updated=rows.num_rows)
 
     return _with_retries(tbl, op)
 
 
-def _literal(value: Any) -> Any:
-    """A Python value as pyiceberg binds it (dates and timestamps through ISO text)."""
-    if isinstance(value, (dt.date, dt.datetime)):
-        return value.isoformat()
-    return value
-
-
-def upsert(tbl: Any, data: pa.Table, on: Sequence[str]) -> Commit:
+def upsert(tbl: Any, data: pa.Table, on: Sequence[str], source: TableSource, storage: Storage) -> Commit:
     """Rows matching a data row on ``on`` become that data row, other data rows are inserted.
 
-    One transaction: the target rows whose key columns take the data's values are read
-    (an ``IN`` filter per key column, a superset for composite keys), deleted, and
-    appended back, each matched one replaced by its data row, together with the
-    unmatched data rows. Like a SQL MERGE (and deltalake), every matching target row is
-    updated, duplicates included; pyiceberg 0.12's own ``upsert`` refuses a target with
-    duplicate keys, so it is not used. Keys are unique and not null in ``data``.
+    One commit: the key columns of every live row are read (as ``scan`` reads them); the
+    files holding a target row whose key is a data row's are rewritten without those
+    rows, and the data rows (replacements and inserts) are written anew. Like a SQL MERGE
+    (and deltalake), every matching target row is updated, duplicates included; pyiceberg
+    0.12's own ``upsert`` refuses a target with duplicate keys, so it is not used. Keys are
+    unique and not null in ``data``.
     """
-    from pyiceberg import expressions
-
-    ie: Any = expressions  # pyiceberg's expression classes are pydantic models mypy reads badly
 
     def op(t: Any) -> Commit:
-        before = _head(t)
         incoming = _in_table_schema(t, data)
-        if before is None:
+        before, snap = _head_snapshot(t, source)
+        if snap is None:
             t.append(incoming)
             return Commit(_version(t, before), rows_written=incoming.num_rows, rows_updated=0)
-        filters = [ie.In(c, {_literal(v) for v in incoming[c].to_pylist()}) for c in on]
-        key_filter = functools.reduce(ie.And, filters)
-        current = _in_table_schema(
-            t, t.scan(row_filter=key_filter, snapshot_id=before.snapshot_id).to_arrow()
-        )
+        current = _matching(source, snap, None, list(on))
         position = {key: i for i, key in enumerate(zip(*(incoming[c].to_pylist() for c in on), strict=True))}
         current_keys = zip(*(current[c].to_pylist() for c in on), strict=True) if current.num_rows else []
         matched_from: list[int] = []  # data row replacing each matched target row
-        kept: list[bool] = []
+        hit: list[bool] = []
         for key in current_keys:
             i = position.get(key)
-            kept.append(i is None)
+            hit.append(i is not None)
             if i is not None:
                 matched_from.append(i)
         used = set(matched_from)
         inserted = [i for i in range(incoming.num_rows) if i not in used]
-        parts = [
-            current.filter(pa.array(kept, pa.bool_())) if current.num_rows else current,
-            incoming.take(pa.array(matched_from, pa.int64())),
-            incoming.take(pa.array(inserted, pa.int64())),
-        ]
-        with t.transaction() as tx:
-            if current.num_rows:
-                tx.delete(key_filter)
-            tx.append(pa.concat_tables(parts))
+        hits = current.filter(pa.array(hit, pa.bool_())) if current.num_rows else current
+        added = pa.concat_tables(
+            [incoming.take(pa.array(matched_from, pa.int64())), incoming.take(pa.array(inserted, pa.int64()))]
+        )
+        _copy_on_write(t, source, storage, snap, _positions(hits), added)
         return Commit(_version(t, before), rows_written=len(inserted), rows_updated=len(matched_from))
 
     return _with_retries(tbl, op)

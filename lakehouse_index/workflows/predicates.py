@@ -2,19 +2,19 @@
 
 * :func:`to_datafusion_sql`: SQL text for deltalake (DataFusion dialect: identifiers in
   double quotes; integer, float and timestamp literals cast to the column's exact Arrow
-  type, because delta-rs refuses comparisons of Int32 with Int64 or of µs with ns);
-* :func:`to_iceberg`: a pyiceberg ``BooleanExpression`` that is true exactly where the
-  SQL predicate is TRUE. SQL's three-valued logic is kept by pushing negations down
-  with explicit ``NotNull`` guards (Iceberg's own ``notEqual``/``notIn`` match nulls).
+  type, because delta-rs refuses comparisons of Int32 with Int64 or of µs with ns).
 
-Both start from the bound AST of :class:`lakehouse_index.expressions.Predicate`, so a
-``where`` means the same rows for ``scan``, deltalake and pyiceberg.
+It starts from the bound AST of :class:`lakehouse_index.expressions.Predicate`, so a
+``where`` means the same rows for ``scan`` and deltalake. Iceberg writes need no
+rendering: they find the rows with this library's own reader and rewrite those files
+(:mod:`lakehouse_index.workflows.iceberg_commit`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import functools
+import math
 from typing import Any
 
 import pyarrow as pa
@@ -23,7 +23,7 @@ from sqlglot import exp
 from lakehouse_index.errors import QueryError
 from lakehouse_index.expressions import Predicate, ast
 from lakehouse_index.expressions.spark import COMPARE_NODES, literal
-from lakehouse_index.expressions.types import Family, LikePattern, family
+from lakehouse_index.expressions.types import Family, family
 
 _DIALECT = "postgres"
 _UNITS = {"s": "Second", "ms": "Millisecond", "us": "Microsecond", "ns": "Nanosecond"}
@@ -84,7 +84,39 @@ def _df_sql_type(t: pa.DataType) -> exp.DataType:
     raise QueryError(f"no DataFusion cast to {t}")
 
 
+def _is_float(t: pa.DataType) -> bool:
+    return family(t) is Family.FLOAT
+
+
+def _isnan(e: exp.Expression) -> exp.Expression:
+    return exp.Anonymous(this="isnan", expressions=[e])
+
+
+def _paren(e: Any) -> exp.Paren:
+    return exp.Paren(this=e)
+
+
+def _any(parts: list[exp.Expression]) -> exp.Expression:
+    return functools.reduce(lambda a, b: exp.Or(this=a, expression=b), parts)
+
+
+def _never(column: exp.Expression) -> exp.Expression:
+    """FALSE for a value, NULL for a null: an atom no value of the column satisfies."""
+    return _paren(exp.And(this=exp.Is(this=column, expression=exp.Null()), expression=exp.Null()))
+
+
 class _DataFusion:
+    """Renders the AST so that DataFusion picks the rows our pyarrow evaluator picks.
+
+    Where the engines differ, the rendering says what we mean: DataFusion orders NaN above
+    every number and equal to itself, pyarrow compares IEEE (NaN is unequal to everything,
+    neither smaller nor larger), so float comparisons carry ``isnan`` guards; a float32
+    column meets a double literal it cannot hold as a double (``0.1``), not cast down; IN
+    values the column cannot hold match nothing (never cast to the column type, which
+    fails or wraps); a float IN list is an OR of guarded equalities; BETWEEN is the two
+    comparisons pyarrow evaluates.
+    """
+
     def __init__(self, schema: pa.Schema, qualifier: str | None) -> None:
         self.schema = schema
         self.qualifier = qualifier
@@ -105,44 +137,93 @@ class _DataFusion:
         assert isinstance(col, ast.Col) and isinstance(lit, ast.Lit)
         col_type = self.col_type(col.name)
         col_e: exp.Expression = self.column(col.name)
-        if family(col_type) is family(lit.type):
+        if family(col_type) is family(lit.type) and not (
+            _is_float(col_type) and not lit.type.equals(col_type)
+        ):
             lit_e = self.value(lit, col.name)
+        elif _is_float(col_type) and _is_float(lit.type):
+            # e.g. float32_col = 0.1 (no float32 value): compare in the literal's (wider) type.
+            col_e = exp.Anonymous(this="arrow_cast", expressions=[col_e, exp.Literal.string("Float64")])
+            lit_e = _df_literal(lit.value, lit.type, None)
         else:  # e.g. int_col = 1.5: compare as the literal's type
             col_e = exp.Cast(this=col_e, to=_df_sql_type(lit.type))
             lit_e = _df_literal(lit.value, lit.type, None)
         return (col_e, lit_e) if isinstance(left, ast.Col) else (lit_e, col_e)
 
+    def compare(self, node: ast.Compare) -> exp.Expression:
+        left, right = self.operand_pair(node.left, node.right)
+        e: exp.Expression = _paren(COMPARE_NODES[node.op](this=left, expression=right))
+        floats = [
+            self.column(o.name)
+            for o in (node.left, node.right)
+            if isinstance(o, ast.Col) and _is_float(self.col_type(o.name))
+        ]
+        lits = [o.value for o in (node.left, node.right) if isinstance(o, ast.Lit)]
+        if any(isinstance(v, float) and math.isnan(v) for v in lits):
+            col = (
+                floats[0]
+                if floats
+                else self.column(next(o.name for o in (node.left, node.right) if isinstance(o, ast.Col)))
+            )
+            never = _never(col)
+            return _paren(exp.Not(this=never)) if node.op == "!=" else never
+        if not floats:
+            return e
+        if len(floats) == 1 and len(lits) == 1:
+            # IEEE: NaN != x is TRUE, every other comparison with NaN FALSE; a null stays null.
+            nan = _isnan(floats[0])
+            if node.op == "!=":
+                return _paren(exp.Or(this=e, expression=nan))
+            return _paren(exp.And(this=e, expression=exp.Not(this=nan)))
+        # Two columns: NULL when either is null, else the IEEE outcome when either is NaN.
+        any_null = _any([exp.Is(this=c, expression=exp.Null()) for c in floats])
+        any_nan = _any([_isnan(c) for c in floats])
+        case = (
+            exp.Case()
+            .when(any_null, exp.Cast(this=exp.Null(), to=exp.DataType.build("BOOLEAN")))
+            .when(any_nan, exp.Boolean(this=node.op == "!="))
+            .else_(e)
+        )
+        return _paren(case)
+
     def render(self, node: ast.Node) -> exp.Expression:
         if isinstance(node, ast.Const):
             return exp.Boolean(this=node.value)
         if isinstance(node, ast.Not):
-            return exp.Paren(this=exp.Not(this=self.render(node.part)))
+            return _paren(exp.Not(this=self.render(node.part)))
         if isinstance(node, ast.And):
             parts = [self.render(p) for p in node.parts]
-            return exp.Paren(this=functools.reduce(lambda a, b: exp.And(this=a, expression=b), parts))
+            return _paren(functools.reduce(lambda a, b: exp.And(this=a, expression=b), parts))
         if isinstance(node, ast.Or):
             parts = [self.render(p) for p in node.parts]
-            return exp.Paren(this=functools.reduce(lambda a, b: exp.Or(this=a, expression=b), parts))
+            return _paren(functools.reduce(lambda a, b: exp.Or(this=a, expression=b), parts))
         if isinstance(node, ast.Compare):
-            left, right = self.operand_pair(node.left, node.right)
-            return exp.Paren(this=COMPARE_NODES[node.op](this=left, expression=right))
+            return self.compare(node)
         name = node.column.name
+        col_type = self.col_type(name)
         e: exp.Expression
         if isinstance(node, ast.In):
-            values = [self.operand_pair(node.column, v)[1] for v in node.values]
-            e = exp.In(this=self.column(name), expressions=values)
+            # Values of another type than the column's cannot equal any of its values.
+            held = [v for v in node.values if v.type.equals(node.column_type)]
+            if not held:
+                e = _never(self.column(name))
+            elif _is_float(col_type):
+                eqs = [self.compare(ast.Compare("=", node.column, v)) for v in held]
+                e = _paren(_any(eqs))
+            else:
+                values = [self.value(v, name) for v in held]
+                e = _paren(exp.In(this=self.column(name), expressions=values))
         elif isinstance(node, ast.IsNull):
-            e = exp.Is(this=self.column(name), expression=exp.Null())
+            e = _paren(exp.Is(this=self.column(name), expression=exp.Null()))
         elif isinstance(node, ast.Between):
-            e = exp.Between(
-                this=self.column(name), low=self.value(node.low, name), high=self.value(node.high, name)
-            )
+            low = self.compare(ast.Compare(">=", node.column, node.low))
+            high = self.compare(ast.Compare("<=", node.column, node.high))
+            e = _paren(exp.And(this=low, expression=high))
         elif isinstance(node, ast.Like):
-            e = exp.Like(this=self.column(name), expression=exp.Literal.string(node.pattern))
+            e = _paren(exp.Like(this=self.column(name), expression=exp.Literal.string(node.pattern)))
         else:
             raise QueryError(f"cannot render {node!r} for deltalake")
-        e = exp.Paren(this=e)
-        return exp.Paren(this=exp.Not(this=e)) if node.negated else e
+        return _paren(exp.Not(this=e)) if node.negated else e
 
 
 def to_datafusion_sql(predicate: Predicate, qualifier: str | None = None) -> str:
@@ -162,103 +243,3 @@ def sql_value(value: Any, t: pa.DataType) -> str:
     if value is None:
         return "NULL"
     return _df_literal(value, t, t).sql(dialect=_DIALECT)
-
-
-# --------------------------------------------------------------------------- pyiceberg
-
-
-def _ice_value(lit: ast.Lit, column_type: pa.DataType) -> Any:
-    if family(lit.type) is not family(column_type):
-        raise QueryError(
-            f"comparing a {column_type} column with {lit.value!r} ({lit.type}) cannot be written to "
-            "Iceberg exactly; compare with a literal of the column's type"
-        )
-    v = lit.value
-    if isinstance(v, dt.datetime):
-        return v.isoformat()
-    if isinstance(v, dt.date):
-        return v.isoformat()
-    return v
-
-
-class _Iceberg:
-    """Builds an expression true exactly where the SQL node is TRUE (``want=True``) or FALSE."""
-
-    def __init__(self, schema: pa.Schema) -> None:
-        self.schema = schema
-        from pyiceberg import expressions as ie
-
-        self.ie: Any = ie
-
-    def guard(self, name: str, e: Any) -> Any:
-        return self.ie.And(self.ie.NotNull(name), e)
-
-    def compare(self, op: str, name: str, value: Any) -> Any:
-        ie = self.ie
-        cls = {
-            "=": ie.EqualTo,
-            "!=": ie.NotEqualTo,
-            "<": ie.LessThan,
-            "<=": ie.LessThanOrEqual,
-            ">": ie.GreaterThan,
-            ">=": ie.GreaterThanOrEqual,
-        }[op]
-        return self.guard(name, cls(name, value))
-
-    def build(self, node: ast.Node, want: bool) -> Any:
-        ie = self.ie
-        if isinstance(node, ast.Const):
-            return ie.AlwaysTrue() if node.value == want else ie.AlwaysFalse()
-        if isinstance(node, ast.Not):
-            return self.build(node.part, not want)
-        if isinstance(node, (ast.And, ast.Or)):
-            parts = [self.build(p, want) for p in node.parts]
-            conj = isinstance(node, ast.And) == want
-            return functools.reduce(ie.And if conj else ie.Or, parts)
-        if isinstance(node, ast.Compare):
-            if not (isinstance(node.left, ast.Col) ^ isinstance(node.right, ast.Col)):
-                raise QueryError("Iceberg writes support comparisons of a column with a literal only")
-            flipped = not isinstance(node.left, ast.Col)
-            col, lit = (node.right, node.left) if flipped else (node.left, node.right)
-            op = ast.FLIP[node.op] if flipped else node.op
-            assert isinstance(col, ast.Col) and isinstance(lit, ast.Lit)
-            negate = {"=": "!=", "!=": "=", "<": ">=", "<=": ">", ">": "<=", ">=": "<"}
-            value = _ice_value(lit, self.schema.field(col.name).type)
-            return self.compare(op if want else negate[op], col.name, value)
-        name = node.column.name
-        col_type = self.schema.field(name).type
-        positive = want != node.negated
-        if isinstance(node, ast.IsNull):
-            return ie.IsNull(name) if positive else ie.NotNull(name)
-        if isinstance(node, ast.In):
-            values = {_ice_value(v, col_type) for v in node.values}
-            return self.guard(name, ie.In(name, values) if positive else ie.NotIn(name, values))
-        if isinstance(node, ast.Between):
-            low, high = _ice_value(node.low, col_type), _ice_value(node.high, col_type)
-            if positive:
-                return self.guard(
-                    name, ie.And(ie.GreaterThanOrEqual(name, low), ie.LessThanOrEqual(name, high))
-                )
-            return self.guard(name, ie.Or(ie.LessThan(name, low), ie.GreaterThan(name, high)))
-        if isinstance(node, ast.Like):
-            tokens = LikePattern(node.pattern).tokens
-            if all(tokens):  # no wildcard: equality
-                literal_text = "".join(t for t in tokens if t)
-                eq = ie.EqualTo(name, literal_text) if positive else ie.NotEqualTo(name, literal_text)
-                return self.guard(name, eq)
-            prefix = LikePattern(node.pattern).prefix
-            if not (tokens[-1] is None and all(tokens[:-1])):
-                raise QueryError(
-                    f"LIKE {node.pattern!r}: Iceberg writes support prefix patterns ('abc%') only"
-                )
-            return self.guard(
-                name, ie.StartsWith(name, prefix) if positive else ie.NotStartsWith(name, prefix)
-            )
-        raise QueryError(f"cannot render {node!r} for pyiceberg")
-
-
-def to_iceberg(predicate: Predicate) -> Any:
-    """A pyiceberg BooleanExpression selecting exactly the rows where the predicate is TRUE."""
-    if predicate.node is None:
-        raise QueryError("writes need the where clause as SQL text, not a pyarrow Expression")
-    return _Iceberg(predicate.schema).build(predicate.node, True)

@@ -17,12 +17,14 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakehouse_index.errors import IndexMaintenanceError, ReadOnlyTableError, WriteRefusedError
 from lakehouse_index.expressions import Predicate
 from lakehouse_index.faults import crash_point
 from lakehouse_index.io import join_uri
 from lakehouse_index.log.store import INDEX_DIR_NAME
+from lakehouse_index.read.datafiles import read_file
 from lakehouse_index.source import Snapshot
 from lakehouse_index.workflows import data as inputs
 from lakehouse_index.workflows import predicates
@@ -49,6 +51,44 @@ def _where(where: Any, schema: pa.Schema, what: str) -> Predicate | None:
     if where is not None and not isinstance(where, str):
         raise WriteRefusedError(f"{what}: where must be SQL text, not {type(where).__name__}")
     return Predicate.of(where, schema)
+
+
+def _refuse_nan_rewrites(table: IndexedTable, snap: Snapshot, predicate: Predicate | None, what: str) -> None:
+    """Refuse a Delta delete, update or overwrite(where) that deltalake would corrupt.
+
+    deltalake (1.6) rewrites the files holding matching rows with the values of a float
+    column the predicate reads taken from the file's statistics when they say it holds
+    one value, and statistics leave NaN out: ``g = [1.5, NaN]`` under ``g IS NOT NULL``
+    comes back ``[1.5, 1.5]``. When a file holds such a column with NaNs beside one other
+    value, nothing is written.
+    """
+    if predicate is None:
+        return
+    floats = sorted(c for c in predicate.columns if pa.types.is_floating(snap.schema.field(c).type))
+    if not floats:
+        return
+    for entry in snap.files.values():
+        rows = read_file(table.source, snap, entry, floats)
+        nan = [c for c in floats if _nan_beside_one_value(rows[c])]
+        if nan:
+            raise WriteRefusedError(
+                f"{what} on {table.uri}: the where reads float column(s) {nan} holding NaN, whose "
+                "values deltalake overwrites in the files it rewrites (a deltalake defect); nothing "
+                "was written. Write with another engine (e.g. Spark with delta-spark), or name "
+                "the rows by other columns"
+            )
+
+
+def _nan_beside_one_value(values: pa.ChunkedArray) -> bool:
+    """Whether ``values`` hold NaN and, NaN and nulls aside, a single value (min == max)."""
+    nan = pc.fill_null(pc.is_nan(values), False)
+    if not pc.any(nan).as_py():
+        return False
+    rest = values.filter(pc.invert(pc.or_(nan, pc.is_null(values))))
+    if len(rest) == 0:
+        return False
+    bounds = pc.min_max(rest)
+    return bool(bounds["min"].as_py() == bounds["max"].as_py())
 
 
 def _columns_exist(names: Sequence[str], schema: pa.Schema, what: str) -> None:
@@ -176,6 +216,7 @@ def overwrite(table: IndexedTable, data: Any, where: str | None = None) -> Write
     if table.format == "delta":
         from lakehouse_index.workflows import delta_commit as dc
 
+        _refuse_nan_rewrites(table, snap, predicate, "overwrite")
         sql = predicates.to_datafusion_sql(predicate) if predicate is not None else None
         target = predicates.to_datafusion_sql(predicate, "t") if predicate is not None else None
         return _commit_and_sync(
@@ -183,8 +224,13 @@ def overwrite(table: IndexedTable, data: Any, where: str | None = None) -> Write
         )
     from lakehouse_index.workflows import iceberg_commit as ic
 
-    row_filter = predicates.to_iceberg(predicate) if predicate is not None else None
-    return _commit_and_sync(table, "overwrite", snap, lambda: ic.overwrite(handle, rows, row_filter), start)
+    return _commit_and_sync(
+        table,
+        "overwrite",
+        snap,
+        lambda: ic.overwrite(handle, rows, predicate, table.source, table.storage),
+        start,
+    )
 
 
 def delete(table: IndexedTable, where: str) -> WriteResult:
@@ -198,12 +244,14 @@ def delete(table: IndexedTable, where: str) -> WriteResult:
     if table.format == "delta":
         from lakehouse_index.workflows import delta_commit as dc
 
+        _refuse_nan_rewrites(table, snap, predicate, "delete")
         sql = predicates.to_datafusion_sql(predicate)
         return _commit_and_sync(table, "delete", snap, lambda: dc.delete(handle, sql), start, handle)
     from lakehouse_index.workflows import iceberg_commit as ic
 
-    row_filter = predicates.to_iceberg(predicate)
-    return _commit_and_sync(table, "delete", snap, lambda: ic.delete(handle, row_filter), start)
+    return _commit_and_sync(
+        table, "delete", snap, lambda: ic.delete(handle, predicate, table.source, table.storage), start
+    )
 
 
 def update(table: IndexedTable, where: str | None, values: Mapping[str, Any]) -> WriteResult:
@@ -215,15 +263,23 @@ def update(table: IndexedTable, where: str | None, values: Mapping[str, Any]) ->
     if table.format == "delta":
         from lakehouse_index.workflows import delta_commit as dc
 
+        _refuse_nan_rewrites(table, snap, predicate, "update")
         sql = predicates.to_datafusion_sql(predicate) if predicate is not None else "TRUE"
-        updates = {c: predicates.sql_value(v, snap.schema.field(c).type) for c, v in checked.items()}
+        # Quoted: deltalake reads an unquoted key with a dot as a path into a struct.
+        updates = {
+            predicates.column_sql(c): predicates.sql_value(v, snap.schema.field(c).type)
+            for c, v in checked.items()
+        }
         return _commit_and_sync(table, "update", snap, lambda: dc.update(handle, sql, updates), start, handle)
-    from pyiceberg.expressions import AlwaysTrue
-
     from lakehouse_index.workflows import iceberg_commit as ic
 
-    row_filter = predicates.to_iceberg(predicate) if predicate is not None else AlwaysTrue()
-    return _commit_and_sync(table, "update", snap, lambda: ic.update(handle, row_filter, checked), start)
+    return _commit_and_sync(
+        table,
+        "update",
+        snap,
+        lambda: ic.update(handle, predicate, checked, table.source, table.storage),
+        start,
+    )
 
 
 def upsert(table: IndexedTable, data: Any, on: Sequence[str]) -> WriteResult:
@@ -242,4 +298,6 @@ def upsert(table: IndexedTable, data: Any, on: Sequence[str]) -> WriteResult:
         return _commit_and_sync(table, "upsert", snap, lambda: dc.upsert(handle, rows, keys), start, handle)
     from lakehouse_index.workflows import iceberg_commit as ic
 
-    return _commit_and_sync(table, "upsert", snap, lambda: ic.upsert(handle, rows, keys), start)
+    return _commit_and_sync(
+        table, "upsert", snap, lambda: ic.upsert(handle, rows, keys, table.source, table.storage), start
+    )

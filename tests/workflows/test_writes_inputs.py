@@ -71,8 +71,8 @@ def test_iceberg_bad_input_changes_nothing(tmp_path: Path) -> None:
         t.upsert(rows([(9, "a", 0, 1, "x"), (9, "b", 0, 1, "x")]), on=["id"])
     with pytest.raises(li.QueryError):
         t.delete("missing = 3")
-    with pytest.raises(li.QueryError, match="prefix"):
-        t.delete("k LIKE '%a'")
+    with pytest.raises(li.QueryError, match="cannot compare"):
+        t.delete("k = 3")
     assert t.latest_version() == version and index_state(t) == state
 
 
