@@ -101,7 +101,7 @@ def commit_erase(
     wanted = {r.entry.path for r in rewrites}
     originals = {}
     for task in tbl.scan(snapshot_id=version).plan_files():
-        key = canonical_uri(task.file.file_path)
+        key = canonical_uri(task.file.file_path, decoded=True)
         if key in wanted:
             originals[key] = task.file
     missing = wanted - set(originals)
@@ -114,7 +114,7 @@ def commit_erase(
     def rewritten(r: FileRewrite) -> Any:
         old = originals[r.entry.path]
         raw = f"{old.file_path.rsplit('/', 1)[0]}/{uuid.uuid4()}-erased.parquet"
-        uri = canonical_uri(raw)
+        uri = canonical_uri(raw, decoded=True)
         written.append(uri)
         replaced[r.entry.path] = uri
         size = write_parquet(source, uri, r.kept, r.compression)

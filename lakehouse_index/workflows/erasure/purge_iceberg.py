@@ -214,7 +214,7 @@ def _reachable(tbl: Any) -> set[str]:
             out.update(e.data_file.file_path for e in m.fetch_manifest_entry(io, discard_deleted=False))
     out.update(f.statistics_path for f in meta.statistics)
     out.update(f.statistics_path for f in meta.partition_statistics)
-    return {canonical_uri(p) for p in out}
+    return {canonical_uri(p, decoded=True) for p in out}
 
 
 def _category(name: str) -> str:
@@ -269,7 +269,7 @@ def purge(table: IndexedTable, keep: int, dry_run: bool) -> HistoryPurge:
         # Everything but the live data and delete files goes (the purge writes new manifests,
         # a manifest list and metadata files of its own).
         live = {
-            canonical_uri(e.data_file.file_path)
+            canonical_uri(e.data_file.file_path, decoded=True)
             for m in head.manifests(tbl.io)
             for e in m.fetch_manifest_entry(tbl.io, discard_deleted=True)
         }
