@@ -20,7 +20,7 @@ import pyarrow.compute as pc
 from lakehouse_index.expressions import ast
 from lakehouse_index.expressions.visitors import Visitor, visit
 
-__all__ = ["to_pyarrow"]
+__all__ = ["signless_zero", "to_pyarrow"]
 
 _COMPARE: dict[str, Callable[[Any, Any], pc.Expression]] = {
     "=": pc.equal,
@@ -38,7 +38,7 @@ def _operand(o: ast.Operand) -> Any:
     return pc.scalar(pa.scalar(o.value, type=o.type))
 
 
-def _signless_zero(values: Any, t: pa.DataType) -> Any:
+def signless_zero(values: Any, t: pa.DataType) -> Any:
     """Float ``values`` (an array or an Expression of type ``t``) with -0.0 made 0.0.
 
     ``x + 0.0`` does exactly that and leaves every other value, NaN and null as it is.
@@ -80,7 +80,7 @@ class _ToArrow(Visitor[pc.Expression]):
         # Values of another type than the column's cannot equal any of its values.
         value_set = pa.array([v.value for v in node.values if v.type.equals(t)], type=t)
         f = pc.field(node.column.name)
-        e = _negated(pc.is_in(_signless_zero(f, t), value_set=_signless_zero(value_set, t)), node.negated)
+        e = _negated(pc.is_in(signless_zero(f, t), value_set=signless_zero(value_set, t)), node.negated)
         # SQL: a null input gives null, so NOT IN drops rows whose value is null.
         return pc.if_else(f.is_null(), pa.scalar(None, pa.bool_()), e)
 

@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakehouse_index.errors import InvalidIndexSpecError, QueryError
+from lakehouse_index.expressions.arrow import signless_zero
 from lakehouse_index.expressions.ast import Lit
 from lakehouse_index.expressions.literals import exact
 from lakehouse_index.expressions.types import Family, comparison_class, family
@@ -199,8 +200,8 @@ def match_mask(table: pa.Table, keys: pa.Table) -> pa.ChunkedArray:
     equals NaN, -0.0 equals 0.0: SQL's equality on floats, which hashing alone misses)."""
     names = keys.column_names
     if len(names) == 1:
-        column = _signless_zero(table[names[0]])
-        value_set = _signless_zero(keys[names[0]]).combine_chunks()
+        column = signless_zero(table[names[0]], table[names[0]].type)
+        value_set = signless_zero(keys[names[0]], keys[names[0]].type).combine_chunks()
         return pc.is_in(column, value_set=value_set, skip_nulls=False)
     # Composite: each component becomes its position among the keys' values of that column
     # (null: none of them), and the positions are folded pairwise into the position of the
@@ -209,8 +210,9 @@ def match_mask(table: pa.Table, keys: pa.Table) -> pa.ChunkedArray:
     row_code: pa.ChunkedArray | None = None
     key_code: pa.Array | None = None
     for i, name in enumerate(names):
-        value_set = _signless_zero(keys[name]).combine_chunks()
-        rows = pc.index_in(_signless_zero(table[name]), value_set=value_set, skip_nulls=False)
+        value_set = signless_zero(keys[name], keys[name].type).combine_chunks()
+        column = signless_zero(table[name], table[name].type)
+        rows = pc.index_in(column, value_set=value_set, skip_nulls=False)
         own = pc.index_in(value_set, value_set=value_set, skip_nulls=False)
         if row_code is None or key_code is None:
             row_code, key_code = rows, own
@@ -223,13 +225,6 @@ def match_mask(table: pa.Table, keys: pa.Table) -> pa.ChunkedArray:
         row_code = pc.index_in(rows_pair, value_set=keys_pair, skip_nulls=False)
         key_code = pc.index_in(keys_pair, value_set=keys_pair, skip_nulls=False)
     raise AssertionError("unreachable: a composite key has two columns or more")
-
-
-def _signless_zero(col: pa.ChunkedArray) -> pa.ChunkedArray:
-    """Floating-point ``col`` with -0.0 made +0.0 (x + 0.0 does exactly that); others as they are."""
-    if pa.types.is_floating(col.type):
-        return pc.add(col, pa.scalar(0.0, col.type))
-    return col
 
 
 def file_bounds(
