@@ -28,6 +28,7 @@ from lakehouse_index.read.datafiles import ROW_COLUMN
 from lakehouse_index.read.scan import scan_files
 from lakehouse_index.source import Snapshot, TableSource
 from lakehouse_index.workflows.append_task import NotDistributable, WrittenFile
+from lakehouse_index.workflows.data import match_keys
 from lakehouse_index.workflows.erasure.iceberg_commit import _data_file
 from lakehouse_index.workflows.erasure.rewrite import FileRewrite, delete_quietly, plan_rewrite, write_parquet
 from lakehouse_index.workflows.reports import Commit
@@ -271,7 +272,7 @@ def upsert(tbl: Any, data: pa.Table, on: Sequence[str], source: TableSource, sto
     rows, and the data rows (replacements and inserts) are written anew. Like a SQL MERGE
     (and deltalake), every matching target row is updated, duplicates included; pyiceberg
     0.12's own ``upsert`` refuses a target with duplicate keys, so it is not used. Keys are
-    unique and not null in ``data``.
+    unique and not null in ``data``, and matched as lookups match them (``data.match_keys``).
     """
 
     def op(t: Any) -> Commit:
@@ -281,8 +282,8 @@ def upsert(tbl: Any, data: pa.Table, on: Sequence[str], source: TableSource, sto
             t.append(incoming)
             return Commit(_version(t, before), rows_written=incoming.num_rows, rows_updated=0)
         current = _matching(source, snap, None, list(on))
-        position = {key: i for i, key in enumerate(zip(*(incoming[c].to_pylist() for c in on), strict=True))}
-        current_keys = zip(*(current[c].to_pylist() for c in on), strict=True) if current.num_rows else []
+        position = {key: i for i, key in enumerate(match_keys(incoming, on))}
+        current_keys = match_keys(current, on)
         matched_from: list[int] = []  # data row replacing each matched target row
         hit: list[bool] = []
         for key in current_keys:

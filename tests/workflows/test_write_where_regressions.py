@@ -11,7 +11,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 import lakehouse_index as li
-from lakehouse_index.errors import WriteRefusedError
+from lakehouse_index.errors import DuplicateKeyError, WriteRefusedError
 from tests.api.iceberg_index_support import sql_catalog
 from tests.workflows.write_oracle import deltalake_would_overwrite_nans
 
@@ -107,3 +107,28 @@ def test_update_and_delete_a_dotted_column(tmp_path: Path, fmt: str) -> None:
     assert sorted((r["id"], r["x.y"]) for r in read_back().to_pylist()) == [(1, "Z"), (2, "b")]
     t.delete("`x.y` = 'Z'")
     assert sorted((r["id"], r["x.y"]) for r in read_back().to_pylist()) == [(2, "b")]
+
+
+@pytest.mark.parametrize("fmt", ["delta", "iceberg"])
+def test_upsert_float_keys_match_as_lookups_do(tmp_path: Path, fmt: str) -> None:
+    """``upsert`` matches keys as ``lookup`` does: NaN matches NaN, -0.0 matches 0.0 (on Iceberg,
+    NaN keys were never matched and their rows inserted a second time)."""
+    s = pa.schema([("k", pa.float64()), ("v", pa.string())])
+    before = pa.table({"k": [math.nan, 0.0, 1.0], "v": ["a", "b", "c"]}, schema=s)
+    t, read_back = _open(tmp_path, fmt, [before])
+    result = t.upsert(pa.table({"k": [math.nan, -0.0, 2.0], "v": ["A", "B", "D"]}, schema=s), on=["k"])
+    assert (result.rows_updated, result.rows_written) == (2, 1)
+    want = [(repr(-0.0), "B"), (repr(1.0), "c"), (repr(2.0), "D"), (repr(math.nan), "A")]
+    assert _rows(read_back()) == want
+
+
+@pytest.mark.parametrize("fmt", ["delta", "iceberg"])
+@pytest.mark.parametrize("keys", [[0.0, -0.0], [math.nan, -math.nan]], ids=["signed-zeros", "nans"])
+def test_upsert_refuses_keys_equal_as_lookups_see_them(tmp_path: Path, fmt: str, keys: list[float]) -> None:
+    """Two data rows whose keys a lookup cannot tell apart would both match one row: refused."""
+    s = pa.schema([("k", pa.float64()), ("v", pa.string())])
+    before = pa.table({"k": [0.0, math.nan], "v": ["a", "b"]}, schema=s)
+    t, read_back = _open(tmp_path, fmt, [before])
+    with pytest.raises(DuplicateKeyError, match="not unique"):
+        t.upsert(pa.table({"k": keys, "v": ["X", "Y"]}, schema=s), on=["k"])
+    assert _rows(read_back()) == _rows(before)
