@@ -14,9 +14,8 @@ dropped.
 NaN: pyarrow compares NaN as unequal and unordered, Spark as equal to itself and
 greater than everything. Files with NaNs in a column therefore keep every outcome
 either engine could give them (true for ``!=``, ``>``, ``>=``, ``NOT IN``,
-``NOT BETWEEN``); min/max ignore NaNs. Signed zeros: pyarrow's ``IN`` matches floats
-by bit pattern (``-0.0 IN (0.0)`` is false) while ``=`` and Spark compare values, so
-zeros are evaluated under both signs.
+``NOT BETWEEN``); min/max ignore NaNs. Signed zeros compare equal everywhere, ``IN``
+included (:func:`~lakehouse_index.expressions.arrow.to_pyarrow` compares it by value).
 """
 
 from __future__ import annotations
@@ -174,13 +173,6 @@ class _StatsOracle(AtomOracle[np.ndarray]):
         if len(flat) == 0:
             return t, f
         parents = np.asarray(pc.list_parent_indices(v.values).to_numpy(), dtype=np.int64)
-        if family(v.type) is Family.FLOAT:
-            # pyarrow's IN hashes floats by bit pattern (-0.0 NOT IN (0.0)), its = and Spark
-            # compare values (-0.0 = 0.0): evaluate each zero under both signs.
-            zeros = np.flatnonzero(_bools(pc.equal(flat, 0.0)))
-            if len(zeros):
-                flat = pa.concat_arrays([flat, pc.negate(flat.take(pa.array(zeros)))])
-                parents = np.concatenate([parents, parents[zeros]])
         table = pa.table({v.name: flat})
         expr = to_pyarrow(node)
         result = _evaluate(table, expr)
@@ -238,9 +230,7 @@ class _ByRange(Visitor[_Pair]):
         for x in node.values:
             s = _scalar(x)
             any_in |= self.inside(s) & self.oracle.bloom(self.v, x)
-            # A zero never pins: pyarrow's IN tells -0.0 from 0.0 (see by_values).
-            if not (family(self.v.type) is Family.FLOAT and x.value == 0):
-                pinned |= single & _bools(pc.equal(self.lo, s))
+            pinned |= single & _bools(pc.equal(self.lo, s))
         return _swap((any_in, self.v.has_range & ~pinned), node.negated)
 
     def visit_between(self, node: Between) -> _Pair:
