@@ -53,19 +53,22 @@ def _where(where: Any, schema: pa.Schema, what: str) -> Predicate | None:
     return Predicate.of(where, schema)
 
 
-def _refuse_nan_rewrites(table: IndexedTable, snap: Snapshot, predicate: Predicate | None, what: str) -> None:
+def _refuse_nan_rewrites(
+    table: IndexedTable, snap: Snapshot, handle: Any, predicate: Predicate | None, what: str
+) -> None:
     """Refuse a Delta delete, update or overwrite(where) that deltalake would corrupt.
 
     deltalake (1.6) rewrites the files holding matching rows with the values of a float
     column the predicate reads taken from the file's statistics when they say it holds
     one value, and statistics leave NaN out: ``g = [1.5, NaN]`` under ``g IS NOT NULL``
     comes back ``[1.5, 1.5]``. When a file holds such a column with NaNs beside one other
-    value, nothing is written.
+    value, nothing is written. The files' float columns are read only when deltalake's
+    statistics (``handle``'s add actions) say one of them holds a single value somewhere.
     """
     if predicate is None:
         return
     floats = sorted(c for c in predicate.columns if pa.types.is_floating(snap.schema.field(c).type))
-    if not floats:
+    if not floats or not _statistics_say_constant(handle, floats):
         return
     for entry in snap.files.values():
         rows = read_file(table.source, snap, entry, floats)
@@ -77,6 +80,21 @@ def _refuse_nan_rewrites(table: IndexedTable, snap: Snapshot, predicate: Predica
                 "was written. Write with another engine (e.g. Spark with delta-spark), or name "
                 "the rows by other columns"
             )
+
+
+def _statistics_say_constant(handle: Any, columns: Sequence[str]) -> bool:
+    """Whether deltalake's statistics of some file say a column of ``columns`` holds one value
+    (min equal to max; -0.0 and 0.0 count as one), or cannot tell (no unambiguous statistics
+    column for it)."""
+    actions = pa.table(handle.get_add_actions(flatten=True))
+    names = actions.column_names
+    for c in columns:
+        low, high = f"min.{c}", f"max.{c}"
+        if names.count(low) != 1 or names.count(high) != 1:
+            return True
+        if pc.any(pc.equal(actions[low], actions[high])).as_py():
+            return True
+    return False
 
 
 def _nan_beside_one_value(values: pa.ChunkedArray) -> bool:
@@ -216,7 +234,7 @@ def overwrite(table: IndexedTable, data: Any, where: str | None = None) -> Write
     if table.format == "delta":
         from lakehouse_index.workflows import delta_commit as dc
 
-        _refuse_nan_rewrites(table, snap, predicate, "overwrite")
+        _refuse_nan_rewrites(table, snap, handle, predicate, "overwrite")
         sql = predicates.to_datafusion_sql(predicate) if predicate is not None else None
         target = predicates.to_datafusion_sql(predicate, "t") if predicate is not None else None
         return _commit_and_sync(
@@ -244,7 +262,7 @@ def delete(table: IndexedTable, where: str) -> WriteResult:
     if table.format == "delta":
         from lakehouse_index.workflows import delta_commit as dc
 
-        _refuse_nan_rewrites(table, snap, predicate, "delete")
+        _refuse_nan_rewrites(table, snap, handle, predicate, "delete")
         sql = predicates.to_datafusion_sql(predicate)
         return _commit_and_sync(table, "delete", snap, lambda: dc.delete(handle, sql), start, handle)
     from lakehouse_index.workflows import iceberg_commit as ic
@@ -263,7 +281,7 @@ def update(table: IndexedTable, where: str | None, values: Mapping[str, Any]) ->
     if table.format == "delta":
         from lakehouse_index.workflows import delta_commit as dc
 
-        _refuse_nan_rewrites(table, snap, predicate, "update")
+        _refuse_nan_rewrites(table, snap, handle, predicate, "update")
         sql = predicates.to_datafusion_sql(predicate) if predicate is not None else "TRUE"
         # Quoted: deltalake reads an unquoted key with a dot as a path into a struct.
         updates = {
