@@ -37,8 +37,9 @@ misses even when the table's log does not tell. A footer is read with one reques
 file's last ``ReadConfig.footer_read_bytes``, which usually holds the page index too. Point
 reads in large row groups of files with a page index fetch and decode only the pages holding the rows
 (:mod:`lakehouse_index.read.parquet_pages`); those files' page indexes are cached likewise,
-and so are their decoded dictionary pages (byte-weighted), so a warm point read fetches only
-the data pages holding its rows.
+and so are their decoded dictionary pages (byte-weighted; a cold read decodes a dictionary
+only up to the largest index it wants), so a warm point read fetches only the data pages
+holding its rows.
 Cache sizes: :class:`~lakehouse_index.config.CacheConfig` (``footer_entries``,
 ``page_index_entries``, ``dictionary_bytes``); read tuning: :class:`~lakehouse_index.config.ReadConfig`.
 """
@@ -154,7 +155,8 @@ _FOOTERS: SizedCache[FileKey, FileLayout] = SizedCache("footer_entries")
 #: Page indexes of the files point-read page by page (larger than footers: fewer of them); of
 #: a file without offset indexes, per (file key, row group), from its page headers.
 _PAGES: SizedCache[Hashable, PageIndex] = SizedCache("page_index_entries")
-#: Decoded dictionary pages, per (file key, row group, column), weighted by Arrow size.
+#: Decoded dictionary pages (their first values, or all), per (file key, row group, column),
+#: weighted by Arrow size.
 _DICTIONARIES: SizedCache[Hashable, pa.Array] = SizedCache("dictionary_bytes", getsizeof=lambda a: a.nbytes)
 
 

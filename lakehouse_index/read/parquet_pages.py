@@ -788,7 +788,8 @@ def _data_encoding(page: _Page | None, rows: int) -> int | None:
 
 
 #: Where decoded dictionaries are kept: (file key, row group, column) → the dictionary's
-#: values, as :func:`read_group_rows` decodes them.
+#: first values (up to the largest index a read wanted, or all of them), as
+#: :func:`read_group_rows` decodes them.
 DictionaryCache = MutableMapping[Hashable, pa.Array]
 
 
@@ -813,9 +814,10 @@ def read_group_rows(
     than the whole chunk would (the same dictionary page, a subset of the data pages).
 
     With ``dictionaries`` (a cache; ``file_key`` names the file's current bytes in it),
-    the dictionary of a column whose selected pages are all dictionary encoded is decoded
-    once, kept there, and the pages' dictionary indexes at the wanted rows are decoded
-    here and looked up in it: a warm read fetches and decompresses only the data pages.
+    the pages' dictionary indexes at the wanted rows of a column whose selected pages are
+    all dictionary encoded are decoded here, and looked up in its dictionary, decoded only
+    as far as they reach and kept there (whole once a later read reaches further): a warm
+    read fetches and decompresses only the data pages.
     ``concurrent``: the merged ranges are fetched in parallel (for an object store; on a
     local disk a read from the page cache costs less than handing it to a thread).
     :class:`PageIndexError` when the index or a fetched page does not decode as expected.
@@ -881,36 +883,51 @@ def _read_by_dictionary(
     concurrent: bool,
 ) -> tuple[dict[str, pa.Array], int]:
     """The wanted rows of the columns whose selected pages are all dictionary encoded, in a
-    codec decompressed here, looked up in their (cached, else fetched and cached) dictionary;
-    and the bytes of pages fetched for them. A column that does not decode so is left out."""
-    eligible = [
-        (plan, mine)
-        for plan, mine in zip(plans, pages, strict=True)
-        if mine is not None
-        and all(e in _DICTIONARY_ENCODINGS for e, _ in mine)
-        and (plan.chunk.codec == 0 or plan.chunk.codec in _CODECS)
-        and plan.chunk.dictionary[1] > 0
-    ]
-    found = {plan.chunk.name: cache.get((file_key, group, plan.chunk.name)) for plan, _ in eligible}
-    missing = [plan.chunk for plan, _ in eligible if found[plan.chunk.name] is None]
+    codec decompressed here, looked up in their dictionary; and the bytes of pages fetched
+    for them. A column that does not decode so is left out.
+
+    The pages' dictionary indexes at the wanted rows are decoded first. A dictionary not
+    cached is fetched and only its first values, up to the largest index wanted, are
+    decoded (every value when that costs nothing, see :func:`_dictionary_values`); that
+    prefix is cached. A later read wanting an index past the cached prefix decodes the
+    whole dictionary and caches it: at most two decodes per dictionary, and a warm read
+    decodes none.
+    """
+    wanted: list[tuple[_Plan, np.ndarray, np.ndarray]] = []  # (plan, indexes, not null)
+    for plan, mine in zip(plans, pages, strict=True):
+        if (
+            mine is not None
+            and all(e in _DICTIONARY_ENCODINGS for e, _ in mine)
+            and (plan.chunk.codec == 0 or plan.chunk.codec in _CODECS)
+            and plan.chunk.dictionary[1] > 0
+        ):
+            found = _indexes_at(plan, [page for _, page in mine])
+            if found is not None:
+                wanted.append((plan, *found))
+    dictionaries = {plan.chunk.name: cache.get((file_key, group, plan.chunk.name)) for plan, _, _ in wanted}
+    missing: list[tuple[ColumnPages, int | None]] = []  # (chunk, values to decode; None: all)
+    for plan, indexes, valid in wanted:
+        need = int(indexes[valid].max(initial=0)) + 1
+        cached = dictionaries[plan.chunk.name]
+        if cached is None or need > len(cached):
+            missing.append((plan.chunk, need if cached is None else None))
     read = 0
     if missing:
-        raw = _dictionary_pages(handle, missing, concurrent)
-        types = [schema.field(c.name).type for c in missing]
-        loaded = _decoders().map(_dictionary_values, [index] * len(missing), missing, raw, types)
-        for chunk, page, values in zip(missing, raw, loaded, strict=True):
+        chunks = [chunk for chunk, _ in missing]
+        raw = _dictionary_pages(handle, chunks, concurrent)
+        types = [schema.field(c.name).type for c in chunks]
+        counts = [count for _, count in missing]
+        loaded = _decoders().map(_dictionary_values, [index] * len(chunks), chunks, raw, types, counts)
+        for chunk, page, values in zip(chunks, raw, loaded, strict=True):
             read += len(page.data) if page is not None else 0
+            dictionaries[chunk.name] = values
             if values is not None:
-                found[chunk.name] = values
                 cache[(file_key, group, chunk.name)] = values
     out: dict[str, pa.Array] = {}
-    for plan, mine in eligible:
-        dictionary = found[plan.chunk.name]
-        if dictionary is None:
-            continue
-        values = _values_at(plan, [page for _, page in mine], dictionary)
-        if values is not None:
-            out[plan.chunk.name] = values
+    for plan, indexes, valid in wanted:
+        dictionary = dictionaries[plan.chunk.name]
+        if dictionary is not None and int(indexes[valid].max(initial=0)) < len(dictionary):
+            out[plan.chunk.name] = dictionary.take(pa.array(indexes, mask=~valid))
             read += plan.data_bytes
     return out, read
 
@@ -1012,10 +1029,11 @@ def _levels(buf: bytes, pos: int, end: int, count: int) -> np.ndarray | None:
     return out
 
 
-def _values_at(plan: _Plan, pages: list[_Page], dictionary: pa.Array) -> pa.Array | None:
-    """The plan's rows, from dictionary-encoded ``pages`` and their decoded ``dictionary``."""
+def _indexes_at(plan: _Plan, pages: list[_Page]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(dictionary index, not null) of the plan's rows, from its dictionary-encoded ``pages``
+    (None when a page does not decode so)."""
     chunk = plan.chunk
-    indices = np.zeros(len(plan.positions), dtype=np.int64)
+    indexes = np.zeros(len(plan.positions), dtype=np.int64)
     valid = np.ones(len(plan.positions), dtype=bool)
     base = 0
     for page, rows in zip(pages, plan.rows.tolist(), strict=True):
@@ -1024,11 +1042,9 @@ def _values_at(plan: _Plan, pages: list[_Page], dictionary: pa.Array) -> pa.Arra
             found = _page_indices(page, chunk, rows, plan.positions[lo:hi] - base)
             if found is None:
                 return None
-            indices[lo:hi], valid[lo:hi] = found
+            indexes[lo:hi], valid[lo:hi] = found
         base += rows
-    if len(dictionary) == 0 or int(indices[valid].max(initial=0)) >= len(dictionary):
-        return None
-    return dictionary.take(pa.array(indices, mask=~valid))
+    return indexes, valid
 
 
 def _page_indices(
@@ -1071,17 +1087,19 @@ def _page_indices(
 
 
 def _dictionary_values(
-    index: PageIndex, chunk: ColumnPages, page: _Page | None, t: pa.DataType
+    index: PageIndex, chunk: ColumnPages, page: _Page | None, t: pa.DataType, count: int | None = None
 ) -> pa.Array | None:
-    """Every value of a chunk's dictionary page, decoded by pyarrow as type ``t`` (then
-    :func:`plain_type`); None when the page or its codec does not serve.
+    """The first ``count`` values (None: every value) of a chunk's dictionary page, decoded by
+    pyarrow as type ``t`` (then :func:`plain_type`); None when the page or its codec does not
+    serve. Fewer when the dictionary holds fewer.
 
     Fixed-width values whose Parquet layout is Arrow's (``_PLAIN_WIDTHS``) are taken as they
-    are (4-10x faster than the decode below, measured on 400 KB pages). Otherwise pyarrow
-    reads a one-column file of one PLAIN data page holding the dictionary page's values,
-    decompressed (a dictionary page is PLAIN-encoded values, and no nulls): about half
-    the time of decoding the page as a dictionary and then every index 0, ..., n - 1
-    (1.2 ms against 2.6 ms for 35,000 strings).
+    are, all of them (4-10x faster than the decode below, measured on 400 KB pages).
+    Otherwise pyarrow reads a one-column file of one PLAIN data page of ``count`` values
+    whose body is the dictionary page's, decompressed (a dictionary page is PLAIN-encoded
+    values, and no nulls; the decoder stops after ``count`` values): about half the time of
+    decoding the page as a dictionary and then every index 0, ..., n - 1 (1.2 ms against
+    2.6 ms for 35,000 strings), and in proportion to ``count``.
     """
     if page is None:
         return None
@@ -1093,22 +1111,23 @@ def _dictionary_values(
     width = _PLAIN_WIDTHS.get((int(_get(chunk.meta, _CMD_TYPE)), t))
     if width is not None:  # PLAIN values of these types are Arrow's own buffer layout
         return pa.Array.from_buffers(t, n, [None, pa.py_buffer(body)]) if len(body) == n * width else None
+    n = n if count is None else min(count, n)
     levels = b""
     if chunk.optional:  # one run of n definition levels of 1
         rle = bytearray()
         _put_varint(rle, n << 1)
         rle.append(1)
         levels = len(rle).to_bytes(4, "little") + bytes(rle)
-    data_body = levels + body
+    size = len(levels) + len(body)
     v1: Struct = {1: (_I32, n), 2: (_I32, _PLAIN), 3: (_I32, _RLE), 4: (_I32, _RLE)}
     data_header: Struct = {
         _PH_TYPE: (_I32, _DATA_PAGE),
-        _PH_UNCOMPRESSED: (_I32, len(data_body)),
-        _PH_COMPRESSED: (_I32, len(data_body)),
+        _PH_UNCOMPRESSED: (_I32, size),
+        _PH_COMPRESSED: (_I32, size),
         _PH_DATA_V1: (_STRUCT, v1),
     }
     encoded = encode_struct(data_header)
-    data = _Page(encoded + data_body, data_header, len(encoded))
+    data = _Page(b"".join([encoded, levels, body]), data_header, len(encoded))
     file = _one_column_file(index, chunk, n, None, [data], codec=0)
     column = _decode(file, t, None)
     return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column

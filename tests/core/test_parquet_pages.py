@@ -473,3 +473,85 @@ def test_corrupt_offset_index_falls_back_to_row_group_reads(tmp_path: Path, garb
         for name in want.column_names:
             assert got.column(name).to_pylist() == want.column(name).take(positions).to_pylist(), name
     assert datafiles._PAGES.get(datafiles.file_key(source, entry)[0]) is not None  # the failure is remembered
+
+
+@SETTINGS
+@given(data=parquet_files(), st_data=st.data())
+def test_reads_through_a_dictionary_cache_match_row_group_reads(data: bytes, st_data: st.DataObject) -> None:
+    """Reads of one row group after another through one dictionary cache: the first decodes
+    each dictionary up to the largest index it wants, a later one wanting more decodes all of
+    it, the others take cached values; every read equals pyarrow's."""
+    handle, pf, index = _open(data)
+    cache: dict[Any, pa.Array] = {}
+    names = pf.schema_arrow.names
+    for _ in range(4):
+        g = st_data.draw(st.integers(0, pf.num_row_groups - 1))
+        n = pf.metadata.row_group(g).num_rows
+        local = np.array(sorted(set(st_data.draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=8)))))
+        columns = st_data.draw(st.permutations(names))[: st_data.draw(st.integers(1, len(names)))]
+        want = _expected(pf, g, local, columns)
+        got = read_group_rows(handle, index, pf.schema_arrow, g, local, columns, cache, "file")
+        assert got.table.schema.equals(want.schema, check_metadata=True)
+        assert got.table.equals(want)
+
+
+def _distinct_values(n: int) -> pa.Table:
+    """One row per distinct value (so dictionary index = row, but for the nulls), of types
+    decoded by pyarrow (strings, binary, timestamps, decimals, fixed-length) and of a type
+    taken as it is (int64)."""
+    i = np.arange(n)
+    nulls = pa.array(i % 10 == 3)
+    return pa.table(
+        {
+            "s": pc.if_else(nulls, None, pa.array([f"value-{k}" * (1 + k % 3) for k in i])),
+            "b": pa.array([k.to_bytes(4, "little") + b"x" * (k % 5) for k in i.tolist()], pa.binary()),
+            "ts": pc.if_else(
+                nulls, None, pa.array(i * 1_000_003, pa.int64()).cast(pa.timestamp("us", "UTC"))
+            ),
+            "dec": pa.array([_DEC(k).scaleb(-2) for k in i.tolist()], pa.decimal128(12, 2)),
+            "fixed": pa.array([k.to_bytes(5, "big") for k in i.tolist()], pa.binary(5)),
+            "i64": pa.array(i * 7, pa.int64()),
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("version", "codec"), [("1.0", "SNAPPY"), ("2.0", "ZSTD"), ("1.0", "NONE"), ("2.0", "GZIP")]
+)
+def test_a_cold_read_decodes_a_dictionary_prefix(version: str, codec: str) -> None:
+    """A read through an empty cache decodes each dictionary only up to the largest index it
+    wants and caches that prefix; a read wanting an index past it decodes and caches the whole
+    dictionary; a read within the cached values fetches no dictionary page."""
+    n = 3000
+    table = _distinct_values(n)
+    sink = io.BytesIO()
+    pq.write_table(
+        table, sink, compression=codec, data_page_version=version, data_page_size=4096, write_page_index=True
+    )
+    handle, pf, index = _open(sink.getvalue())
+    names = pf.schema_arrow.names
+    cache: dict[Any, pa.Array] = {}
+
+    def read(rows: list[int]) -> int:
+        local = np.array(rows)
+        got = read_group_rows(handle, index, pf.schema_arrow, 0, local, names, cache, "file")
+        assert got.table.equals(_expected(pf, 0, local, names))
+        return got.bytes_read
+
+    read([5, 20])
+    prefix = {name: len(cache[("file", 0, name)]) for name in names}
+    assert prefix == {"s": 19, "b": 21, "ts": 19, "dec": 21, "fixed": 21, "i64": n}  # i64: no decoding
+    read([4, 1500])  # past the prefixes: every dictionary whole
+    assert {name: len(cache[("file", 0, name)]) for name in names} == {
+        "s": n - n // 10,
+        "b": n,
+        "ts": n - n // 10,
+        "dec": n,
+        "fixed": n,
+        "i64": n,
+    }
+    whole = dict(cache)
+    pages = [index.chunks[(0, c)] for c in names]
+    last = sum(int(c.page_sizes[np.searchsorted(c.page_rows, n - 1, side="right") - 1]) for c in pages)
+    assert read([n - 1]) == last  # the data pages alone: no dictionary page fetched
+    assert all(cache[k] is whole[k] for k in whole)
