@@ -726,12 +726,9 @@ def _read_batches(
 
 
 def without_views(data: pa.Table) -> pa.Table:
-    """``data`` with string_view/binary_view columns cast to the plain types.
-
-    pyarrow has no take kernel for the view types, which delta-rs writes into the Arrow
-    schema it embeds in Parquet files; their Parquet storage is the same.
-    """
-    schema = pa.schema([f.with_type(plain_type(f.type)) for f in data.schema])
+    """``data`` with its string_view/binary_view columns, nested ones included, cast to the
+    plain types (:func:`~lakehouse_index.read.parquet_pages.plain_type`)."""
+    schema = pa.schema([f.with_type(plain_type(f.type)) for f in data.schema], metadata=data.schema.metadata)
     return data if schema.equals(data.schema) else data.cast(schema)
 
 

@@ -46,7 +46,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakehouse_index.errors import LakehouseIndexError
+from lakehouse_index.errors import LakehouseIndexError, TableFormatError
 from lakehouse_index.io.parallel import shared_pool
 
 __all__ = [
@@ -712,13 +712,42 @@ class PageRead:
     bytes_read: int
 
 
+def _has_view(t: pa.DataType) -> bool:
+    """Whether ``t`` is or holds (at any depth) a string_view/binary_view type."""
+    if pa.types.is_string_view(t) or pa.types.is_binary_view(t):
+        return True
+    return any(_has_view(t.field(i).type) for i in range(t.num_fields))
+
+
 def plain_type(t: pa.DataType) -> pa.DataType:
-    """``t`` with string_view/binary_view as large_string/large_binary (pyarrow cannot take views)."""
+    """``t`` with every string_view/binary_view, at any depth, as large_string/large_binary.
+
+    pyarrow has no take kernel for the view types, which delta-rs writes into the Arrow
+    schema it embeds in Parquet files, nested ones included (its rewrites store
+    ``struct<list<string_view>>``); their Parquet storage is the same. Nested fields keep
+    their names and metadata (field ids, physical names).
+    """
+    if not _has_view(t):
+        return t
     if pa.types.is_string_view(t):
         return pa.large_string()
     if pa.types.is_binary_view(t):
         return pa.large_binary()
-    return t
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(plain_type(f.type)) for f in t])
+    if pa.types.is_map(t):
+        return pa.map_(
+            t.key_field.with_type(plain_type(t.key_type)),
+            t.item_field.with_type(plain_type(t.item_type)),
+            keys_sorted=t.keys_sorted,
+        )
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(t.value_field.with_type(plain_type(t.value_type)), t.list_size)
+    if pa.types.is_large_list(t):
+        return pa.large_list(t.value_field.with_type(plain_type(t.value_type)))
+    if pa.types.is_list(t):
+        return pa.list_(t.value_field.with_type(plain_type(t.value_type)))
+    raise TableFormatError(f"cannot read a column of type {t} (string or binary views inside)")
 
 
 @dataclass(frozen=True)

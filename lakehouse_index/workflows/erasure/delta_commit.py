@@ -238,14 +238,21 @@ def _previous_ict(storage: Storage, log_dir: str, version: int) -> int | None:
 
 
 def _new_file(
-    source: TableSource, old: str, rows: pa.Table, compression: str, prefix: str, folder: str | None = None
+    source: TableSource,
+    old: str,
+    rows: pa.Table,
+    compression: str,
+    prefix: str,
+    folder: str | None = None,
+    *,
+    int96: bool = False,
 ) -> tuple[str, int]:
     ext = {"snappy": ".snappy.parquet", "zstd": ".zstd.parquet", "gzip": ".gz.parquet"}.get(
         compression, ".parquet"
     )
     base = old if folder is None else folder + "/x"
     uri = sibling_uri(base, prefix, "-c000" + ext)
-    return uri, write_parquet(source, uri, rows, compression)
+    return uri, write_parquet(source, uri, rows, compression, int96=int96)
 
 
 def _cdc_rows(erased: pa.Table) -> pa.Table:
@@ -299,7 +306,7 @@ def commit_erase(
         out: list[dict[str, Any]] = [{"remove": remove}]
         if r.kept.num_rows:
             kept = tracking.kept_rows(source, snapshot, r, rec) if tracking else r.kept
-            uri, size = _new_file(source, r.entry.path, kept, r.compression, "part-00000")
+            uri, size = _new_file(source, r.entry.path, kept, r.compression, "part-00000", int96=r.int96)
             written.append(uri)
             replaced[r.entry.path] = uri
             add: dict[str, Any] = {
@@ -317,7 +324,7 @@ def commit_erase(
             folder = relative_log_path(root, r.entry.path).rsplit("/", 1)
             cdc_dir = join_uri(root, "_change_data", *folder[:-1])
             uri, size = _new_file(
-                source, r.entry.path, _cdc_rows(r.erased), r.compression, "cdc-00000", cdc_dir
+                source, r.entry.path, _cdc_rows(r.erased), r.compression, "cdc-00000", cdc_dir, int96=r.int96
             )
             written.append(uri)
             cdc = {

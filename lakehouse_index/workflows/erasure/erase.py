@@ -9,6 +9,7 @@ resume from the logs, and verification and the audit record come last.
 from __future__ import annotations
 
 import datetime as dt
+import decimal
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -141,12 +142,49 @@ def _check_index(table: IndexedTable, index: str, column: str | None) -> Any:
     return spec
 
 
+def _is_nan(value: Any) -> bool:
+    """Whether ``value`` is a float or Decimal NaN (numpy floats included)."""
+    if isinstance(value, decimal.Decimal):
+        return value.is_nan()
+    return isinstance(value, (float, np.floating)) and bool(np.isnan(value))
+
+
+def _composite(keys: list[Any], width: int) -> list[Any]:
+    """Composite keys as tuples (a list such as ``["de", 4]`` is one key, as the CLI's JSON gives).
+
+    Every later step (residue scan, audit hashes) takes a composite key as a tuple: a key of
+    another shape is refused here, before anything changes.
+    """
+    out = []
+    for i, k in enumerate(keys):
+        if not isinstance(k, (tuple, list)) or len(k) != width:
+            raise EraseRefusedError(
+                f"key #{i} is not a composite key of {width} values (a tuple, one value per key column)"
+            )
+        if any(v is None for v in k):
+            raise EraseRefusedError("a subject key cannot be null (nor any value of a composite key)")
+        out.append(tuple(k))
+    return out
+
+
 def _check_keys(keys: Sequence[Any], key_columns: Sequence[str], snapshot: Snapshot) -> list[Any]:
     keys = list(keys)
     if not keys:
         raise EraseRefusedError("erase needs at least one key (the key list is empty)")
     if any(k is None for k in keys):
         raise EraseRefusedError("a subject key cannot be null")
+    if len(key_columns) > 1:
+        keys = _composite(keys, len(key_columns))
+    if any(_is_nan(v) for v in _values(keys)):
+        # NaN equals nothing: the residue scan and the audit could not name it (and it is no
+        # person's key); refused before the commit, not after.
+        raise EraseRefusedError("a subject key cannot be NaN")
+    from lakehouse_index.workflows.erasure.needles import Needles
+
+    try:  # the verification and the audit record look for these values: refused now, not after the commit
+        Needles(_values(keys))
+    except (TypeError, ValueError) as e:
+        raise EraseRefusedError(f"the keys cannot be erased: {e}") from e
     for name in key_columns:
         t = snapshot.schema.field(name).type
         values = [k[key_columns.index(name)] if len(key_columns) > 1 else k for k in keys]
@@ -362,7 +400,7 @@ def erase(
             purge_report = _purge(table, say, force)
             now = lap("purge", now)
             crash_point("erase.after_purge")
-            verification = _verify(table, keys, say)
+            verification = _verify(table, spec.key, keys, say)
             now = lap("verify", now)
             crash_point("erase.after_verify")
     elif purge:
@@ -452,10 +490,42 @@ def _purge(table: IndexedTable, say: Callable[[str], None], force: bool) -> dict
     return {"history": _as_json(history), "indexes": _as_json(indexes)}
 
 
-def _verify(table: IndexedTable, keys: Sequence[Any], say: Callable[[str], None]) -> dict[str, Any]:
-    """The residue scan of every file under the table and its index root, as JSON (``ok``, ``hits``)."""
+def _verify(
+    table: IndexedTable, key_columns: Sequence[str], keys: Sequence[Any], say: Callable[[str], None]
+) -> dict[str, Any]:
+    """The residue scan of every file under the table and its index root, as JSON (``ok``, ``hits``).
+
+    A composite key is a combination: its parts alone are often other people's data (the
+    country of ``(country, id)``). So the rows of the latest version are checked for the
+    combinations themselves (``liveCombinations``), and a part that a remaining row holds
+    in the same column is not searched for (``sharedParts``, positions among the keys'
+    values, a composite key's values one by one). ``searched`` lists the positions
+    searched for; a hit's ``valueNumber`` indexes that list.
+    """
+    from lakehouse_index.read.scan import scan_snapshot
     from lakehouse_index.workflows.erasure.residue import find_residue
 
+    values = _values(keys)
+    searched = list(range(len(values)))
+    composite: dict[str, Any] = {}
+    if len(key_columns) > 1:
+        say("verifying: looking for the subjects' key combinations in the latest version")
+        live = scan_snapshot(table.source, table.snapshot(), columns=list(key_columns))
+        subjects = pa.table(
+            {c: pa.array([k[i] for k in keys], live.schema.field(c).type) for i, c in enumerate(key_columns)}
+        )
+        combinations = live.join(subjects, keys=list(key_columns), join_type="inner").num_rows
+        shared = {
+            n * len(key_columns) + i
+            for i, c in enumerate(key_columns)
+            for n, held in enumerate(pc.is_in(subjects[c], value_set=pc.unique(live[c])).to_pylist())
+            if held
+        }
+        searched = [n for n in searched if n not in shared]
+        composite = {"liveCombinations": combinations, "sharedParts": sorted(shared), "searched": searched}
+    if not searched:
+        say("verifying: every part of the keys is held by remaining rows; no file is searched")
+        return {"ok": composite["liveCombinations"] == 0, "hits": [], "filesChecked": 0, **composite}
     say("verifying: decoding every file of the table and its indexes")
 
     def progress(done: int, total: int) -> None:
@@ -463,9 +533,12 @@ def _verify(table: IndexedTable, keys: Sequence[Any], say: Callable[[str], None]
             say(f"verified {done}/{total} files")
 
     report = find_residue(
-        [table.uri, table.index_root], _values(keys), storage=table.storage, progress=progress
+        [table.uri, table.index_root], [values[n] for n in searched], storage=table.storage, progress=progress
     )
-    return _as_json(report)
+    out = _as_json(report)
+    if composite:
+        out = {**out, **composite, "ok": out["ok"] and composite["liveCombinations"] == 0}
+    return out
 
 
 def _write_audit(table: IndexedTable, result: EraseResult, keys: Sequence[Any], ordinal: int | None) -> str:

@@ -117,7 +117,7 @@ def commit_erase(
         uri = canonical_uri(raw, decoded=True)
         written.append(uri)
         replaced[r.entry.path] = uri
-        size = write_parquet(source, uri, r.kept, r.compression)
+        size = write_parquet(source, uri, r.kept, r.compression, int96=r.int96)
         return _data_file(tbl, old, raw, size, source, uri)
 
     try:

@@ -79,6 +79,17 @@ _NUMERAL = (
 )
 _RAW_WORD = (r"(?:^|[^0-9A-Za-z])", r"(?:$|[^0-9A-Za-z])")
 _RAW_ANY = ("", "")
+_RAW_NUMERAL = (r"(?:^|[^0-9A-Za-z.\-_])", r"(?:$|[^0-9A-Za-z.\-_])")
+#: A text spelled as a number ("1", "00042", "-2.5"). A string value spelled so is matched
+#: in free text and raw bytes as a number is: as a whole numeric token (not in
+#: ``00000-1-<uuid>.parquet``, ``subject-12``, ``0.1.0``), and not where numbers are
+#: bookkeeping (Delta's ``operationMetrics`` and Iceberg's ``summary`` keep counts as text).
+_NUMERAL_TEXT = re.compile(r"[+-]?[0-9]+(?:\.[0-9]+)?")
+
+
+def _is_numeral(text: str) -> bool:
+    """Whether ``text`` is spelled as a number (:data:`_NUMERAL_TEXT`)."""
+    return _NUMERAL_TEXT.fullmatch(text) is not None
 
 
 def _micros(value: dt.datetime) -> int:
@@ -335,6 +346,7 @@ class Needles:
         self._redactors: list[tuple[re.Pattern[str], int]] = []
         numerals: dict[int, list[Literal]] = {}
         raw_words: dict[int, list[Literal]] = {}
+        raw_numerals: dict[int, list[Literal]] = {}
         raw_any: dict[int, list[Literal]] = {}
         for number, original in enumerate(values):
             value = _plain(original)
@@ -351,10 +363,12 @@ class Needles:
             for form, note in _iceberg_forms(value):
                 self.iceberg.setdefault(form, []).append((number, note, numeric))
             text = [w for w in dict.fromkeys(_words(value)) if w]
-            words[number] = list(text)
+            words[number] = [w for w in text if not _is_numeral(w)]
             spelled = _number_texts(value) if isinstance(value, (int, float, decimal.Decimal)) else []
             if numeric:
                 numerals[number] = list(dict.fromkeys(spelled))
+            elif len(words[number]) < len(text):  # a string spelled as a number: matched as one
+                numerals[number] = [w for w in text if _is_numeral(w)]
             if text:
                 alternatives = "|".join(re.escape(t) for t in sorted(text, key=len, reverse=True))
                 self._redactors.append((re.compile(rf"(?<![^\W_])(?:{alternatives})(?![^\W_])"), number))
@@ -367,7 +381,14 @@ class Needles:
                 )
             if not isinstance(value, bytes):
                 raws = [w.encode("utf-8", errors="surrogatepass") for w in text]
-                raw_words[number] = [r for r in raws if len(r) >= MIN_RAW_BYTES]
+                raw_words[number] = [
+                    r
+                    for w, r in zip(text, raws, strict=True)
+                    if len(r) >= MIN_RAW_BYTES and not _is_numeral(w)
+                ]
+                raw_numerals[number] = [
+                    r for w, r in zip(text, raws, strict=True) if len(r) >= MIN_RAW_BYTES and _is_numeral(w)
+                ]
             elif len(value) >= MIN_RAW_BYTES:
                 raw_any[number] = [value]
         self.words = _Matcher.build(words, _WORD)
@@ -380,8 +401,9 @@ class Needles:
                     for lit in lits:
                         self._equal[with_numbers].setdefault(str(lit), []).append(number)
         self.raw_words = _Matcher.build(raw_words, _RAW_WORD)
+        self.raw_numerals = _Matcher.build(raw_numerals, _RAW_NUMERAL)
         self.raw_any = _Matcher.build(raw_any, _RAW_ANY)
-        self.has_raw = bool(self.raw_words.forms or self.raw_any.forms)
+        self.has_raw = bool(self.raw_words.forms or self.raw_numerals.forms or self.raw_any.forms)
         self._arrow: dict[pa.DataType, list[tuple[int, pa.Scalar]]] = {}
 
     def redact(self, text: str) -> str:
@@ -498,6 +520,7 @@ class Needles:
         Free text holds a value's text form at token boundaries, or a number as a numeric
         token (with ``numbers``). Otherwise the strings are typed values: one must *be* a
         value's text form (its string, ISO date, UUID, number spelled out with ``numbers``).
+        A string value spelled as a number ("1") is matched as a number is.
         """
         if not free_text:
             forms = self._equal[numbers]
@@ -510,7 +533,7 @@ class Needles:
     def raw_hits(self, blobs: pa.Array, *, offsets: bool = True) -> list[tuple[int, int, int]]:
         """(row, value number, byte offset or -1) of the binary ``blobs`` holding a value's raw form."""
         out = []
-        for matcher in (self.raw_words, self.raw_any):
+        for matcher in (self.raw_words, self.raw_numerals, self.raw_any):
             for row, number in matcher.hits(blobs):
                 offset = matcher.first_offset(blobs[row].as_py(), number) if offsets else -1
                 out.append((row, number, offset))

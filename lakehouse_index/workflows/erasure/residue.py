@@ -30,7 +30,8 @@ What is decoded (by content, magic bytes first, not by extension):
 * gzip, zstd, lz4-frame, bzip2, xz and framed-snappy wrappers around any of these.
 * Anything else: UTF-8 text as free text; other bytes raw.
 * The **name** of every file and directory (relative to the root): free text at token
-  boundaries (``user=alice/``), and a Hive ``col=value`` component's value as a number.
+  boundaries (``user=alice/``), and a Hive ``col=value`` component's value as a number (or a
+  string spelled as one).
 
 Matching policy:
 
@@ -44,7 +45,8 @@ Matching policy:
   names, raw bytes) matches a string, date, time, timestamp or UUID value only at **token
   boundaries**: the characters before and after are not letters or digits, so
   ``subject-1`` is not found in ``subject-10``. JSON- and SQL-escaped spellings are
-  searched too.
+  searched too. A string spelled as a number (``"12"``, a string id) is matched as a number
+  is (next bullet), in free text and raw bytes alike.
 * Numbers in free text match as whole numeric tokens: ``12`` is not in ``123``, ``3.12``,
   ``12.5``, ``subject-12`` or ``2024-01-12`` (a ``-`` or ``_`` joining digits to a letter
   or digit makes a word), and is in ``id=12``, ``(12, 13)`` and ``-12`` (signs are not
@@ -218,7 +220,9 @@ def _check_names(needles: Needles, entries: Sequence[_Entry]) -> list[ResidueHit
         if e.role == SIDECAR and column == _SIDECAR_BUCKET:
             continue  # a covering index's hash bucket number, not a value
         if eq and column and _NUMBER.fullmatch(value):
-            for number in needles.numbers_of(decimal.Decimal(value)):
+            # The value as a number, and as a string spelled as one (a string column's "12"),
+            # which the free text of names, matched without numbers, leaves out.
+            for number in (*needles.numbers_of(decimal.Decimal(value)), *needles.numbers_of(value)):
                 f.add("name", number)
     f.flush()
     return [ResidueHit(needles.redact(uri), PATH_DECODER, loc, n) for uri, loc, n in f.hits]

@@ -38,6 +38,12 @@ class FileRewrite:
     erased: pa.Table
     live_rows: int
     compression: str
+    int96: bool = False
+
+
+def _has_int96(schema: pq.ParquetSchema) -> bool:
+    """Whether any column of the file is stored as INT96 (Spark's default timestamp encoding)."""
+    return any(schema.column(i).physical_type == "INT96" for i in range(len(schema)))
 
 
 def _compression(meta: pq.FileMetaData) -> str:
@@ -56,9 +62,12 @@ def plan_rewrite(
     erase = np.isin(live, positions)
     fs, path = source.io.arrow(entry.path)
     with fs.open_input_file(path) as f:
-        pf = pq.ParquetFile(f)
+        # INT96 timestamps are read as microseconds (as every read of the table does): the
+        # default, nanoseconds, wraps values outside 1677-2262 around silently.
+        pf = pq.ParquetFile(f, coerce_int96_timestamp_unit="us")
         physical = without_views(pf.read())
         compression = _compression(pf.metadata)
+        int96 = _has_int96(pf.schema)
     return FileRewrite(
         entry=entry,
         kept=physical.take(pa.array(live[~erase])),
@@ -66,15 +75,22 @@ def plan_rewrite(
         erased=physical.take(pa.array(live[erase])),
         live_rows=len(live),
         compression=compression,
+        int96=int96,
     )
 
 
-def write_parquet(source: TableSource, uri: str, rows: pa.Table, compression: str) -> int:
-    """Write ``rows`` to ``uri`` (schema and metadata as they are); the file's size in bytes."""
+def write_parquet(
+    source: TableSource, uri: str, rows: pa.Table, compression: str, *, int96: bool = False
+) -> int:
+    """Write ``rows`` to ``uri`` (schema and metadata as they are); the file's size in bytes.
+
+    ``int96``: the old file stored its timestamps as INT96; so does the new one (readers
+    such as Spark 3 cannot read the nanosecond INT64 timestamps pyarrow writes otherwise).
+    """
     fs, path = source.io.arrow(uri)
     parent = path.rsplit("/", 1)[0]
     fs.create_dir(parent, recursive=True)
-    pq.write_table(rows, path, filesystem=fs, compression=compression)
+    pq.write_table(rows, path, filesystem=fs, compression=compression, use_deprecated_int96_timestamps=int96)
     return int(fs.get_file_info(path).size)
 
 
