@@ -183,7 +183,10 @@ class Binder:
             return bool(e.this)
         if isinstance(e, exp.Neg):
             v = self.raw_literal(e.this)
-            if isinstance(v, (int, float, decimal.Decimal)) and not isinstance(v, bool):
+            if isinstance(v, decimal.Decimal):
+                # Exact: unary minus would round to the context's 28 digits.
+                return v.copy_negate()
+            if isinstance(v, (int, float)) and not isinstance(v, bool):
                 return -v
             raise self.fail(f"cannot negate {e.this.sql(dialect='spark')}")
         if isinstance(e, exp.Literal):

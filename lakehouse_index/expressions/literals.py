@@ -14,15 +14,30 @@ import pyarrow as pa
 from lakehouse_index.expressions.ast import Lit
 from lakehouse_index.expressions.types import Family, family
 
-__all__ = ["Mismatch", "between_integers", "coerce", "compare_integers", "exact", "number", "parse_timestamp"]
+__all__ = [
+    "Mismatch",
+    "between_integers",
+    "coerce",
+    "compare_integers",
+    "decimal_literal",
+    "exact",
+    "number",
+    "parse_timestamp",
+]
 
 
-def number(text: str) -> int | float:
-    """A numeric literal's value: int when it has no fraction or exponent, else float."""
+def number(text: str) -> int | decimal.Decimal:
+    """A numeric literal's value: int when it has no fraction or exponent, else its exact decimal.
+
+    Exact, as Spark reads an unsuffixed ``1.5`` (a DECIMAL): a literal with more digits than
+    a double holds (``-312345678901234567890.0123456789``) must still equal the decimal or
+    integer column value it spells. Comparisons with float columns convert it to a double
+    (:func:`coerce`), as Spark does.
+    """
     try:
         return int(text)
     except ValueError:
-        return float(text)
+        return decimal.Decimal(text)
 
 
 def parse_timestamp(text: str) -> dt.datetime:
@@ -43,21 +58,76 @@ def _refuse(v: Any) -> Mismatch:
     return Mismatch(f"{type(v).__name__} literal {v!r}")
 
 
+#: Arithmetic context wide enough that no operation on a literal of up to 38 digits rounds
+#: (the default context keeps 28 digits).
+_EXACT = decimal.Context(prec=80, Emax=decimal.MAX_EMAX, Emin=decimal.MIN_EMIN)
+
+
+def decimal_literal(v: decimal.Decimal | int) -> Lit | None:
+    """``v`` as an exact decimal literal (its own precision and scale), or None.
+
+    None for NaN, the infinities and values of more than 38 digits (beyond ``decimal128``).
+    """
+    d = decimal.Decimal(v)
+    if not d.is_finite():
+        return None
+    _, digits, exponent = d.as_tuple()
+    assert isinstance(exponent, int)
+    if exponent > 0:  # 1E+3: an integer, scale 0
+        if len(digits) + exponent > 38:
+            return None
+        d = d.quantize(decimal.Decimal(1), context=_EXACT)
+        _, digits, exponent = d.as_tuple()
+        assert isinstance(exponent, int)
+    scale = -exponent
+    precision = max(len(digits), scale, 1)
+    if precision > 38:
+        return None
+    return Lit(d, pa.decimal128(precision, scale))
+
+
 def _number(v: Any, target: pa.DataType) -> Lit:
     if isinstance(v, bool) or not isinstance(v, (int, float, decimal.Decimal)):
         raise _refuse(v)
+    exact_target = pa.types.is_integer(target) or pa.types.is_decimal(target)
     if isinstance(v, int):
-        if pa.types.is_integer(target) or pa.types.is_decimal(target):
+        if exact_target:
             if -(2**63) <= v < 2**63:
                 return Lit(v, pa.int64())
             if pa.types.is_unsigned_integer(target) and 0 <= v < 2**64:
                 return Lit(v, pa.uint64())
+            if pa.types.is_decimal(target):
+                # Beyond int64 but within a decimal column's reach: keep it exact.
+                as_decimal = decimal_literal(v)
+                if as_decimal is not None:
+                    return as_decimal
             if pa.types.is_integer(target) and float(v) == -(2.0**63):
                 # Below int64's range, but the nearest double is its minimum: take the next
                 # double down, which compares with every integer column value as v does.
                 return Lit(math.nextafter(-(2.0**63), -math.inf), pa.float64())
         return Lit(float(v), pa.float64())
+    if isinstance(v, decimal.Decimal) and exact_target:
+        # Integer and decimal columns compare with a decimal literal exactly (as Spark
+        # does): a double would round 312345678901234567890.5 and 9007199254740993.0.
+        as_decimal = decimal_literal(v)
+        if as_decimal is not None and _comparable_decimals(as_decimal.type, target):
+            return as_decimal
     return Lit(float(v), pa.float64())
+
+
+def _comparable_decimals(lit_type: pa.DataType, target: pa.DataType) -> bool:
+    """Whether pyarrow compares a decimal literal of ``lit_type`` with a ``target`` column:
+    their common decimal type (integer digits and scale of both) fits in 38 digits.
+
+    Integer columns are always fine: :func:`compare_integers` rewrites such comparisons.
+    """
+    if not pa.types.is_decimal(target):
+        return True
+    assert isinstance(lit_type, pa.Decimal128Type)
+    assert isinstance(target, (pa.Decimal128Type, pa.Decimal256Type))
+    scale = max(lit_type.scale, target.scale)
+    integer_digits = max(lit_type.precision - lit_type.scale, target.precision - target.scale)
+    return integer_digits + scale <= 38
 
 
 def _string(v: Any, target: pa.DataType) -> Lit:
@@ -155,12 +225,17 @@ def exact(lit: Lit, target: pa.DataType) -> Lit:
             # int64 → decimal(p, s) refuses p < 19 + s outright; go through decimal(38, 0).
             src = src.cast(pa.decimal128(38, 0))
         cast = src.cast(target, safe=True)
-        back = cast.cast(lit.type, safe=True)
+        if pa.types.is_decimal(lit.type):
+            # A safe cast of a decimal refuses to drop digits; compare exactly in Python
+            # (int64 → decimal(2, 1), the way back for 3.0, is refused outright).
+            back_value = cast[0].as_py()
+        else:
+            back_value = cast.cast(lit.type, safe=True)[0].as_py()
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, OverflowError):
         return lit
     # The round trip catches float32 columns: 0.1 is no float32 value, and Spark
     # compares such columns widened to double.
-    if back[0].as_py() != lit.value:
+    if back_value != lit.value:
         return lit
     return Lit(cast[0].as_py(), target)
 

@@ -193,7 +193,8 @@ def test_integer_comparisons_are_rewritten_into_the_column_type() -> None:
     # What the column type holds stays as written.
     assert spark("i > 2") == "(`i` > CAST(2 AS BIGINT))"
     assert spark("x > 2.5") == "(`x` > CAST('2.5' AS DOUBLE))"
-    assert spark("i IN (1.5, 2)") == "(`i` IN (CAST('1.5' AS DOUBLE), CAST(2 AS BIGINT)))"
+    # A decimal literal stays an exact decimal (Spark reads an unsuffixed 1.5 as DECIMAL(2, 1)).
+    assert spark("i IN (1.5, 2)") == "(`i` IN (CAST('1.5' AS DECIMAL(2, 1)), CAST(2 AS BIGINT)))"
 
 
 @dataclass(frozen=True)
