@@ -109,12 +109,15 @@ class Subfield:
     found by position); ``field_id`` its Parquet field id where the format assigns one
     (Iceberg, Delta column mapping mode ``id``, ``delta.columnMapping.nested.ids``).
     ``children`` describe the field's own type in the same way (see :attr:`Column.subfields`).
+    ``file_names``: the names a data file *without field ids* may store the field under
+    (Iceberg's name mapping, ``schema.name-mapping.default``); empty: :attr:`stored_name`.
     """
 
     name: str
     physical_name: str | None = None
     field_id: int | None = None
     children: tuple[Subfield, ...] = ()
+    file_names: tuple[str, ...] = ()
 
     @property
     def stored_name(self) -> str:
@@ -180,7 +183,10 @@ class Column:
     default) means every nested field is stored under its logical name without a field
     id; otherwise they must follow the shape of ``type`` exactly.
     ``in_data_files`` is False for Delta partition columns, whose values live in
-    :attr:`FileEntry.partition_values` only.
+    :attr:`FileEntry.partition_values` only. ``file_names``: the names a data file
+    *without field ids* may store the column under (Iceberg's name mapping,
+    ``schema.name-mapping.default``: a file added by ``add_files`` keeps the name the
+    column had then); empty: :attr:`stored_name`.
     """
 
     name: str
@@ -190,6 +196,7 @@ class Column:
     field_id: int | None = None
     in_data_files: bool = True
     subfields: tuple[Subfield, ...] = ()
+    file_names: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.subfields:

@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import datetime as dt
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 from pyiceberg.io.pyarrow import schema_to_pyarrow
 from pyiceberg.schema import Schema
+from pyiceberg.table.name_mapping import parse_mapping_from_json
 from pyiceberg.table.snapshots import Snapshot as IcebergSnapshot
 from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import (
@@ -62,6 +63,7 @@ from lakehouse_index.source import (
     NotATableError,
     Snapshot,
     Subfield,
+    TableFormatError,
     TableSource,
     UnsupportedFeatureError,
     VersionInfo,
@@ -354,7 +356,7 @@ class IcebergSource(TableSource):
             version=v,
             ordinal=h.ordinals()[v],
             timestamp_ms=snap.timestamp_ms,
-            columns=_columns(schema),
+            columns=_columns(schema, _name_mapping(h.metadata.properties)),
             files=dict(state.files),
             partition_columns=self._partition_columns(schema),
             row_id_column=ROW_ID_COLUMN if self._row_lineage(snap) else None,
@@ -715,8 +717,32 @@ def _deletes_key(f: FileEntry) -> tuple[str | None, tuple[str, ...]]:
     return (f.deletes.id if f.deletes else None, tuple(e.path for e in f.equality_deletes))
 
 
-def _columns(schema: Schema) -> tuple[Column, ...]:
-    """The schema's top-level columns, with the field ids of every nested field."""
+#: The table property holding the names of fields in data files without field ids.
+NAME_MAPPING = "schema.name-mapping.default"
+
+
+def _name_mapping(properties: Mapping[str, str]) -> dict[int, tuple[str, ...]]:
+    """Field id → the names the table's name mapping gives it (empty without a mapping)."""
+    text = properties.get(NAME_MAPPING)
+    if not text:
+        return {}
+    try:
+        mapping = parse_mapping_from_json(text)
+    except ValueError as e:
+        raise TableFormatError(f"table property {NAME_MAPPING} is not a valid name mapping: {e}") from e
+    out: dict[int, tuple[str, ...]] = {}
+    pending = list(mapping)
+    while pending:
+        f = pending.pop()
+        if f.field_id is not None:
+            out[f.field_id] = tuple(f.names)
+        pending.extend(f.fields)
+    return out
+
+
+def _columns(schema: Schema, mapped: Mapping[int, tuple[str, ...]]) -> tuple[Column, ...]:
+    """The schema's top-level columns, with the field ids of every nested field and the names
+    ``mapped`` (the name mapping) gives fields in data files without ids."""
     arrow = schema_to_pyarrow(schema, include_field_ids=False)
     return tuple(
         Column(
@@ -724,25 +750,28 @@ def _columns(schema: Schema) -> tuple[Column, ...]:
             type=_plain(arrow.field(f.name).type),
             nullable=not f.required,
             field_id=f.field_id,
-            subfields=_subfields(f.field_type),
+            subfields=_subfields(f.field_type, mapped),
+            file_names=mapped.get(f.field_id, ()),
         )
         for f in schema.fields
     )
 
 
-def _subfields(t: IcebergType) -> tuple[Subfield, ...]:
-    """Struct fields, list elements, map keys and values of ``t`` with their field ids."""
+def _subfields(t: IcebergType, mapped: Mapping[int, tuple[str, ...]]) -> tuple[Subfield, ...]:
+    """Struct fields, list elements, map keys and values of ``t`` with their field ids (and
+    mapped names: :func:`_columns`)."""
+
+    def sub(name: str, field_id: int, inner: IcebergType) -> Subfield:
+        return Subfield(
+            name, field_id=field_id, children=_subfields(inner, mapped), file_names=mapped.get(field_id, ())
+        )
+
     if isinstance(t, StructType):
-        return tuple(
-            Subfield(f.name, field_id=f.field_id, children=_subfields(f.field_type)) for f in t.fields
-        )
+        return tuple(sub(f.name, f.field_id, f.field_type) for f in t.fields)
     if isinstance(t, ListType):
-        return (Subfield(ELEMENT, field_id=t.element_id, children=_subfields(t.element_type)),)
+        return (sub(ELEMENT, t.element_id, t.element_type),)
     if isinstance(t, MapType):
-        return (
-            Subfield(KEY, field_id=t.key_id, children=_subfields(t.key_type)),
-            Subfield(VALUE, field_id=t.value_id, children=_subfields(t.value_type)),
-        )
+        return (sub(KEY, t.key_id, t.key_type), sub(VALUE, t.value_id, t.value_type))
     return ()
 
 

@@ -172,8 +172,7 @@ def _fingerprints(tables: Sequence[pa.Table], columns: Sequence[str]) -> list[np
         # From the chunks: building a ChunkedArray from ChunkedArrays is slow in pyarrow.
         chunks = [chunk for t in tables for chunk in t[c].chunks]
         values = pa.chunked_array(chunks, type=tables[0].schema.field(c).type).combine_chunks()
-        encoded = values.dictionary_encode()
-        codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
+        codes = _value_codes(values)
         if combined is None:
             combined = codes
         else:
@@ -181,6 +180,21 @@ def _fingerprints(tables: Sequence[pa.Table], columns: Sequence[str]) -> list[np
             combined = combined.astype(np.int64)
     assert combined is not None
     return np.split(combined, np.cumsum(sizes)[:-1])
+
+
+def _value_codes(values: pa.Array) -> np.ndarray:
+    """One int64 per value, equal for equal values (nulls equal).
+
+    Struct, list and map values (a covering index's nested columns), which pyarrow cannot
+    dictionary-encode, are told apart by their Python form.
+    """
+    try:
+        encoded = values.dictionary_encode()
+    except pa.ArrowNotImplementedError:
+        seen: dict[str, int] = {}
+        forms = (repr(v) for v in values.to_pylist())
+        return np.fromiter((seen.setdefault(f, len(seen)) for f in forms), dtype=np.int64, count=len(values))
+    return encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64) + 1
 
 
 @dataclass(frozen=True)

@@ -205,7 +205,7 @@ def _scan_keys(source: TableSource, plan: LookupPlan, fe: FileEntry) -> pa.Table
     cols = [plan.target.column(c) for c in plan.key_columns]
     cache_key = (
         key,
-        tuple((c.name, str(c.type), c.field_id, c.stored_name, c.in_data_files) for c in cols),
+        tuple((c.name, str(c.type), c.field_id, c.stored_name, c.file_names, c.in_data_files) for c in cols),
         tuple(sorted((k, repr(v)) for k, v in fe.partition_dict.items() if k in plan.key_columns)),
     )
     found = _SCAN_KEYS.get(cache_key)

@@ -334,7 +334,7 @@ def resolve_columns(
         if col.field_id is not None and layout.by_field_id:
             stored = layout.by_field_id.get(col.field_id)
         else:
-            stored = col.stored_name if col.stored_name in layout.names else None
+            stored = next((n for n in col.file_names or (col.stored_name,) if n in layout.names), None)
         if stored is None:
             out.append(Resolved(col))
         else:
@@ -368,7 +368,7 @@ def conversion_of(
             if sub.field_id is not None and by_id:
                 found = by_id.get(sub.field_id)
             else:
-                found = by_name.get(sub.stored_name)
+                found = next((by_name[n] for n in sub.file_names or (sub.stored_name,) if n in by_name), None)
             inner = f"{where}, field {logical.name!r}"
             sources.append(found.name if found is not None else None)
             children.append(
