@@ -195,10 +195,21 @@ def _comparable(own: pa.DataType, typ: pa.DataType) -> bool:
     return {family(own), family(typ)} <= {Family.DATE, Family.TIMESTAMP}
 
 
+def _other_column_type(stored: pa.DataType, current: pa.DataType) -> bool:
+    """Whether index entries stored as ``stored`` values were written for a column of another
+    kind than the keys' ``current`` type (not one widened: int32 -> int64 compares)."""
+    return not stored.equals(current) and not _comparable(stored, current)
+
+
 def match_mask(table: pa.Table, keys: pa.Table) -> pa.ChunkedArray:
     """Rows of ``table`` whose key columns equal one of ``keys`` (null equals null, NaN
     equals NaN, -0.0 equals 0.0: SQL's equality on floats, which hashing alone misses)."""
     names = keys.column_names
+    if any(_other_column_type(table[n].type, keys[n].type) for n in names):
+        # Entries written while the column had a type of another kind (an overwrite that
+        # replaced the schema: string -> int...) hold values of another column: none
+        # equals a key of the current type, and pyarrow refuses to compare them.
+        return pa.chunked_array([pa.array(np.zeros(table.num_rows, dtype=bool))], pa.bool_())
     if len(names) == 1:
         column = signless_zero(table[names[0]], table[names[0]].type)
         value_set = signless_zero(keys[names[0]], keys[names[0]].type).combine_chunks()
