@@ -123,6 +123,10 @@ class ColumnIdentity:
     stored_name: str
     #: The Parquet field id (Iceberg; Delta column mapping mode ``id``).
     field_id: int | None = None
+    #: The kind of values it held (``kinds.columns.value_class``: numbers, temporal, string…);
+    #: a column retyped to another kind (an overwrite replacing the schema) is another column.
+    #: None in entries written before it was recorded (then not checked).
+    value_class: str | None = None
 
 
 @dataclass(frozen=True)
@@ -427,7 +431,13 @@ def _entry_to_dict(e: LogEntry) -> dict[str, Any]:
             "files": [_source_file_to_dict(f) for f in s.files],
             "nextFileId": s.next_file_id,
             "columns": [
-                {"name": c.name, "storedName": c.stored_name, "fieldId": c.field_id} for c in s.columns
+                {
+                    "name": c.name,
+                    "storedName": c.stored_name,
+                    "fieldId": c.field_id,
+                    "valueClass": c.value_class,
+                }
+                for c in s.columns
             ],
         },
         "content": {
@@ -467,7 +477,12 @@ def _entry_from_dict(d: dict[str, Any]) -> LogEntry:
             files=tuple(_source_file_from_dict(f) for f in _list(s["files"])),
             next_file_id=_int(s["nextFileId"]),
             columns=tuple(
-                ColumnIdentity(_str(c["name"]), _str(c["storedName"]), _opt_int(c["fieldId"]))
+                ColumnIdentity(
+                    _str(c["name"]),
+                    _str(c["storedName"]),
+                    _opt_int(c["fieldId"]),
+                    None if c.get("valueClass") is None else _str(c["valueClass"]),
+                )
                 for c in map(_dict, _list(s.get("columns", [])))
             ),
         ),

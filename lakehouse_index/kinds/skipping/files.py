@@ -120,8 +120,14 @@ def load(
     another column under its name (dropped and re-added, renamed over: different
     physical name or field id), or a type the recorded one does not widen to.
     """
-    tables = [_read(storage, join_uri(index_dir, f.path)) for f in files]
     live = np.fromiter(live_ids, dtype=np.int64)
+    # Files holding no live file's row are left out before their schemas meet: statistics of
+    # files an overwrite that retyped a column removed need not merge with the new ones.
+    tables = [
+        t
+        for t in (_read(storage, join_uri(index_dir, f.path)) for f in files)
+        if np.isin(np.asarray(t.column(FILE_ID).to_numpy(), dtype=np.int64), live).any()
+    ]
     if not tables:
         empty = pa.schema([pa.field(FILE_ID, pa.int64()), pa.field(ROWS, pa.int64())]).empty_table()
         return SkippingData(empty, np.zeros(0, dtype=np.int64))
