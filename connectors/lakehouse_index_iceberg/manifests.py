@@ -25,6 +25,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import ListType, MapType, NestedField, StructType
 
 from lakehouse_index.source import FileIO, TableFormatError
+from lakehouse_index.varint import read_uvarint, unzigzag
 
 #: The first bytes of an Avro object container file.
 _MAGIC = b"Obj\x01"
@@ -180,20 +181,11 @@ class _BufferDecoder(BinaryDecoder):
 
     def read_int(self) -> int:
         """A zigzag varint (Avro int and long)."""
-        data, pos = self._data, self._pos
-        n = shift = 0
         try:
-            while True:
-                b = data[pos]
-                pos += 1
-                n |= (b & 0x7F) << shift
-                if b < 0x80:
-                    break
-                shift += 7
+            n, self._pos = read_uvarint(self._data, self._pos)
         except IndexError:
-            raise EOFError(f"a varint runs past the end of {len(data)} bytes") from None
-        self._pos = pos
-        return (n >> 1) ^ -(n & 1)
+            raise EOFError(f"a varint runs past the end of {len(self._data)} bytes") from None
+        return unzigzag(n)
 
     def skip_int(self) -> None:
         """Skip a varint."""

@@ -18,18 +18,9 @@ import pyarrow.parquet as pq
 import pytest
 
 import lakehouse_index as li
+from tests.api.iceberg_index_support import sql_catalog
 
 pytest.importorskip("pyiceberg")
-
-
-def _catalog(tmp_path: Path) -> Any:
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    wh = tmp_path / "warehouse"
-    wh.mkdir()
-    cat = SqlCatalog("hunt", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{wh}")
-    cat.create_namespace("db")
-    return cat
 
 
 def _rows(t: pa.Table, names: list[str]) -> Counter[tuple[Any, ...]]:
@@ -43,7 +34,7 @@ def renamed_after_add_files(tmp_path: Path) -> Any:
     from pyiceberg.schema import Schema
     from pyiceberg.types import LongType, NestedField, StringType
 
-    cat = _catalog(tmp_path)
+    cat = sql_catalog(str(tmp_path))
     schema = Schema(
         NestedField(1, "id", LongType(), required=False),
         NestedField(2, "email", StringType(), required=False),

@@ -9,24 +9,14 @@ must follow (remapped or re-indexed), not fail.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pytest
 
 import lakehouse_index as li
+from tests.api.iceberg_index_support import sql_catalog
 
 pytest.importorskip("pyiceberg")
-
-
-def _catalog(tmp_path: Path) -> Any:
-    from pyiceberg.catalog.sql import SqlCatalog
-
-    wh = tmp_path / "warehouse"
-    wh.mkdir()
-    cat = SqlCatalog("hunt", uri=f"sqlite:///{tmp_path}/catalog.db", warehouse=f"file://{wh}")
-    cat.create_namespace("db")
-    return cat
 
 
 ARROW = pa.schema(
@@ -45,7 +35,7 @@ def test_refresh_after_cow_delete_with_nested_included_column(tmp_path: Path, ne
     from pyiceberg.schema import Schema
     from pyiceberg.types import IntegerType, ListType, LongType, NestedField, StringType, StructType
 
-    cat = _catalog(tmp_path)
+    cat = sql_catalog(str(tmp_path))
     schema = Schema(
         NestedField(1, "id", LongType(), required=False),
         NestedField(2, "k", StringType(), required=False),

@@ -23,6 +23,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from lakehouse_index.varint import read_uvarint, unzigzag
+
 __all__ = ["MAGIC", "AvroContainer", "AvroError", "read_container"]
 
 MAGIC = b"Obj\x01"
@@ -42,17 +44,8 @@ class _Cursor:
         self.pos = 0
 
     def long(self) -> int:
-        data, pos = self.data, self.pos
-        result = shift = 0
-        while True:
-            b = data[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            if b < 0x80:
-                break
-            shift += 7
-        self.pos = pos
-        return (result >> 1) ^ -(result & 1)
+        n, self.pos = read_uvarint(self.data, self.pos)
+        return unzigzag(n)
 
     def take(self, n: int) -> bytes:
         if n < 0 or self.pos + n > len(self.data):

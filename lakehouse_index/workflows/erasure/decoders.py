@@ -46,6 +46,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakehouse_index.read.parquet_pages import Bytes, decode_struct
+from lakehouse_index.varint import read_uvarint
 from lakehouse_index.workflows.erasure import avro
 from lakehouse_index.workflows.erasure.needles import MIN_RAW_BYTES, Needles
 
@@ -548,14 +549,7 @@ def _snappy_framed(data: bytes) -> bytes:
         chunk = data[pos + 4 : pos + 4 + length]
         if kind == 0x00:  # compressed: CRC, then raw snappy prefixed by its uncompressed length
             body = chunk[4:]
-            size = shift = i = 0
-            while True:
-                b = body[i]
-                i += 1
-                size |= (b & 0x7F) << shift
-                if b < 0x80:
-                    break
-                shift += 7
+            size, _ = read_uvarint(body, 0)
             out += pa.decompress(body, decompressed_size=size, codec="snappy", asbytes=True)
         elif kind == 0x01:  # uncompressed, after a CRC
             out += chunk[4:]
