@@ -25,7 +25,6 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import ListType, MapType, NestedField, StructType
 
 from lakehouse_index.source import FileIO, TableFormatError
-from lakehouse_index.varint import read_uvarint, unzigzag
 
 #: The first bytes of an Avro object container file.
 _MAGIC = b"Obj\x01"
@@ -181,11 +180,20 @@ class _BufferDecoder(BinaryDecoder):
 
     def read_int(self) -> int:
         """A zigzag varint (Avro int and long)."""
+        data, pos = self._data, self._pos
+        n = shift = 0
         try:
-            n, self._pos = read_uvarint(self._data, self._pos)
+            while True:
+                b = data[pos]
+                pos += 1
+                n |= (b & 0x7F) << shift
+                if b < 0x80:
+                    break
+                shift += 7
         except IndexError:
-            raise EOFError(f"a varint runs past the end of {len(self._data)} bytes") from None
-        return unzigzag(n)
+            raise EOFError(f"a varint runs past the end of {len(data)} bytes") from None
+        self._pos = pos
+        return (n >> 1) ^ -(n & 1)
 
     def skip_int(self) -> None:
         """Skip a varint."""

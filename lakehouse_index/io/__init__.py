@@ -122,6 +122,10 @@ def _mtime_ms(info: pafs.FileInfo) -> int:
     return ns // 1_000_000 if ns is not None else 0
 
 
+#: Listings tried before a vanishing entry's FileNotFoundError is raised (see ``Storage._infos``).
+_LIST_ATTEMPTS = 5
+
+
 @dataclass(frozen=True)
 class Storage:
     """Object access for one URI scheme, configured by ``storage_options``.
@@ -211,13 +215,28 @@ class Storage:
         with self.filesystem.open_input_file(self._split(path)) as f:
             return bytes(f.read_at(length, offset))
 
+    def _infos(self, sel: pafs.FileSelector) -> list[pafs.FileInfo]:
+        """``get_file_info(sel)``, listed again when an entry vanished while it was listed.
+
+        A local listing reads the directory, then stats each entry: a file deleted in
+        between (another process's put-if-absent temp file, unlinked right after its link)
+        fails the whole listing with FileNotFoundError, although the directory is there.
+        """
+        for attempt in range(_LIST_ATTEMPTS):
+            try:
+                return list(self.filesystem.get_file_info(sel))
+            except FileNotFoundError:
+                if attempt == _LIST_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
+
     def list_dir(self, path: str) -> list[FileStatus]:
         """Objects directly below ``path``; empty when the directory does not exist."""
         sel = pafs.FileSelector(self._split(path), allow_not_found=True, recursive=False)
         base = path.rstrip("/")
         return [
             FileStatus(base + "/" + info.base_name, info.size or 0, _mtime_ms(info))
-            for info in self.filesystem.get_file_info(sel)
+            for info in self._infos(sel)
             if info.type == pafs.FileType.File
         ]
 
@@ -228,7 +247,7 @@ class Storage:
         base = path.rstrip("/")
         return [
             FileStatus(base + "/" + info.path[len(root) :].lstrip("/"), info.size or 0, _mtime_ms(info))
-            for info in self.filesystem.get_file_info(sel)
+            for info in self._infos(sel)
             if info.type == pafs.FileType.File
         ]
 

@@ -32,7 +32,13 @@ CONNECTORS = ("lakehouse_index_delta", "lakehouse_index_iceberg")
 #: Entries name a module or a package (and then everything in it); ``lakehouse_index``
 #: itself is the package ``__init__`` only.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("lakehouse_index.errors", "lakehouse_index.config", "lakehouse_index.spec", "lakehouse_index.faults"),
+    (
+        "lakehouse_index.errors",
+        "lakehouse_index.config",
+        "lakehouse_index.spec",
+        "lakehouse_index.faults",
+        "lakehouse_index.varint",
+    ),
     ("lakehouse_index.io",),
     ("lakehouse_index.source", "lakehouse_index.registry"),
     ("lakehouse_index.expressions",),
