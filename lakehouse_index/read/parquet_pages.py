@@ -48,6 +48,7 @@ import pyarrow.parquet as pq
 
 from lakehouse_index.errors import LakehouseIndexError, TableFormatError
 from lakehouse_index.io.parallel import shared_pool
+from lakehouse_index.varint import read_uvarint, unzigzag
 
 __all__ = [
     "MAX_THRIFT_DEPTH",
@@ -110,20 +111,11 @@ class _Decoder:
             raise ThriftDecodeError(f"Thrift values nested deeper than {MAX_THRIFT_DEPTH} at byte {self.pos}")
 
     def varint(self) -> int:
-        buf, pos = self.buf, self.pos
-        result = shift = 0
-        while True:
-            b = buf[pos]
-            pos += 1
-            result |= (b & 0x7F) << shift
-            if b < 0x80:
-                self.pos = pos
-                return result
-            shift += 7
+        result, self.pos = read_uvarint(self.buf, self.pos)
+        return result
 
     def zigzag(self) -> int:
-        n = self.varint()
-        return (n >> 1) ^ -(n & 1)
+        return unzigzag(self.varint())
 
     def value(self, ctype: int) -> Any:
         if ctype in (_I16, _I32, _I64):
@@ -972,17 +964,6 @@ def _decompress(codec: int, data: Bytes, size: int) -> bytes | None:
     return bytes(out) if len(out) == size else None
 
 
-def _varint(buf: Bytes, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-
-
 def _hybrid_at(buf: bytes, pos: int, end: int, width: int, want: np.ndarray) -> np.ndarray:
     """Values at positions ``want`` (sorted) of the RLE / bit-packed hybrid run sequence at
     ``buf[pos:end]`` of ``width``-bit values; runs after the last wanted value are not read."""
@@ -996,7 +977,7 @@ def _hybrid_at(buf: bytes, pos: int, end: int, width: int, want: np.ndarray) -> 
     while k < len(want):
         if pos >= end:
             raise ValueError("the RLE runs end before the wanted values")
-        header, pos = _varint(buf, pos)
+        header, pos = read_uvarint(buf, pos)
         if header & 1:  # bit-packed groups of 8 values
             count, nbytes = (header >> 1) * 8, (header >> 1) * width
             if pos + nbytes > end:
@@ -1035,7 +1016,7 @@ def _levels(buf: bytes, pos: int, end: int, count: int) -> np.ndarray | None:
     """The first ``count`` 1-bit definition levels of the hybrid runs at ``buf[pos:end]``, as
     bools; None when one run says all of them are 1 (no nulls, the common case)."""
     if pos < end:
-        header, after = _varint(buf, pos)
+        header, after = read_uvarint(buf, pos)
         if not header & 1 and header >> 1 >= count and after < end and buf[after] == 1:
             return None
     out = np.zeros(count, dtype=bool)
@@ -1043,7 +1024,7 @@ def _levels(buf: bytes, pos: int, end: int, count: int) -> np.ndarray | None:
     while n < count:
         if pos >= end:
             raise ValueError("the definition levels end early")
-        header, pos = _varint(buf, pos)
+        header, pos = read_uvarint(buf, pos)
         if header & 1:
             nbytes = header >> 1
             bits = np.unpackbits(np.frombuffer(buf, np.uint8, nbytes, pos), bitorder="little")

@@ -177,14 +177,7 @@ def _compile(schema: Any, named: dict[str, Reader], namespace: str = "") -> Read
 
 def _snappy(block: bytes) -> bytes:
     body = block[:-4]  # a CRC32 of the uncompressed data follows
-    size = shift = pos = 0
-    while True:
-        b = body[pos]
-        pos += 1
-        size |= (b & 0x7F) << shift
-        if b < 0x80:
-            break
-        shift += 7
+    size, _ = read_uvarint(body, 0)
     return bytes(pa.decompress(body, decompressed_size=size, codec="snappy", asbytes=True))
 
 
