@@ -222,13 +222,12 @@ class Storage:
         between (another process's put-if-absent temp file, unlinked right after its link)
         fails the whole listing with FileNotFoundError, although the directory is there.
         """
-        for attempt in range(_LIST_ATTEMPTS):
+        for _ in range(_LIST_ATTEMPTS - 1):
             try:
                 return list(self.filesystem.get_file_info(sel))
             except FileNotFoundError:
-                if attempt == _LIST_ATTEMPTS - 1:
-                    raise
-        raise AssertionError("unreachable")
+                continue
+        return list(self.filesystem.get_file_info(sel))
 
     def list_dir(self, path: str) -> list[FileStatus]:
         """Objects directly below ``path``; empty when the directory does not exist."""

@@ -914,7 +914,8 @@ def _read_by_dictionary(
     whole dictionary and caches it: at most two decodes per dictionary, and a warm read
     decodes none.
     """
-    wanted: list[tuple[_Plan, np.ndarray, np.ndarray]] = []  # (plan, indexes, not null)
+    # (plan, indexes, not null, dictionary values the indexes reach)
+    wanted: list[tuple[_Plan, np.ndarray, np.ndarray, int]] = []
     for plan, mine in zip(plans, pages, strict=True):
         if (
             mine is not None
@@ -924,11 +925,11 @@ def _read_by_dictionary(
         ):
             found = _indexes_at(plan, [page for _, page in mine])
             if found is not None:
-                wanted.append((plan, *found))
-    dictionaries = {plan.chunk.name: cache.get((file_key, group, plan.chunk.name)) for plan, _, _ in wanted}
+                indexes, valid = found
+                wanted.append((plan, indexes, valid, int(indexes[valid].max(initial=0)) + 1))
+    dictionaries = {plan.chunk.name: cache.get((file_key, group, plan.chunk.name)) for plan, *_ in wanted}
     missing: list[tuple[ColumnPages, int | None]] = []  # (chunk, values to decode; None: all)
-    for plan, indexes, valid in wanted:
-        need = int(indexes[valid].max(initial=0)) + 1
+    for plan, _, _, need in wanted:
         cached = dictionaries[plan.chunk.name]
         if cached is None or need > len(cached):
             missing.append((plan.chunk, need if cached is None else None))
@@ -945,9 +946,9 @@ def _read_by_dictionary(
             if values is not None:
                 cache[(file_key, group, chunk.name)] = values
     out: dict[str, pa.Array] = {}
-    for plan, indexes, valid in wanted:
+    for plan, indexes, valid, need in wanted:
         dictionary = dictionaries[plan.chunk.name]
-        if dictionary is not None and int(indexes[valid].max(initial=0)) < len(dictionary):
+        if dictionary is not None and need <= len(dictionary):
             out[plan.chunk.name] = dictionary.take(pa.array(indexes, mask=~valid))
             read += plan.data_bytes
     return out, read
