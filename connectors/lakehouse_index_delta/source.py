@@ -66,6 +66,9 @@ DEFAULT_ROW_ID_COLUMN = "_row_id"
 
 _Key = tuple[str, str | None]
 
+#: Commit files a replay reads together (``FileIO.read_many``; concurrently on an object store).
+_PREFETCH = 64
+
 
 @dataclass
 class _State:
@@ -427,6 +430,8 @@ class DeltaSource(TableSource):
                     batch.append(actions)
                     v = comp.end + 1
                     continue
+            if v not in self._commits:
+                self._prefetch_commits(listing, v, version)
             actions_or_none = self._read_commit(v)
             if actions_or_none is None:
                 if state.version < 0 and v == 0:
@@ -442,6 +447,25 @@ class DeltaSource(TableSource):
             self._advance_metadata(state, v, actions_or_none, None)
             batch.append(actions_or_none)
             v += 1
+
+    def _prefetch_commits(self, listing: LogListing, start: int, upto: int) -> None:
+        """Read the listed commits from ``start`` (up to ``_PREFETCH`` of them, not past ``upto``
+        nor a compaction file's start) in one ``read_many``, into the commit cache: on an
+        object store a replay then waits one round trip per batch, not one per commit."""
+        compacted = {c.start for c in listing.compactions}
+        wanted: list[int] = []
+        v = start
+        while v <= upto and len(wanted) < _PREFETCH and v in listing.commits and v not in self._commits:
+            if v in compacted and v != start:
+                break
+            wanted.append(v)
+            v += 1
+        if len(wanted) < 2:
+            return
+        uris = [self._commit_uri(w) for w in wanted]
+        for w, uri, data in zip(wanted, uris, self._io.read_many(uris), strict=True):
+            if data is not None:
+                self._commits[w] = parse_json_lines(data, self._uri, uri)
 
     @staticmethod
     def _compaction(listing: LogListing, start: int, upto: int) -> Any:
@@ -511,8 +535,8 @@ class DeltaSource(TableSource):
     def latest_version(self) -> int:
         """The newest version: sees commits by other engines.
 
-        With a listing younger than LISTING_MAX_AGE_S, only the next commit names are
-        probed (one existence check when nothing is new: lookups call this every time);
+        With a listing younger than LISTING_MAX_AGE_S, only the next commits are probed
+        (one read of an absent object when nothing is new: lookups call this every time);
         otherwise ``_delta_log`` is listed again.
         """
         listing = self._listing
@@ -526,7 +550,10 @@ class DeltaSource(TableSource):
         if latest is None:
             raise NotATableError(f"{self._log} holds no Delta commit or checkpoint")
         probed = max(latest, self._probed_latest)
-        while self._io.exists(self._commit_uri(probed + 1)):
+        # The probe reads the next commit (kept: the new version's replay needs it): one
+        # request when it is absent, where an existence check on an object store costs two
+        # (a HEAD, then a listing to tell a missing object from a directory).
+        while self._read_commit(probed + 1) is not None:
             probed += 1
         self._probed_latest = probed
         return probed

@@ -29,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -189,6 +190,12 @@ class CountingIO:
             raise
         self.reads += 1
         return data
+
+    def read_many(self, paths: Sequence[str]) -> list[bytes | None]:
+        out = self.inner.read_many(paths)
+        self.reads += sum(d is not None for d in out)
+        self.misses += sum(d is None for d in out)
+        return out
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:
         self.reads += 1

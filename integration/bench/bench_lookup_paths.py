@@ -13,12 +13,9 @@ process. Every answer is checked against the generator (``email_of(i)`` names ro
   coverages), next to Lance cold (``lance.dataset`` + filtered ``to_table``); the OS page
   cache stays warm for both. Goal: within 3x of Lance.
 * **S3 emulator**: the Delta table (with its index) and the Lance copy uploaded to moto on
-  loopback, read through a proxy adding the same latency per request: warm and cold lookups,
-  requests per lookup.
-* **Sequential requests** of one cold and one warm lookup, and their latency with
-  ``--latency-ms`` (default 20) added per request: every local read served as an object
-  store would (listing, HEAD, GET, ranged GET; :mod:`integration.bench.latency`), with
-  overlapping requests counted as one round trip.
+  loopback, read through a proxy adding ``--latency-ms`` (default 20) per request
+  (:mod:`integration.bench.latency`): warm and cold lookups, their requests, and their
+  *sequential* round trips (requests in flight together count once), by kind of object.
 
 Run: ``python -m integration.bench.bench_lookup_paths --scale small|full``.
 """
@@ -28,9 +25,8 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
-import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +44,7 @@ from integration.bench.common import (
     timed,
     verdict,
 )
-from integration.bench.latency import RequestLog, delayed_local_storage, rounds
+from integration.bench.latency import RequestLog, rounds
 
 INDEX = "by_email"
 SCRIPT = "integration/bench/bench_lookup_paths.py"
@@ -66,19 +62,19 @@ class PathsScale:
     files: int
     keys: int
     cold_reps: int
-    latency_reps: int
+    s3_reps: int
 
 
 SCALES: dict[str, PathsScale] = {
     "tiny": PathsScale(20_000, 4, 5, 2, 2),
     "small": PathsScale(200_000, 20, 15, 5, 3),
-    "full": PathsScale(5_000_000, 100, 41, 9, 5),
+    "full": PathsScale(5_000_000, 100, 41, 9, 9),
 }
 
 
 @dataclass
 class LatencyRun:
-    """One lookup served with added latency per request."""
+    """One lookup served through the delaying proxy."""
 
     seconds: float
     requests: int
@@ -104,10 +100,8 @@ class PathsResults:
     latency_ms: float
     warm: dict[str, Timing] = field(default_factory=dict)
     cold: dict[str, Timing] = field(default_factory=dict)
-    delayed: dict[str, list[LatencyRun]] = field(default_factory=dict)
-    #: On the S3 emulator behind the delaying proxy: timings, and requests per lookup.
-    s3: dict[str, Timing] = field(default_factory=dict)
-    s3_requests: dict[str, list[int]] = field(default_factory=dict)
+    #: On the S3 emulator behind the delaying proxy: one record per lookup.
+    s3: dict[str, list[LatencyRun]] = field(default_factory=dict)
     disagreements: list[str] = field(default_factory=list)
     load: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -181,36 +175,6 @@ def _cold(res: PathsResults, name: str, fn: Callable[[str], Any], ids: Sequence[
     res.cold[name] = timing
 
 
-def _with_latency(res: PathsResults, name: str, path: Path, ids: Sequence[int], *, cold: bool) -> None:
-    """Lookups of the Delta table with the latency per request: cold (opened and caches
-    cleared each time) or warm (one table object, each key looked up once before)."""
-    import lakehouse_index as li
-
-    # Served as an object store: the reads an object store overlaps overlap here too.
-    cfg = _config(res.params.rows)
-    cfg = cfg.replace(log=replace(cfg.log, concurrent_reads=True))
-    log = RequestLog(res.latency_ms / 1000.0)
-    runs = []
-    _clear_caches()  # index files opened before would be read through their old handles
-    with delayed_local_storage(log):
-        t = None if cold else li.open_table(str(path), config=cfg)
-        for i in ids:
-            key = datagen.email_of(i)
-            if cold:
-                _clear_caches()
-            else:
-                assert t is not None
-                t.lookup(INDEX, [key])
-            log.clear()
-            start = time.perf_counter()
-            table = t if t is not None else li.open_table(str(path), config=cfg)
-            out = table.lookup(INDEX, [key])
-            seconds = time.perf_counter() - start
-            _check(res, f"{name} {key}", out["id"].to_pylist(), i)
-            runs.append(LatencyRun(seconds, len(log.requests), rounds(log.requests), log.by_category()))
-    res.delayed[name] = runs
-
-
 def _upload(client: Any, root: Path, prefix: str) -> None:
     for p in sorted(root.rglob("*")):
         if p.is_file():
@@ -231,7 +195,8 @@ def _s3(res: PathsResults, delta: Path, lance_path: Path, ids: Sequence[int]) ->
         client = s3_client(direct)
         _upload(client, delta, "delta")
         _upload(client, lance_path, "lance")
-        proxy = DelayProxy(int(direct["AWS_ENDPOINT_URL"].rsplit(":", 1)[1]), res.latency_ms / 1000.0)
+        log = RequestLog(res.latency_ms / 1000.0)
+        proxy = DelayProxy(int(direct["AWS_ENDPOINT_URL"].rsplit(":", 1)[1]), log)
         try:
             ours = {**direct, "AWS_ENDPOINT_URL": proxy.url}
             theirs = {
@@ -244,20 +209,18 @@ def _s3(res: PathsResults, delta: Path, lance_path: Path, ids: Sequence[int]) ->
             uri, lance_uri = f"s3://{S3_BUCKET}/delta", f"s3://{S3_BUCKET}/lance"
 
             def measure(name: str, fn: Callable[[str], Any], warm: bool) -> None:
-                timing, counts = Timing(), []
+                runs = []
                 for i in ids:
                     key = datagen.email_of(i)
                     if warm:
                         fn(key)
                     else:
                         _clear_caches()
-                    before = proxy.requests
+                    log.clear()
                     dt, out = timed(lambda k=key: fn(k))  # type: ignore[misc]
-                    counts.append(proxy.requests - before)
-                    timing.samples.append(dt)
+                    runs.append(LatencyRun(dt, len(log.requests), rounds(log.requests), log.by_category()))
                     _check(res, f"s3 {name} {key}", out["id"].to_pylist(), i)
-                res.s3[name] = timing
-                res.s3_requests[name] = counts
+                res.s3[name] = runs
 
             t = li.open_table(uri, storage_options=ours, config=_config(rows))
             measure("delta warm", lambda k: t.lookup(INDEX, [k]), True)
@@ -334,11 +297,7 @@ def run(scale: str, latency_ms: float = 20.0) -> PathsResults:
         )
         res.load.append(load_average())
 
-        lat_ids = ids[: sc.latency_reps]
-        _with_latency(res, "delta cold", delta, lat_ids, cold=True)
-        _with_latency(res, "delta warm", delta, lat_ids, cold=False)
-        res.load.append(load_average())
-        _s3(res, delta, lance_path, lat_ids)
+        _s3(res, delta, lance_path, ids[: sc.s3_reps])
         res.load.append(load_average())
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -406,39 +365,34 @@ def render(res: PathsResults) -> str:
             ],
         ),
     ]
-    rows = []
-    for name, runs in res.delayed.items():
-        cats = runs[0].by_category if runs else {}
-        rows.append(
-            [
-                f"Delta lookup, {name.split()[-1]}",
-                fmt_ms(_median(runs, lambda r: r.seconds)),
-                f"{_median(runs, lambda r: r.requests):.0f}",
-                f"{_median(runs, lambda r: r.rounds):.0f}",
-                ", ".join(f"{k} {v}" for k, v in sorted(cats.items())),
-            ]
-        )
-    parts.append(
-        f"**With {res.latency_ms:.0f} ms per request** (local files served as an object store would: "
-        "listing, HEAD, GET, ranged GET; concurrent requests count as one sequential round trip):\n\n"
-        + markdown_table(
-            ["lookup", "latency", "requests", "sequential round trips", "requests by kind (first key)"], rows
-        )
-    )
     s3_rows = [
         [
             name,
-            fmt_ms(res.s3[name].median),
-            f"{np.median(res.s3_requests[name]):.0f}",
+            fmt_ms(_median(runs, lambda r: r.seconds)),
+            f"{_median(runs, lambda r: r.requests):.0f}",
+            f"{_median(runs, lambda r: r.rounds):.0f}",
+            ", ".join(f"{k} {v}" for k, v in sorted(runs[0].by_category.items())),
         ]
-        for name in res.s3
+        for name, runs in res.s3.items()
+        if runs
     ]
     if s3_rows:
         parts.append(
             f"**S3 emulator** (moto on loopback behind a proxy adding {res.latency_ms:.0f} ms per request; "
             "the Delta table with its index and the Lance copy uploaded; cold = fresh open, caches cleared; "
-            "DuckDB's httpfs extension is not installed here and cannot be downloaded):\n\n"
-            + markdown_table(["lookup (full row)", "latency", "requests"], s3_rows)
+            "requests in flight together count as one sequential round trip; medians of "
+            f"{len(next(iter(res.s3.values())))} keys; DuckDB's httpfs extension is not installed here "
+            "and cannot be downloaded):\n\n"
+            + markdown_table(
+                [
+                    "lookup (full row)",
+                    "latency",
+                    "requests",
+                    "sequential round trips",
+                    "requests by kind (first key)",
+                ],
+                s3_rows,
+            )
         )
     parts += [f"Note: {n}" for n in res.notes]
     parts.append(
@@ -457,8 +411,7 @@ def results(res: PathsResults) -> dict[str, Any]:
         "latency_ms": res.latency_ms,
         "warm": {k: v.to_json() for k, v in res.warm.items()},
         "cold": {k: v.to_json() for k, v in res.cold.items()},
-        "with_latency": {k: [r.to_json() for r in v] for k, v in res.delayed.items()},
-        "s3_emulator": {k: {**v.to_json(), "requests": res.s3_requests[k]} for k, v in res.s3.items()},
+        "s3_emulator": {k: [r.to_json() for r in v] for k, v in res.s3.items()},
         "load_average": res.load,
         "disagreements": res.disagreements,
     }

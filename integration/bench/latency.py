@@ -1,14 +1,12 @@
-"""Object-store latency on local disk: a pyarrow filesystem wrapper that delays and records requests.
+"""Object-store latency: an HTTP proxy that delays every request and records it.
 
-Every request an object store would serve costs ``delay`` seconds and is recorded with its
-start and end: a listing, a metadata lookup per path (HEAD), opening a stream (one GET),
-opening a random-access file (one HEAD, as pyarrow's S3 filesystem does) and every read on
-it (one ranged GET). :func:`rounds` turns the records into the number of *sequential*
-round trips: requests that overlap in time (issued concurrently) count once.
-
-:func:`delayed_local_storage` installs the wrapper for every local :class:`Storage` created
-inside it (the table's and the indexes'), so a cold ``open_table`` + lookup is measured
-whole. Used by ``bench_lookup_paths`` only; never while timing without latency.
+:class:`DelayProxy` sits between any S3 client (pyarrow's S3 filesystem, Lance's object
+store) and an S3 emulator on loopback. Every request it forwards costs ``delay`` seconds and
+is recorded in a :class:`RequestLog` with its start (the client's first bytes), its end (the
+server's first bytes back) and the I/O category of the object it names. :func:`rounds` turns
+the records into the number of *sequential* round trips: the longest chain of requests each
+issued after the one before it was answered (requests in flight together count once).
+Used by ``bench_lookup_paths`` and the round-trip tests (``tests/io``).
 """
 
 from __future__ import annotations
@@ -16,12 +14,10 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator, Sequence
+import urllib.parse
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import pyarrow as pa
-import pyarrow.fs as pafs
 
 from integration.bench.common import classify
 
@@ -34,13 +30,10 @@ class RequestLog:
     requests: list[tuple[float, float, str]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def request(self, path: str) -> None:
-        """Serve one request on ``path``: wait ``delay`` and record it."""
-        start = time.perf_counter()
-        if self.delay:
-            time.sleep(self.delay)
+    def record(self, start: float, end: float, path: str) -> None:
+        """One request on ``path`` from ``start`` to ``end``."""
         with self._lock:
-            self.requests.append((start, time.perf_counter(), classify(path)))
+            self.requests.append((start, end, classify(path)))
 
     def clear(self) -> None:
         """Forget every record."""
@@ -56,149 +49,48 @@ class RequestLog:
 
 
 def rounds(requests: Sequence[tuple[float, float, str]]) -> int:
-    """Sequential round trips: requests grouped while they overlap in time."""
+    """Sequential round trips: the most requests of which each starts after the one before
+    has ended (the longest chain of waits; requests in flight together count once)."""
     count = 0
     end = float("-inf")
-    for start, stop, _ in sorted(requests):
+    for start, stop, _ in sorted(requests, key=lambda r: r[1]):
         if start >= end:
             count += 1
             end = stop
-        else:
-            end = max(end, stop)
     return count
 
 
-class _DelayedFile:
-    """A random-access file whose every read is one ranged GET."""
+class _Connection:
+    """One client connection's request in flight: (start, object path), or None once answered."""
 
-    def __init__(self, inner: pa.NativeFile, path: str, log: RequestLog) -> None:
-        self._inner, self._path, self._log = inner, path, log
-
-    def read(self, nbytes: int = -1) -> bytes:
-        self._log.request(self._path)
-        return bytes(self._inner.read() if nbytes is None or nbytes < 0 else self._inner.read(nbytes))
-
-    def seek(self, pos: int, whence: int = 0) -> int:
-        return int(self._inner.seek(pos, whence))
-
-    def tell(self) -> int:
-        return int(self._inner.tell())
-
-    def size(self) -> int:
-        return int(self._inner.size())
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def writable(self) -> bool:
-        return False
-
-    @property
-    def closed(self) -> bool:
-        return bool(self._inner.closed)
-
-    def close(self) -> None:
-        self._inner.close()
+    def __init__(self) -> None:
+        self.pending: tuple[float, str] | None = None
 
 
-class DelayedHandler(pafs.FileSystemHandler):
-    """Delegates to ``inner``, serving reads as object-store requests (see the module docs)."""
-
-    def __init__(self, inner: pafs.FileSystem, log: RequestLog) -> None:
-        self.inner, self.log = inner, log
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, DelayedHandler) and other.inner == self.inner
-
-    def __ne__(self, other: object) -> bool:
-        return not self == other
-
-    def get_type_name(self) -> str:
-        return "delayed-" + self.inner.type_name
-
-    def normalize_path(self, path: str) -> str:
-        return str(self.inner.normalize_path(path))
-
-    def get_file_info(self, paths: Sequence[str]) -> list[pafs.FileInfo]:
-        for p in paths:
-            self.log.request(p)
-        return list(self.inner.get_file_info(list(paths)))
-
-    def get_file_info_selector(self, selector: pafs.FileSelector) -> list[pafs.FileInfo]:
-        self.log.request(selector.base_dir + "/")
-        return list(self.inner.get_file_info(selector))
-
-    def create_dir(self, path: str, recursive: bool) -> None:
-        self.inner.create_dir(path, recursive=recursive)
-
-    def delete_dir(self, path: str) -> None:
-        self.inner.delete_dir(path)
-
-    def delete_dir_contents(self, path: str, missing_dir_ok: bool = False) -> None:
-        self.inner.delete_dir_contents(path, missing_dir_ok=missing_dir_ok)
-
-    def delete_root_dir_contents(self) -> None:
-        self.inner.delete_dir_contents("/", accept_root_dir=True)
-
-    def delete_file(self, path: str) -> None:
-        self.inner.delete_file(path)
-
-    def move(self, src: str, dest: str) -> None:
-        self.inner.move(src, dest)
-
-    def copy_file(self, src: str, dest: str) -> None:
-        self.inner.copy_file(src, dest)
-
-    def open_input_stream(self, path: str) -> pa.NativeFile:
-        self.log.request(path)  # one GET of the whole object
-        return self.inner.open_input_stream(path)
-
-    def open_input_file(self, path: str) -> pa.PythonFile:
-        self.log.request(path)  # HEAD: the size
-        return pa.PythonFile(_DelayedFile(self.inner.open_input_file(path), path, self.log), mode="r")
-
-    def open_output_stream(self, path: str, metadata: Any) -> pa.NativeFile:
-        return self.inner.open_output_stream(path, metadata=metadata)
-
-    def open_append_stream(self, path: str, metadata: Any) -> pa.NativeFile:
-        return self.inner.open_append_stream(path, metadata=metadata)
-
-
-@contextlib.contextmanager
-def delayed_local_storage(log: RequestLog) -> Iterator[RequestLog]:
-    """Every local Storage whose filesystem is created inside serves reads through ``log``."""
-    from lakehouse_index.io.local import LocalBackend
-
-    original = LocalBackend.filesystem
-
-    def delayed(self: LocalBackend) -> pafs.FileSystem:
-        return pafs.PyFileSystem(DelayedHandler(original(self), log))
-
-    LocalBackend.filesystem = delayed  # type: ignore[method-assign]
-    try:
-        yield log
-    finally:
-        LocalBackend.filesystem = original  # type: ignore[method-assign]
+def _request_path(data: bytes) -> str:
+    """The object path named by an HTTP request's first line (``GET /bucket/key?... HTTP/1.1``);
+    for a listing (``GET /bucket?prefix=p...``), ``/bucket/p``."""
+    parts = data.split(b"\r\n", 1)[0].split(b" ")
+    target = urllib.parse.urlsplit(parts[1].decode("latin-1") if len(parts) > 1 else "")
+    path = urllib.parse.unquote(target.path)
+    prefix = urllib.parse.parse_qs(target.query).get("prefix")
+    return f"{path.rstrip('/')}/{prefix[0]}" if prefix else path
 
 
 class DelayProxy:
-    """A TCP proxy on loopback that adds ``delay`` seconds to every HTTP request it forwards.
+    """A TCP proxy on loopback that adds ``log.delay`` seconds to every HTTP request it forwards.
 
     Put in front of an S3 emulator (moto), it gives any client (pyarrow's S3 filesystem,
     Lance's object store) the same round-trip time. A request starts when the client sends
     bytes after the server last answered on that connection (HTTP/1.1 without pipelining,
-    which every client here uses); its bytes go on after the delay. ``requests`` counts them.
+    which every client here uses); its bytes go on after the delay. Each request is
+    recorded in ``log`` when the server's answer starts.
     """
 
-    def __init__(self, upstream_port: int, delay: float) -> None:
+    def __init__(self, upstream_port: int, log: RequestLog) -> None:
         import socket
 
-        self.upstream_port, self.delay = upstream_port, delay
-        self.requests = 0
-        self._lock = threading.Lock()
+        self.upstream_port, self.log = upstream_port, log
         self._server = socket.create_server(("127.0.0.1", 0))
         self.port = int(self._server.getsockname()[1])
         self._stopped = False
@@ -218,24 +110,23 @@ class DelayProxy:
             except OSError:
                 return
             upstream = socket.create_connection(("127.0.0.1", self.upstream_port))
-            answered = threading.Event()
-            answered.set()  # the first bytes a client sends start a request
-            threading.Thread(target=self._pipe, args=(client, upstream, answered, True), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(upstream, client, answered, False), daemon=True).start()
+            conn = _Connection()
+            threading.Thread(target=self._pipe, args=(client, upstream, conn, True), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client, conn, False), daemon=True).start()
 
-    def _pipe(self, src: Any, dst: Any, answered: threading.Event, to_server: bool) -> None:
+    def _pipe(self, src: Any, dst: Any, conn: _Connection, to_server: bool) -> None:
         try:
             while True:
                 data = src.recv(1 << 16)
                 if not data:
                     break
-                if to_server and answered.is_set():
-                    answered.clear()
-                    with self._lock:
-                        self.requests += 1
-                    time.sleep(self.delay)
-                elif not to_server:
-                    answered.set()
+                if to_server and conn.pending is None:
+                    conn.pending = (time.perf_counter(), _request_path(data))
+                    time.sleep(self.log.delay)
+                elif not to_server and conn.pending is not None:
+                    start, path = conn.pending
+                    conn.pending = None
+                    self.log.record(start, time.perf_counter(), path)
                 dst.sendall(data)
         except OSError:
             pass

@@ -28,7 +28,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import threading
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,6 +42,7 @@ from lakehouse_index.io.base import (
     StorageBackend,
     UnsupportedSchemeError,
 )
+from lakehouse_index.io.parallel import shared_pool
 from lakehouse_index.io.uri import SCHEME_ALIASES, canonical_uri, join_uri, uri_scheme
 
 __all__ = [
@@ -124,6 +125,9 @@ def _mtime_ms(info: pafs.FileInfo) -> int:
 
 #: Listings tried before a vanishing entry's FileNotFoundError is raised (see ``Storage._infos``).
 _LIST_ATTEMPTS = 5
+
+#: Whole-object reads in flight at once in ``Storage.read_many`` (on an object store).
+_MANY_READS = 16
 
 
 @dataclass(frozen=True)
@@ -209,6 +213,24 @@ class Storage:
         """Whole object; ``FileNotFoundError`` if absent."""
         with self.filesystem.open_input_stream(self._split(path)) as f:
             return bytes(f.read())
+
+    def read_many(self, paths: Sequence[str]) -> list[bytes | None]:
+        """Whole objects, in order; None for one that does not exist.
+
+        On an object store (:attr:`concurrent_reads`) up to ``_MANY_READS`` are in flight at
+        once, so a reader of many small objects (a Delta log's commits since its checkpoint)
+        waits about one round trip per ``_MANY_READS`` objects instead of one per object.
+        """
+
+        def one(path: str) -> bytes | None:
+            try:
+                return self.read_bytes(path)
+            except FileNotFoundError:
+                return None
+
+        if len(paths) > 1 and self.concurrent_reads:
+            return list(shared_pool("storage-read-many", _MANY_READS).map(one, paths))
+        return [one(p) for p in paths]
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:
         """``length`` bytes from ``offset``."""

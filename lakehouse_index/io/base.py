@@ -10,7 +10,7 @@ and the one operation pyarrow lacks, an atomic *create if absent*.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -61,6 +61,11 @@ class FileIO(Protocol):
 
     def read_bytes(self, path: str) -> bytes:
         """Whole object; raises ``FileNotFoundError`` if absent."""
+        ...
+
+    def read_many(self, paths: Sequence[str]) -> list[bytes | None]:
+        """Whole objects, in order, None for one that is absent; concurrently where that
+        saves round trips (an object store)."""
         ...
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:

@@ -37,7 +37,7 @@ import base64
 import contextlib
 import struct
 import sys
-from collections.abc import Hashable, Iterator, MutableMapping
+from collections.abc import Hashable, Iterator, Mapping, MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -849,12 +849,23 @@ def read_group_rows(
         ]
         if not plans or len(local) == 0:
             return PageRead(pa.table({}), 0)
-        pages = _data_pages(handle, plans, concurrent)
+        # On an object store the dictionary pages not cached yet come with the data pages
+        # (a round trip saved; on a local disk they are read only once known to be needed).
+        unknown = (
+            [
+                p.chunk
+                for p in plans
+                if dictionaries is None or (file_key, group, p.chunk.name) not in dictionaries
+            ]
+            if concurrent
+            else []
+        )
+        pages, early = _data_pages(handle, plans, concurrent, unknown)
         decoded: dict[str, pa.Array | pa.ChunkedArray | None] = {}
         read = 0
         if dictionaries is not None:
             by_index, read = _read_by_dictionary(
-                handle, index, schema, group, plans, pages, dictionaries, file_key, concurrent
+                handle, index, schema, group, plans, pages, dictionaries, file_key, concurrent, early
             )
             decoded.update(by_index)
         rest = [
@@ -865,7 +876,7 @@ def read_group_rows(
         needs = [mine is not None and any(e in _DICTIONARY_ENCODINGS for e, _ in mine) for _, mine in rest]
         fetched = iter(
             _dictionary_pages(
-                handle, [p.chunk for (p, _), need in zip(rest, needs, strict=True) if need], concurrent
+                handle, [p.chunk for (p, _), need in zip(rest, needs, strict=True) if need], concurrent, early
             )
         )
         work = []  # (plan, one-column file) of every column whose pages were fetched as indexed
@@ -902,6 +913,7 @@ def _read_by_dictionary(
     cache: DictionaryCache,
     file_key: Hashable,
     concurrent: bool,
+    early: Mapping[str, _Page | None],
 ) -> tuple[dict[str, pa.Array], int]:
     """The wanted rows of the columns whose selected pages are all dictionary encoded, in a
     codec decompressed here, looked up in their dictionary; and the bytes of pages fetched
@@ -936,7 +948,7 @@ def _read_by_dictionary(
     read = 0
     if missing:
         chunks = [chunk for chunk, _ in missing]
-        raw = _dictionary_pages(handle, chunks, concurrent)
+        raw = _dictionary_pages(handle, chunks, concurrent, early)
         types = [schema.field(c.name).type for c in chunks]
         counts = [count for _, count in missing]
         loaded = _decoders().map(_dictionary_values, [index] * len(chunks), chunks, raw, types, counts)
@@ -1145,11 +1157,15 @@ def _dictionary_values(
 
 
 def _data_pages(
-    handle: pa.NativeFile, plans: list[_Plan], concurrent: bool
-) -> list[list[tuple[int, _Page]] | None]:
-    """The selected data pages of each plan with their encodings (None: not as indexed)."""
+    handle: pa.NativeFile, plans: list[_Plan], concurrent: bool, dictionaries: Sequence[ColumnPages] = ()
+) -> tuple[list[list[tuple[int, _Page]] | None], dict[str, _Page | None]]:
+    """The selected data pages of each plan with their encodings (None: not as indexed), and
+    the dictionary pages of ``dictionaries`` by column, fetched with them (one round trip)."""
     ranges = [(int(p.chunk.page_offsets[i]), int(p.chunk.page_sizes[i])) for p in plans for i in p.pages]
-    fetched = iter(_fetch(handle, ranges, concurrent))
+    present = [c for c in dictionaries if c.dictionary[1] > 0]
+    blobs = _fetch(handle, ranges + [c.dictionary for c in present], concurrent)
+    early = {c.name: _dictionary_page(raw) for c, raw in zip(present, blobs[len(ranges) :], strict=True)}
+    fetched = iter(blobs[: len(ranges)])
     out: list[list[tuple[int, _Page]] | None] = []
     for plan in plans:
         mine: list[tuple[int, _Page]] | None = []
@@ -1161,20 +1177,32 @@ def _data_pages(
             else:
                 mine = None
         out.append(mine)
-    return out
+    return out, early
+
+
+def _dictionary_page(raw: Bytes) -> _Page | None:
+    """``raw`` as a dictionary page (None when it is not one)."""
+    page = _page(raw)
+    return page if page is not None and _get(page.header, _PH_TYPE) == _DICTIONARY_PAGE else None
 
 
 def _dictionary_pages(
-    handle: pa.NativeFile, chunks: list[ColumnPages], concurrent: bool
+    handle: pa.NativeFile, chunks: list[ColumnPages], concurrent: bool, early: Mapping[str, _Page | None]
 ) -> list[_Page | None]:
-    """The dictionary page of each chunk (None for a chunk without one)."""
-    present = [c for c in chunks if c.dictionary[1] > 0]
-    fetched = iter(_fetch(handle, [c.dictionary for c in present], concurrent))
-    out: list[_Page | None] = []
-    for c in chunks:
-        page = _page(next(fetched)) if c.dictionary[1] > 0 else None
-        out.append(page if page is not None and _get(page.header, _PH_TYPE) == _DICTIONARY_PAGE else None)
-    return out
+    """The dictionary page of each chunk (None for a chunk without one): from ``early`` (by
+    column) when fetched already, the others fetched now."""
+    present = [c for c in chunks if c.dictionary[1] > 0 and c.name not in early]
+    fetched = dict(
+        zip(
+            [c.name for c in present],
+            _fetch(handle, [c.dictionary for c in present], concurrent),
+            strict=True,
+        )
+    )
+    return [
+        early[c.name] if c.name in early else _dictionary_page(fetched[c.name]) if c.name in fetched else None
+        for c in chunks
+    ]
 
 
 def _decoders() -> ThreadPoolExecutor:

@@ -1,5 +1,5 @@
 """Smoke tests of the issue-18 benchmarks (lookup paths, W8 scaling) at a tiny scale, and of the
-latency wrapper they count sequential requests with.
+delaying proxy they count sequential requests with.
 
 Answers are checked by the benchmarks against the generator (``email_of(i)`` names row ``i``);
 here: no disagreement, sane figures, and the sections and JSON written to a temporary
@@ -13,61 +13,49 @@ import math
 import threading
 from pathlib import Path
 
-import pyarrow.fs as pafs
-
 from integration.bench import run_all
-from integration.bench.latency import DelayedHandler, RequestLog, delayed_local_storage, rounds
+from integration.bench.latency import DelayProxy, RequestLog, rounds
 from integration.bench.report import results_path
-from lakehouse_index.io import Storage
 from tests.bench.test_bench_smoke import isolated  # noqa: F401 - the shared fixture
+from tests.support.moto import moto_s3, s3_client
 
 DELAY = 0.02
 
 
-def _files(tmp_path: Path, n: int) -> list[str]:
-    out = []
-    for i in range(n):
-        p = tmp_path / f"f{i}"
-        p.write_bytes(b"x" * 10)
-        out.append(str(p))
-    return out
+def test_proxy_records_each_request_and_counts_concurrent_ones_once() -> None:
+    with moto_s3("proxied") as direct:
+        client = s3_client(direct)
+        names = [f"t/_delta_log/{i:020d}.json" for i in range(4)]
+        for n in names:
+            client.put_object(Bucket="proxied", Key=n, Body=b"{}")
+        log = RequestLog(DELAY)
+        proxy = DelayProxy(int(direct["AWS_ENDPOINT_URL"].rsplit(":", 1)[1]), log)
+        try:
+            proxied = s3_client({**direct, "AWS_ENDPOINT_URL": proxy.url})
 
+            def get(name: str) -> bytes:
+                return bytes(proxied.get_object(Bucket="proxied", Key=name)["Body"].read())
 
-def test_concurrent_requests_count_as_one_round_trip(tmp_path: Path) -> None:
-    log = RequestLog(DELAY)
-    fs = pafs.PyFileSystem(DelayedHandler(pafs.LocalFileSystem(), log))
-    paths = _files(tmp_path, 4)
-    for p in paths:  # one after another
-        with fs.open_input_stream(p) as f:
-            assert f.read() == b"x" * 10
-    assert len(log.requests) == 4 and rounds(log.requests) == 4
-    log.clear()
-    barrier = threading.Barrier(len(paths))
+            for n in names:  # one after another
+                assert get(n) == b"{}"
+            assert len(log.requests) == 4 and rounds(log.requests) == 4
+            assert log.by_category() == {"table-log": 4}
+            assert all(end - start >= DELAY for start, end, _ in log.requests)
+            log.clear()
+            barrier = threading.Barrier(len(names))
 
-    def fetch(p: str) -> None:
-        barrier.wait()
-        with fs.open_input_stream(p) as f:
-            f.read()
+            def fetch(name: str) -> None:
+                barrier.wait()
+                get(name)
 
-    threads = [threading.Thread(target=fetch, args=(p,)) for p in paths]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert len(log.requests) == 4 and rounds(log.requests) == 1
-
-
-def test_random_access_reads_are_ranged_gets(tmp_path: Path) -> None:
-    log = RequestLog(0.0)
-    (path,) = _files(tmp_path, 1)
-    with delayed_local_storage(log):
-        storage = Storage.for_uri(path)
-        assert storage.read_range(path, 2, 3) == b"xxx"  # HEAD + one ranged GET
-        assert storage.list_dir(str(tmp_path))  # one listing
-    assert len(log.requests) == 3
-    log.clear()
-    assert Storage.for_uri(path).read_bytes(path) == b"x" * 10  # outside: not served by it
-    assert log.requests == []
+            threads = [threading.Thread(target=fetch, args=(n,)) for n in names]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert len(log.requests) == 4 and rounds(log.requests) == 1
+        finally:
+            proxy.close()
 
 
 def test_lookup_paths_benchmark_tiny(isolated: Path) -> None:  # noqa: F811
@@ -80,8 +68,8 @@ def test_lookup_paths_benchmark_tiny(isolated: Path) -> None:  # noqa: F811
         assert len(res.warm[name].samples) == sc.keys and all(t > 0 for t in res.warm[name].samples)
     for name in ("delta lookup", "iceberg lookup", "lance lookup"):
         assert len(res.cold[name].samples) == sc.cold_reps
-    cold, warm = res.delayed["delta cold"], res.delayed["delta warm"]
-    assert len(cold) == len(warm) == sc.latency_reps
+    cold, warm = res.s3["delta cold"], res.s3["delta warm"]
+    assert len(cold) == len(warm) == len(res.s3["lance cold"]) == sc.s3_reps
     for c, w in zip(cold, warm, strict=True):
         # A cold lookup must read the table log, the index log and index data; a warm one far less.
         assert {"table-log", "index-log", "index-data", "table-data"} <= set(c.by_category)
