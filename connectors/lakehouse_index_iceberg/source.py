@@ -87,6 +87,7 @@ from lakehouse_index_iceberg.manifests import (
     live,
     read_manifest,
     read_manifest_list,
+    read_manifests,
 )
 from lakehouse_index_iceberg.table_metadata import (
     History,
@@ -102,6 +103,9 @@ ROW_ID_COLUMN = "_row_id"
 #: Field id of the materialized ``_row_id`` column in v3 data files.
 ROW_ID_FIELD_ID = 2147483540
 _EPOCH = dt.datetime(1970, 1, 1)
+
+#: Manifests a snapshot's replay reads together (``FileIO.read_many``; concurrently on an object store).
+_PREFETCH = 64
 
 
 @dataclass(frozen=True)
@@ -333,6 +337,25 @@ class IcebergSource(TableSource):
             self._manifests[key] = hit
         return hit
 
+    def _prefetch_manifests(self, manifests: Sequence[ManifestFile]) -> None:
+        """Read the manifests not cached yet together (up to ``_PREFETCH`` per ``read_many``),
+        into the cache: on an object store a snapshot of many manifests then waits a round
+        trip per batch, not one per manifest."""
+        missing = list(
+            {
+                (m.path, m.first_row_id): m
+                for m in manifests
+                if (m.path, m.first_row_id) not in self._manifests
+            }.values()
+        )
+        if len(missing) < 2:
+            return
+        for at in range(0, len(missing), _PREFETCH):
+            part = missing[at : at + _PREFETCH]
+            for m, hit in zip(part, read_manifests(self._io, part), strict=True):
+                self.reads["manifest"] += 1
+                self._manifests[(m.path, m.first_row_id)] = hit
+
     # ------------------------------------------------------------------ snapshots
 
     def snapshot(self, version: int | None = None) -> Snapshot:
@@ -389,7 +412,9 @@ class IcebergSource(TableSource):
         """A state from every manifest of ``snap`` (nothing reused)."""
         data: dict[str, ManifestEntry] = {}
         deletes: list[ManifestEntry] = []
-        for m in self._manifest_list(snap):
+        manifests = self._manifest_list(snap)
+        self._prefetch_manifests(manifests)
+        for m in manifests:
             for e in live(self._manifest(m)):
                 if e.file.content == FileContent.DATA:
                     data[e.file.path] = e
@@ -532,7 +557,9 @@ class IcebergSource(TableSource):
         removed_data: list[str] = []
         added_del: list[ManifestEntry] = []
         removed_del: set[tuple[str, int | None]] = set()
-        for m in self._manifest_list(snap):
+        manifests = self._manifest_list(snap)
+        self._prefetch_manifests([m for m in manifests if m.added_snapshot_id == snap.snapshot_id])
+        for m in manifests:
             if m.added_snapshot_id != snap.snapshot_id:
                 continue
             for e in self._manifest(m):

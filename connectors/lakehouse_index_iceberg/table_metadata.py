@@ -43,26 +43,27 @@ def find_metadata_file(io: FileIO, table_uri: str) -> str:
     """The newest ``*.metadata.json`` of a table folder (hint first, then listing)."""
     meta_dir = _join(table_uri, "metadata")
     hint_path = _join(meta_dir, "version-hint.text")
-    if io.exists(hint_path):
-        try:
-            hinted = int(io.read_bytes(hint_path).decode().strip())
-        except (ValueError, UnicodeDecodeError):
-            hinted = None  # a torn hint is only a hint: fall back to listing
-        if hinted is not None:
-            # The Hadoop catalog writes v<N+1> before updating the hint: probe upwards.
-            found = None
-            n = hinted
-            while True:
-                candidates = [
-                    _join(meta_dir, f"v{n}.metadata.json"),
-                    _join(meta_dir, f"v{n}.gz.metadata.json"),
-                ]
-                hit = next((c for c in candidates if io.exists(c)), None)
-                if hit is None:
-                    break
-                found, n = hit, n + 1
-            if found is not None:
-                return found
+    # Read, not checked for first: on an object store an absent object's existence check
+    # costs two requests (a HEAD, then a listing for a directory of that name), a read one.
+    try:
+        hinted: int | None = int(io.read_bytes(hint_path).decode().strip())
+    except (FileNotFoundError, ValueError, UnicodeDecodeError):
+        hinted = None  # absent, or torn (only a hint): fall back to listing
+    if hinted is not None:
+        # The Hadoop catalog writes v<N+1> before updating the hint: probe upwards.
+        found = None
+        n = hinted
+        while True:
+            candidates = [
+                _join(meta_dir, f"v{n}.metadata.json"),
+                _join(meta_dir, f"v{n}.gz.metadata.json"),
+            ]
+            hit = next((c for c in candidates if io.exists(c)), None)
+            if hit is None:
+                break
+            found, n = hit, n + 1
+        if found is not None:
+            return found
     best: tuple[int, str] | None = None
     for st in io.list_dir(meta_dir):
         name = st.path.rsplit("/", 1)[-1]

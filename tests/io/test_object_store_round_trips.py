@@ -58,24 +58,31 @@ def _rows(i: int) -> pa.Table:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
+def moto() -> Iterator[tuple[dict[str, str], RequestLog, str]]:
+    """moto (its direct options), and the delaying proxy in front of it (its log and url)."""
+    with moto_s3(BUCKET) as direct:
+        log = RequestLog(DELAY)
+        proxy = DelayProxy(int(direct["AWS_ENDPOINT_URL"].rsplit(":", 1)[1]), log)
+        try:
+            yield direct, log, proxy.url
+        finally:
+            proxy.close()
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, moto: tuple[dict[str, str], RequestLog, str]) -> Served:
     """A Delta table of ``COMMITS`` appends (no checkpoint) with a secondary index, on S3."""
+    direct, log, url = moto
     local = tmp_path_factory.mktemp("rt") / "t"
     for i in range(COMMITS):
         write_deltalake(str(local), _rows(i), mode="append")
     assert not list((local / "_delta_log").glob("*.checkpoint.parquet"))
     li.open_table(str(local)).create_index(li.SecondaryIndex("by_email", key="email", record_key="id"))
-    with moto_s3(BUCKET) as direct:
-        client = s3_client(direct)
-        for f in sorted(Path(local).rglob("*")):
-            if f.is_file():
-                client.upload_file(str(f), BUCKET, f"t/{f.relative_to(local).as_posix()}")
-        log = RequestLog(DELAY)
-        proxy = DelayProxy(int(direct["AWS_ENDPOINT_URL"].rsplit(":", 1)[1]), log)
-        try:
-            yield Served(f"s3://{BUCKET}/t", {**direct, "AWS_ENDPOINT_URL": proxy.url}, log, local)
-        finally:
-            proxy.close()
+    client = s3_client(direct)
+    for f in sorted(Path(local).rglob("*")):
+        if f.is_file():
+            client.upload_file(str(f), BUCKET, f"t/{f.relative_to(local).as_posix()}")
+    return Served(f"s3://{BUCKET}/t", {**direct, "AWS_ENDPOINT_URL": url}, log, local)
 
 
 def _config() -> Config:
@@ -143,3 +150,42 @@ def test_first_read_of_a_file_fetches_dictionaries_with_its_pages(served: Served
     # The file's size (HEAD), its footer, then every page the row needs: data and dictionary
     # pages in one round trip (before: a fourth, for the dictionaries).
     assert rounds(data) == 3, sorted(data)
+
+
+def test_iceberg_snapshot_reads_its_manifests_together(
+    tmp_path: Path, moto: tuple[dict[str, str], RequestLog, str]
+) -> None:
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    direct, log, url = moto
+    warehouse = f"s3://{BUCKET}/iceberg"
+    catalog = SqlCatalog(
+        "rt",
+        uri=f"sqlite:///{tmp_path}/catalog.db",
+        warehouse=warehouse,
+        **{
+            "s3.endpoint": direct["AWS_ENDPOINT_URL"],
+            "s3.access-key-id": direct["AWS_ACCESS_KEY_ID"],
+            "s3.secret-access-key": direct["AWS_SECRET_ACCESS_KEY"],
+            "s3.region": direct["AWS_REGION"],
+        },
+    )
+    catalog.create_namespace("db")
+    ice = catalog.create_table("db.t", schema=_rows(0).schema)
+    appends = 2 * COMMITS
+    for i in range(appends):
+        ice.append(_rows(i % COMMITS).slice(0, 50))  # one manifest each
+    location = catalog.load_table("db.t").metadata_location.rsplit("/metadata/", 1)[0]
+    log.clear()
+    t = li.open_table(location, storage_options={**direct, "AWS_ENDPOINT_URL": url}, config=_config())
+    snap = t.snapshot()
+    expected = ice.scan().to_arrow()
+    assert len(snap.files) == appends
+    assert sum(f.num_records or 0 for f in snap.files.values()) == expected.num_rows
+    metadata = _kind(log, "table-log")
+    # Each manifest costs a HEAD and a GET: one after the other that would be 2 x appends
+    # round trips. Read together, two, after the 11 of finding the table (format detection,
+    # the version hint, the listing of metadata/, the metadata JSON, the latest-version check)
+    # and of the manifest list.
+    assert len(metadata) >= 2 * appends
+    assert rounds(metadata) <= 16, sorted(metadata)

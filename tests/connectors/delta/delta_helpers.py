@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import collections
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import deltalake
@@ -30,6 +31,10 @@ class RecordingIO:
     def read_bytes(self, path: str) -> bytes:
         self.reads.append(path)
         return self.inner.read_bytes(path)
+
+    def read_many(self, paths: Sequence[str]) -> list[bytes | None]:
+        self.reads.extend(paths)
+        return self.inner.read_many(paths)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
