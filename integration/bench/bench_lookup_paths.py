@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,8 @@ SECTION = ("lookup_paths", "W1 on Iceberg, cold, and with object-store latency (
 S3_BUCKET = "bench-lookup-paths"
 ICEBERG_GOAL = 1.2
 COLD_GOAL = 3.0
+#: The phases of a cold Delta lookup (``_cold_phases``).
+COLD_PHASES = ("open the table", "locate (index)", "read the row (data file)")
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,7 @@ class PathsResults:
     latency_ms: float
     warm: dict[str, Timing] = field(default_factory=dict)
     cold: dict[str, Timing] = field(default_factory=dict)
+    cold_phases: dict[str, Timing] = field(default_factory=dict)
     #: On the S3 emulator behind the delaying proxy: one record per lookup.
     s3: dict[str, list[LatencyRun]] = field(default_factory=dict)
     disagreements: list[str] = field(default_factory=list)
@@ -173,6 +177,30 @@ def _cold(res: PathsResults, name: str, fn: Callable[[str], Any], ids: Sequence[
         timing.samples.append(dt)
         _check(res, f"{name} {key}", out["id"].to_pylist(), i)
     res.cold[name] = timing
+
+
+def _cold_phases(res: PathsResults, delta: Path, ids: Sequence[int]) -> None:
+    """A cold Delta lookup in its three phases, each timed in turn with the process caches
+    cleared before the first: open the table (its log), locate the key (the index, cold),
+    then read the row (the data file, cold; the index now warm)."""
+    import lakehouse_index as li
+
+    phases = {name: Timing() for name in COLD_PHASES}
+    for i in ids:
+        key = datagen.email_of(i)
+        _clear_caches()
+        start = time.perf_counter()
+        t = li.open_table(str(delta), config=_config(res.params.rows))
+        opened = time.perf_counter()
+        located = t.locate(INDEX, [key])
+        found = time.perf_counter()
+        out = t.lookup(INDEX, [key])
+        done = time.perf_counter()
+        for name, seconds in zip(COLD_PHASES, (opened - start, found - opened, done - found), strict=True):
+            phases[name].samples.append(seconds)
+        _check(res, f"cold phases {key}", out["id"].to_pylist(), i)
+        _check(res, f"cold phases locate {key}", located["id"].to_pylist(), i)
+    res.cold_phases = phases
 
 
 def _upload(client: Any, root: Path, prefix: str) -> None:
@@ -295,6 +323,7 @@ def run(scale: str, latency_ms: float = 20.0) -> PathsResults:
             lambda k: lance.dataset(str(lance_path)).to_table(filter=f"email = '{k}'"),
             cold_ids,
         )
+        _cold_phases(res, delta, cold_ids)
         res.load.append(load_average())
 
         _s3(res, delta, lance_path, ids[: sc.s3_reps])
@@ -365,6 +394,15 @@ def render(res: PathsResults) -> str:
             ],
         ),
     ]
+    if res.cold_phases:
+        parts.append(
+            "**Where a cold Delta lookup goes** (the same keys; each phase timed in turn after one "
+            "clearing of the caches: the table's log, then the index cold, then the data file cold "
+            "with the index warm; medians):\n\n"
+            + markdown_table(
+                ["phase", "median"], [[name, fmt_ms(t.median)] for name, t in res.cold_phases.items()]
+            )
+        )
     s3_rows = [
         [
             name,
@@ -411,6 +449,7 @@ def results(res: PathsResults) -> dict[str, Any]:
         "latency_ms": res.latency_ms,
         "warm": {k: v.to_json() for k, v in res.warm.items()},
         "cold": {k: v.to_json() for k, v in res.cold.items()},
+        "cold_phases": {k: v.to_json() for k, v in res.cold_phases.items()},
         "s3_emulator": {k: [r.to_json() for r in v] for k, v in res.s3.items()},
         "load_average": res.load,
         "disagreements": res.disagreements,

@@ -68,6 +68,8 @@ def test_lookup_paths_benchmark_tiny(isolated: Path) -> None:  # noqa: F811
         assert len(res.warm[name].samples) == sc.keys and all(t > 0 for t in res.warm[name].samples)
     for name in ("delta lookup", "iceberg lookup", "lance lookup"):
         assert len(res.cold[name].samples) == sc.cold_reps
+    assert list(res.cold_phases) == list(blp.COLD_PHASES)
+    assert all(len(t.samples) == sc.cold_reps and min(t.samples) > 0 for t in res.cold_phases.values())
     cold, warm = res.s3["delta cold"], res.s3["delta warm"]
     assert len(cold) == len(warm) == len(res.s3["lance cold"]) == sc.s3_reps
     for c, w in zip(cold, warm, strict=True):
