@@ -341,13 +341,8 @@ class IcebergSource(TableSource):
         """Read the manifests not cached yet together (up to ``_PREFETCH`` per ``read_many``),
         into the cache: on an object store a snapshot of many manifests then waits a round
         trip per batch, not one per manifest."""
-        missing = list(
-            {
-                (m.path, m.first_row_id): m
-                for m in manifests
-                if (m.path, m.first_row_id) not in self._manifests
-            }.values()
-        )
+        keyed = {(m.path, m.first_row_id): m for m in manifests}
+        missing = [m for key, m in keyed.items() if key not in self._manifests]
         if len(missing) < 2:
             return
         for at in range(0, len(missing), _PREFETCH):

@@ -1192,17 +1192,9 @@ def _dictionary_pages(
     """The dictionary page of each chunk (None for a chunk without one): from ``early`` (by
     column) when fetched already, the others fetched now."""
     present = [c for c in chunks if c.dictionary[1] > 0 and c.name not in early]
-    fetched = dict(
-        zip(
-            [c.name for c in present],
-            _fetch(handle, [c.dictionary for c in present], concurrent),
-            strict=True,
-        )
-    )
-    return [
-        early[c.name] if c.name in early else _dictionary_page(fetched[c.name]) if c.name in fetched else None
-        for c in chunks
-    ]
+    blobs = _fetch(handle, [c.dictionary for c in present], concurrent)
+    fetched = {c.name: _dictionary_page(raw) for c, raw in zip(present, blobs, strict=True)}
+    return [early[c.name] if c.name in early else fetched.get(c.name) for c in chunks]
 
 
 def _decoders() -> ThreadPoolExecutor:
