@@ -119,6 +119,16 @@ def table(tmp_path: Path) -> str:
     return path
 
 
+def _commit_times(path: str) -> list[int]:
+    """Each version's timestamp (ms) by the Delta protocol without in-commit timestamps: its
+    commit file's modification time, made strictly increasing (as Spark's history manager does)."""
+    out: list[int] = []
+    for v in range(DeltaTable(path).version() + 1):
+        raw = Path(path, "_delta_log", f"{v:020d}.json").stat().st_mtime_ns // 1_000_000
+        out.append(raw if not out else max(raw, out[-1] + 1))
+    return out
+
+
 def _rows(path: str, **filters: Any) -> list[tuple[int, str, str]]:
     """(id, email, country) of the Delta table's rows matching ``filters``, read by deltalake."""
     rows = DeltaTable(path).to_pyarrow_table().to_pylist()
@@ -492,7 +502,9 @@ def test_queries_travel_in_time_by_version_and_timestamp(table: str) -> None:
     old = DeltaTable(table).version()
     write_deltalake(table, _batch(300, 10), mode="append")
     ok("refresh", table, "by_email")
-    stamp = next(h["timestamp"] for h in DeltaTable(table).history() if h["version"] == old)
+    # The version's timestamp as the protocol defines it without in-commit timestamps (not
+    # deltalake's commitInfo time, which a loaded machine leaves a few ms before the file's).
+    stamp = _commit_times(table)[old]
     iso = dt.datetime.fromtimestamp(stamp / 1000, tz=dt.timezone.utc).isoformat()
     keys = ["u305@x", "u5@x"]
 
