@@ -118,6 +118,22 @@ def _parquet_files(path: Path) -> list[Path]:
     return sorted(p for p in path.rglob("*.parquet") if "_delta_log" not in p.parts)
 
 
+def _publish(scratch: Path, final: Path) -> None:
+    """Move the complete ``scratch`` to ``final`` (one rename). When another process (a
+    parallel test worker, a second benchmark) published ``final`` first, its copy stays, as
+    it may be in use, and ``scratch`` is left for the caller to remove. A ``final`` without
+    its completion mark (left by an older version of this module) is replaced."""
+    if (final / COMPLETE).exists():
+        return
+    if final.exists():
+        shutil.rmtree(final)
+    try:
+        os.rename(scratch, final)
+    except OSError:
+        if not (final / COMPLETE).exists():  # not a race lost to another publisher
+            raise
+
+
 def delta_table(params: TableParams, *, log: bool = True) -> Path:
     """The cached Delta table for ``params`` (generated on first use)."""
     final = cache_root() / params.name
@@ -136,9 +152,7 @@ def delta_table(params: TableParams, *, log: bool = True) -> Path:
         if found != params.files:
             raise RuntimeError(f"deltalake wrote {found} files for {params.files} commits")
         (scratch / COMPLETE).write_text("ok\n")
-        if final.exists():  # an incomplete earlier attempt
-            shutil.rmtree(final)
-        os.rename(scratch, final)
+        _publish(scratch, final)
     finally:
         if scratch.exists():
             shutil.rmtree(scratch)
@@ -202,9 +216,7 @@ def lance_dataset(params: TableParams, key: str, *, log: bool = True) -> Path:
         ds = lance.write_dataset(data.cast(SCHEMA), str(scratch / "data.lance"))
         ds.create_scalar_index(key, "BTREE")
         (scratch / COMPLETE).write_text("ok\n")
-        if final.exists():
-            shutil.rmtree(final)
-        os.rename(scratch, final)
+        _publish(scratch, final)
     finally:
         if scratch.exists():
             shutil.rmtree(scratch)
