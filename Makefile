@@ -23,8 +23,11 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 demo: setup
 	$(BIN)/lakehouse-index demo
 
+# Two workers (pytest-xdist): the suite's tests are independent, and CI machines have two cores.
+TEST_WORKERS ?= 2
+
 test: setup
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
 # pyspark 4.x in its own venv (the main one stays on 3.5: the Iceberg Spark jar is 3.5-only).
 # Runs the Spark tests that need no Iceberg Spark jar, including the lakehouse_index data source's.
