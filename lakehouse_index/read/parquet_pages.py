@@ -264,6 +264,8 @@ _CMD_DATA_PAGE_OFFSET, _CMD_DICTIONARY_PAGE_OFFSET = 9, 11
 #: ColumnMetaData fields copied into the one-column file: type, encodings, path, codec.
 _CMD_KEPT = (1, 2, 3, 4)
 _CMD_TYPE, _CMD_CODEC = 1, 4
+_CMD_ENCODING_STATS = 13
+_PES_PAGE_TYPE, _PES_ENCODING, _PES_COUNT = 1, 2, 3
 _OI_PAGE_LOCATIONS = 1
 _PL_OFFSET, _PL_SIZE, _PL_FIRST_ROW = 1, 2, 3
 _PH_TYPE, _PH_UNCOMPRESSED, _PH_COMPRESSED = 1, 2, 3
@@ -309,6 +311,10 @@ class ColumnPages:
     arrow_schema: bytes | None
     #: Whether the column is OPTIONAL (its pages carry definition levels).
     optional: bool = True
+    #: How many data pages, first ones, are dictionary encoded by the chunk's page encoding
+    #: statistics (0 without them): a writer falls back from dictionary to plain pages when
+    #: the dictionary is full, never back.
+    dictionary_encoded_pages: int = 0
 
     @property
     def codec(self) -> int:
@@ -643,6 +649,20 @@ def _column_pages(
         page_rows=first_rows,
         arrow_schema=arrow_schema,
         optional=optional,
+        dictionary_encoded_pages=_dictionary_encoded_pages(meta),
+    )
+
+
+def _dictionary_encoded_pages(meta: Struct) -> int:
+    """Data pages a chunk's page encoding statistics count as dictionary encoded."""
+    stats = _get(meta, _CMD_ENCODING_STATS)
+    if stats is None:
+        return 0
+    return sum(
+        int(_get(s, _PES_COUNT, 0))
+        for s in stats[1]
+        if _get(s, _PES_PAGE_TYPE) in (_DATA_PAGE, _DATA_PAGE_V2)
+        and _get(s, _PES_ENCODING) in _DICTIONARY_ENCODINGS
     )
 
 
@@ -849,17 +869,16 @@ def read_group_rows(
         ]
         if not plans or len(local) == 0:
             return PageRead(pa.table({}), 0)
-        # On an object store the dictionary pages not cached yet come with the data pages
-        # (a round trip saved; on a local disk they are read only once known to be needed).
-        unknown = (
-            [
-                p.chunk
-                for p in plans
-                if dictionaries is None or (file_key, group, p.chunk.name) not in dictionaries
-            ]
+        # On an object store the dictionary pages that will be needed and are not cached yet
+        # come with the data pages (a round trip saved; on a local disk they are read only
+        # once the data pages show they are needed).
+        unknown = [
+            p.chunk
+            for p in plans
             if concurrent
-            else []
-        )
+            and int(p.pages.max()) < p.chunk.dictionary_encoded_pages
+            and (dictionaries is None or (file_key, group, p.chunk.name) not in dictionaries)
+        ]
         pages, early = _data_pages(handle, plans, concurrent, unknown)
         decoded: dict[str, pa.Array | pa.ChunkedArray | None] = {}
         read = 0

@@ -32,7 +32,7 @@ def test_two_generators_of_one_table_leave_one_readable_copy(
     def generate() -> None:
         try:
             found.append(datagen.delta_table(params, log=False))
-        except BaseException as e:  # noqa: BLE001 - reported below
+        except BaseException as e:  # reported below
             errors.append(e)
 
     threads = [threading.Thread(target=generate) for _ in range(2)]

@@ -555,3 +555,73 @@ def test_a_cold_read_decodes_a_dictionary_prefix(version: str, codec: str) -> No
     last = sum(int(c.page_sizes[np.searchsorted(c.page_rows, n - 1, side="right") - 1]) for c in pages)
     assert read([n - 1]) == last  # the data pages alone: no dictionary page fetched
     assert all(cache[k] is whole[k] for k in whole)
+
+
+class _CountingFile:
+    """A random-access file recording each read's (offset, length)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.inner = io.BytesIO(data)
+        self.reads: list[tuple[int, int]] = []
+
+    def read(self, n: int = -1) -> bytes:
+        at = self.inner.tell()
+        out = self.inner.read(n)
+        self.reads.append((at, len(out)))
+        return out
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        return self.inner.seek(pos, whence)
+
+    def tell(self) -> int:
+        return self.inner.tell()
+
+    def seekable(self) -> bool:
+        return True
+
+    def readable(self) -> bool:
+        return True
+
+    def writable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        self.inner.close()
+
+    @property
+    def closed(self) -> bool:
+        return self.inner.closed
+
+
+def test_object_store_reads_fetch_with_the_data_pages_only_the_dictionaries_they_use() -> None:
+    """On an object store a dictionary page not cached comes with the data pages, but only
+    when the selected page is dictionary encoded (a row past the writer's fallback to plain
+    pages needs none; the chunk's page encoding statistics say which pages those are)."""
+    n = 20_000
+    table = pa.table({"k": [f"{i:06d}-" + "x" * 100 for i in range(n)], "c": [i % 5 for i in range(n)]})
+    sink = io.BytesIO()
+    pq.write_table(
+        table, sink, dictionary_pagesize_limit=64 << 10, data_page_size=16 << 10, write_page_index=True
+    )
+    data = sink.getvalue()
+    _, pf, index = _open(data)
+    k, c = index.chunks[(0, "k")], index.chunks[(0, "c")]
+    assert 0 < k.dictionary_encoded_pages < len(k.page_offsets)  # k fell back to plain pages
+    assert c.dictionary_encoded_pages == len(c.page_offsets)
+    plain_row, dictionary_row = int(k.page_rows[k.dictionary_encoded_pages]) + 3, 5
+
+    def fetched(chunk: Any, reads: list[tuple[int, int]]) -> bool:
+        start, length = chunk.dictionary
+        return any(at < start + length and start < at + size for at, size in reads)
+
+    for row, needs_k_dictionary in ((plain_row, False), (dictionary_row, True)):
+        counting = _CountingFile(data)
+        handle = pa.PythonFile(counting, mode="r")
+        got = read_group_rows(
+            handle, index, pf.schema_arrow, 0, np.array([row]), ["k", "c"], {}, "file", concurrent=True
+        )
+        assert got.table.to_pylist() == table.slice(row, 1).to_pylist()
+        assert fetched(k, counting.reads) == needs_k_dictionary
+        assert fetched(c, counting.reads)
+        # The data pages and the dictionaries they use: a read each at most (merged when adjacent).
+        assert len(counting.reads) <= 4, counting.reads
