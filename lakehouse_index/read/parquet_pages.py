@@ -938,12 +938,11 @@ def _read_by_dictionary(
     codec decompressed here, looked up in their dictionary; and the bytes of pages fetched
     for them. A column that does not decode so is left out.
 
-    The pages' dictionary indexes at the wanted rows are decoded first. A dictionary not
-    cached is fetched and only its first values, up to the largest index wanted, are
-    decoded (every value when that costs nothing, see :func:`_dictionary_values`); that
-    prefix is cached. A later read wanting an index past the cached prefix decodes the
-    whole dictionary and caches it: at most two decodes per dictionary, and a warm read
-    decodes none.
+    The pages' dictionary indexes at the wanted rows are decoded first; a dictionary not
+    cached is fetched, decoded whole and cached: a warm read fetches and decodes none.
+    (Decoding only the values up to the largest index wanted made a later read of another
+    row of the file fetch and decode the page again: a warm lookup of a key whose file had
+    been read for another key took 17 ms instead of 3.6, and no cold lookup was faster.)
     """
     # (plan, indexes, not null, dictionary values the indexes reach)
     wanted: list[tuple[_Plan, np.ndarray, np.ndarray, int]] = []
@@ -959,19 +958,13 @@ def _read_by_dictionary(
                 indexes, valid = found
                 wanted.append((plan, indexes, valid, int(indexes[valid].max(initial=0)) + 1))
     dictionaries = {plan.chunk.name: cache.get((file_key, group, plan.chunk.name)) for plan, *_ in wanted}
-    missing: list[tuple[ColumnPages, int | None]] = []  # (chunk, values to decode; None: all)
-    for plan, _, _, need in wanted:
-        cached = dictionaries[plan.chunk.name]
-        if cached is None or need > len(cached):
-            missing.append((plan.chunk, need if cached is None else None))
+    missing = [plan.chunk for plan, *_ in wanted if dictionaries[plan.chunk.name] is None]
     read = 0
     if missing:
-        chunks = [chunk for chunk, _ in missing]
-        raw = _dictionary_pages(handle, chunks, concurrent, early)
-        types = [schema.field(c.name).type for c in chunks]
-        counts = [count for _, count in missing]
-        loaded = _decoders().map(_dictionary_values, [index] * len(chunks), chunks, raw, types, counts)
-        for chunk, page, values in zip(chunks, raw, loaded, strict=True):
+        raw = _dictionary_pages(handle, missing, concurrent, early)
+        types = [schema.field(c.name).type for c in missing]
+        loaded = _decoders().map(_dictionary_values, [index] * len(missing), missing, raw, types)
+        for chunk, page, values in zip(missing, raw, loaded, strict=True):
             read += len(page.data) if page is not None else 0
             dictionaries[chunk.name] = values
             if values is not None:
@@ -979,7 +972,7 @@ def _read_by_dictionary(
     out: dict[str, pa.Array] = {}
     for plan, indexes, valid, need in wanted:
         dictionary = dictionaries[plan.chunk.name]
-        if dictionary is not None and need <= len(dictionary):
+        if dictionary is not None and need <= len(dictionary):  # else an index past it: not as written
             out[plan.chunk.name] = dictionary.take(pa.array(indexes, mask=~valid))
             read += plan.data_bytes
     return out, read
@@ -1129,19 +1122,17 @@ def _page_indices(
 
 
 def _dictionary_values(
-    index: PageIndex, chunk: ColumnPages, page: _Page | None, t: pa.DataType, count: int | None = None
+    index: PageIndex, chunk: ColumnPages, page: _Page | None, t: pa.DataType
 ) -> pa.Array | None:
-    """The first ``count`` values (None: every value) of a chunk's dictionary page, decoded by
-    pyarrow as type ``t`` (then :func:`plain_type`); None when the page or its codec does not
-    serve. Fewer when the dictionary holds fewer.
+    """The values of a chunk's dictionary page, decoded by pyarrow as type ``t`` (then
+    :func:`plain_type`); None when the page or its codec does not serve.
 
     Fixed-width values whose Parquet layout is Arrow's (``_PLAIN_WIDTHS``) are taken as they
-    are, all of them (4-10x faster than the decode below, measured on 400 KB pages).
-    Otherwise pyarrow reads a one-column file of one PLAIN data page of ``count`` values
-    whose body is the dictionary page's, decompressed (a dictionary page is PLAIN-encoded
-    values, and no nulls; the decoder stops after ``count`` values): about half the time of
-    decoding the page as a dictionary and then every index 0, ..., n - 1 (1.2 ms against
-    2.6 ms for 35,000 strings), and in proportion to ``count``.
+    are (4-10x faster than the decode below, measured on 400 KB pages). Otherwise pyarrow
+    reads a one-column file of one PLAIN data page whose body is the dictionary page's,
+    decompressed (a dictionary page is PLAIN-encoded values, and no nulls): about half the
+    time of decoding the page as a dictionary and then every index 0, ..., n - 1 (1.2 ms
+    against 2.6 ms for 35,000 strings).
     """
     if page is None:
         return None
@@ -1153,7 +1144,6 @@ def _dictionary_values(
     width = _PLAIN_WIDTHS.get((int(_get(chunk.meta, _CMD_TYPE)), t))
     if width is not None:  # PLAIN values of these types are Arrow's own buffer layout
         return pa.Array.from_buffers(t, n, [None, pa.py_buffer(body)]) if len(body) == n * width else None
-    n = n if count is None else min(count, n)
     levels = b""
     if chunk.optional:  # one run of n definition levels of 1
         rle = bytearray()
