@@ -343,8 +343,7 @@ def read_manifest(io_: FileIO, manifest: ManifestFile) -> tuple[ManifestEntry, .
     null ``first_row_id`` of a live data file is the manifest's ``first_row_id`` plus the
     record counts of the preceding live data files that also had none.
     """
-    meta, rows = _read_avro(io_, manifest.path, _ENTRY_IDS, {_E_DATA_FILE: _DATA_FILE_IDS}, "manifest")
-    return _entries_of(manifest, meta, rows)
+    return read_manifests(io_, [manifest])[0]
 
 
 def read_manifests(io_: FileIO, manifests: Sequence[ManifestFile]) -> list[tuple[ManifestEntry, ...]]:
@@ -355,17 +354,11 @@ def read_manifests(io_: FileIO, manifests: Sequence[ManifestFile]) -> list[tuple
         if data is None:
             raise TableFormatError(f"manifest {m.path} is missing (referenced by the table metadata)")
         meta, rows = _decode_avro(data, m.path, _ENTRY_IDS, {_E_DATA_FILE: _DATA_FILE_IDS}, "manifest")
-        out.append(_entries_of(m, meta, rows))
+        try:
+            out.append(_manifest_entries(m, meta, rows))
+        except (KeyError, TypeError, ValueError) as e:  # an enum or number out of range
+            raise TableFormatError(f"manifest {m.path} holds a malformed entry: {e!r}") from e
     return out
-
-
-def _entries_of(
-    manifest: ManifestFile, meta: dict[str, str], rows: list[dict[int, Any]]
-) -> tuple[ManifestEntry, ...]:
-    try:
-        return _manifest_entries(manifest, meta, rows)
-    except (KeyError, TypeError, ValueError) as e:  # an enum or number out of range
-        raise TableFormatError(f"manifest {manifest.path} holds a malformed entry: {e!r}") from e
 
 
 def _manifest_entries(

@@ -18,16 +18,16 @@ def test_two_generators_of_one_table_leave_one_readable_copy(
 ) -> None:
     monkeypatch.setenv("LAKEHOUSE_INDEX_BENCH_CACHE", str(tmp_path))
     params = datagen.TableParams(2_000, 2)
-    barrier = threading.Barrier(2)
     found: list[Path] = []
     errors: list[BaseException] = []
-    publish = datagen._publish
+    barrier = threading.Barrier(2, timeout=60)
+    rename = os.rename
 
-    def racing(scratch: Path, final: Path) -> None:
-        barrier.wait()  # both have generated: both publish now
-        publish(scratch, final)
+    def racing(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> None:
+        barrier.wait()  # both have generated: both publish at once
+        rename(src, dst)
 
-    monkeypatch.setattr(datagen, "_publish", racing)
+    monkeypatch.setattr(datagen.os, "rename", racing)
 
     def generate() -> None:
         try:
