@@ -12,6 +12,7 @@ files the index does not cover are scanned with the same key filter.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
@@ -279,6 +280,25 @@ def _each_file(fn: Callable[[FileEntry], _T], files: Sequence[FileEntry], read: 
     return list(shared_pool("lookup-files", read.parallel_files).map(fn, files))
 
 
+#: Cores of this machine (``os.cpu_count`` costs tens of microseconds a call).
+_CORES = os.cpu_count() or 1
+
+
+def _fetch_config(source: TableSource, files: Sequence[FileEntry], read: ReadConfig) -> ReadConfig:
+    """``read`` with as many file threads as fetching ``files``' rows gains from.
+
+    On an object store ``read.parallel_files``: each file waits on requests. On a local disk
+    at most one per core: a warm file read is decoding, and more threads than cores only
+    contend (10 keys in 10 files on 2 cores: 31 ms on 2 threads, 54 ms on 8).
+    """
+    if not files:
+        return read
+    fs, _ = source.io.arrow(files[0].path)
+    if not isinstance(fs, pafs.LocalFileSystem):
+        return read
+    return replace(read, parallel_files=min(read.parallel_files, _CORES))
+
+
 def _may_hold(plan: LookupPlan, fe: FileEntry, layout: FileLayout) -> bool:
     """Whether a row group of ``fe`` may hold a key by its leading-key statistics."""
     candidates = _candidate_rows(plan, fe, layout)
@@ -393,7 +413,7 @@ def lookup(
         return t.filter(K.match_mask(t, plan.keys.table)).select(out_cols)
 
     # The files' pages are fetched concurrently (and within a file, as merged ranges in parallel).
-    parts = _each_file(fetch, files, plan.read)
+    parts = _each_file(fetch, files, _fetch_config(source, files, plan.read))
     for _, t in _scan_hits(source, plan, need):
         parts.append(t.select(out_cols))
     if not parts:
