@@ -978,18 +978,35 @@ def _read_by_dictionary(
     return out, read
 
 
-def _decompress(codec: int, data: Bytes, size: int) -> bytes | None:
-    """``data`` in ``codec`` decompressed to ``size`` bytes (None when that fails)."""
+def _decompress(codec: int, data: Bytes, size: int) -> memoryview | None:
+    """``data`` in ``codec`` decompressed to ``size`` bytes (None when that fails).
+
+    The bytes live in pyarrow's memory pool, which keeps freed pages: a new megabyte from
+    ``malloc`` is fresh pages from the kernel, each faulted in on first write (a 1 MB
+    dictionary page cost 1.3 ms to decompress into Python bytes, 0.7 ms into the pool).
+    """
     if codec == 0:
-        return bytes(data) if len(data) == size else None
+        return memoryview(data).cast("B") if len(data) == size else None
     try:
-        out = pa.Codec(_CODECS[codec]).decompress(data, decompressed_size=size, asbytes=True)
+        out = pa.Codec(_CODECS[codec]).decompress(data, decompressed_size=size)
     except (pa.ArrowException, OSError, KeyError, ValueError):
         return None
-    return bytes(out) if len(out) == size else None
+    return memoryview(out).cast("B") if out.size == size else None
 
 
-def _hybrid_at(buf: bytes, pos: int, end: int, width: int, want: np.ndarray) -> np.ndarray:
+def _concat(parts: Sequence[Bytes]) -> pa.Buffer:
+    """``parts`` one after the other, in one buffer of pyarrow's memory pool (see
+    :func:`_decompress`; ``b"".join`` of a 1 MB page took 0.57 ms, this 0.05 ms)."""
+    out = pa.allocate_buffer(sum(len(p) for p in parts))
+    view = memoryview(out).cast("B")
+    at = 0
+    for part in parts:
+        view[at : at + len(part)] = part
+        at += len(part)
+    return out
+
+
+def _hybrid_at(buf: Bytes, pos: int, end: int, width: int, want: np.ndarray) -> np.ndarray:
     """Values at positions ``want`` (sorted) of the RLE / bit-packed hybrid run sequence at
     ``buf[pos:end]`` of ``width``-bit values; runs after the last wanted value are not read."""
     out = np.zeros(len(want), dtype=np.int64)
@@ -1037,7 +1054,7 @@ def _hybrid_at(buf: bytes, pos: int, end: int, width: int, want: np.ndarray) -> 
     return out
 
 
-def _levels(buf: bytes, pos: int, end: int, count: int) -> np.ndarray | None:
+def _levels(buf: Bytes, pos: int, end: int, count: int) -> np.ndarray | None:
     """The first ``count`` 1-bit definition levels of the hybrid runs at ``buf[pos:end]``, as
     bools; None when one run says all of them are 1 (no nulls, the common case)."""
     if pos < end:
@@ -1090,7 +1107,7 @@ def _page_indices(
     body = page.data[page.header_len :]
     size = int(_get(header, _PH_UNCOMPRESSED))
     if _get(header, _PH_TYPE) == _DATA_PAGE:
-        raw = _decompress(chunk.codec, body, size)
+        raw: Bytes | None = _decompress(chunk.codec, body, size)
         if raw is None:
             return None
         pos = 0
@@ -1105,10 +1122,12 @@ def _page_indices(
         if rep_len:
             return None
         values = body[def_len:]
-        raw_values = _decompress(chunk.codec, values, size - def_len) if _get(v2, 7, True) else bytes(values)
+        raw_values: Bytes | None = (
+            _decompress(chunk.codec, values, size - def_len) if _get(v2, 7, True) else values
+        )
         if raw_values is None:
             return None
-        levels = _levels(bytes(body[:def_len]), 0, def_len, rows) if chunk.optional and _get(v2, 2) else None
+        levels = _levels(body[:def_len], 0, def_len, rows) if chunk.optional and _get(v2, 2) else None
         raw, pos = raw_values, 0
     valid = levels[want] if levels is not None else np.ones(len(want), dtype=bool)
     value_at = want if levels is None else np.cumsum(levels)[want] - 1
@@ -1159,7 +1178,7 @@ def _dictionary_values(
         _PH_DATA_V1: (_STRUCT, v1),
     }
     encoded = encode_struct(data_header)
-    data = _Page(b"".join([encoded, levels, body]), data_header, len(encoded))
+    data = _Page(memoryview(_concat([encoded, levels, body])).cast("B"), data_header, len(encoded))
     file = _one_column_file(index, chunk, n, None, [data], codec=0)
     column = _decode(file, t, None)
     return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
@@ -1217,7 +1236,7 @@ def _readers() -> ThreadPoolExecutor:
     return shared_pool("parquet-ranges", 16)
 
 
-def _decode(data: bytes, t: pa.DataType, positions: np.ndarray | None) -> pa.ChunkedArray | None:
+def _decode(data: Bytes | pa.Buffer, t: pa.DataType, positions: np.ndarray | None) -> pa.ChunkedArray | None:
     """Rows ``positions`` (None: all) of the one-column file ``data``, whose column must decode
     as type ``t``."""
     try:
@@ -1239,7 +1258,7 @@ def _one_column_file(
     dictionary: _Page | None,
     pages: list[_Page],
     codec: int | None = None,
-) -> bytes:
+) -> pa.Buffer:
     """A Parquet file holding one row group of ``num_rows`` rows of one column: ``dictionary``
     and ``pages``, compressed with ``codec`` (default: the chunk's)."""
     every = pages if dictionary is None else [dictionary, *pages]
@@ -1273,4 +1292,4 @@ def _one_column_file(
     if index.created_by is not None:
         fmd[_FMD_CREATED_BY] = (_BINARY, index.created_by)
     footer = encode_struct(fmd)
-    return b"".join([_MAGIC, *(p.data for p in every), footer, len(footer).to_bytes(4, "little"), _MAGIC])
+    return _concat([_MAGIC, *(p.data for p in every), footer, len(footer).to_bytes(4, "little"), _MAGIC])
