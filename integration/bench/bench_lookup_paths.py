@@ -12,6 +12,9 @@ process. Every answer is checked against the generator (``email_of(i)`` names ro
 * **Cold** lookup: ``open_table`` + ``lookup`` with the process caches cleared (footers,
   coverages), next to Lance cold (``lance.dataset`` + filtered ``to_table``); the OS page
   cache stays warm for both. Goal: within 3x of Lance.
+* **Page size**: warm lookups of the main table and of copies written with smaller data
+  pages (:data:`PAGE_ROWS`): data-file bytes read per lookup against the pages holding the
+  row. Goal: at most 64 KB.
 * **S3 emulator**: the Delta table (with its index) and the Lance copy uploaded to moto on
   loopback, read through a proxy adding ``--latency-ms`` (default 20) per request
   (:mod:`integration.bench.latency`): warm and cold lookups, their requests, and their
@@ -32,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 
 from integration.bench import datagen
@@ -53,6 +57,11 @@ SECTION = ("lookup_paths", "W1 on Iceberg, cold, and with object-store latency (
 S3_BUCKET = "bench-lookup-paths"
 ICEBERG_GOAL = 1.2
 COLD_GOAL = 3.0
+#: Data-file KB a warm full-row lookup may read (issue 18).
+DATA_KB_GOAL = 64.0
+#: Rows per data page of the extra copies of the table measured by ``_page_sizes`` (the main
+#: table has deltalake's default pages of 20,480 rows).
+PAGE_ROWS = (8_192, 2_048)
 #: The phases of a cold Delta lookup (``_cold_phases``).
 COLD_PHASES = ("open the table", "locate (index)", "read the row (data file)")
 
@@ -94,6 +103,31 @@ class LatencyRun:
         }
 
 
+@dataclass(frozen=True)
+class PageSizeRun:
+    """Warm full-row lookups of one copy of the table, written with pages of ``page_rows`` rows."""
+
+    page_rows: int
+    #: Data-file KB read per warm lookup (counted on the storage calls).
+    data_kb: float
+    #: KB of the data pages holding a probed row, one page per column (the least a reader of
+    #: these files can fetch once dictionaries are cached).
+    floor_kb: float
+    warm: Timing
+    #: Bytes of the table's data files.
+    table_bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        """JSON-ready figures."""
+        return {
+            "page_rows": self.page_rows,
+            "data_kb": self.data_kb,
+            "floor_kb": self.floor_kb,
+            "warm": self.warm.to_json(),
+            "table_bytes": self.table_bytes,
+        }
+
+
 @dataclass
 class PathsResults:
     """Everything one run measured."""
@@ -106,6 +140,8 @@ class PathsResults:
     cold_phases: dict[str, Timing] = field(default_factory=dict)
     #: On the S3 emulator behind the delaying proxy: one record per lookup.
     s3: dict[str, list[LatencyRun]] = field(default_factory=dict)
+    #: Warm lookups by the writer's page size (``_page_sizes``).
+    page_sizes: list[PageSizeRun] = field(default_factory=list)
     disagreements: list[str] = field(default_factory=list)
     load: list[float] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -201,6 +237,53 @@ def _cold_phases(res: PathsResults, delta: Path, ids: Sequence[int]) -> None:
         _check(res, f"cold phases {key}", out["id"].to_pylist(), i)
         _check(res, f"cold phases locate {key}", located["id"].to_pylist(), i)
     res.cold_phases = phases
+
+
+def _page_size_run(res: PathsResults, path: Path, ids: Sequence[int]) -> PageSizeRun:
+    """Warm full-row lookups of the indexed table at ``path``: every data file read once for
+    another key first (footers, page indexes and dictionaries cached, as after a stream of
+    lookups), then each key once."""
+    import lakehouse_index as li
+    from integration.bench.bench_lookup import count_lookup_io, data_page_floor_kb
+    from lakehouse_index.read.parquet_pages import load_page_index
+
+    every_file = [datagen.email_of(int(chunk[0])) for chunk in res.params.file_ids()]
+    keys = [datagen.email_of(i) for i in ids]
+    table = li.open_table(str(path), config=_config(res.params.rows))
+    table.lookup(INDEX, every_file)
+    warm = Timing()
+    for i, key in zip(ids, keys, strict=True):
+        dt, out = timed(lambda k=key: table.lookup(INDEX, [k]))  # type: ignore[misc]
+        warm.samples.append(dt)
+        _check(res, f"pages {path.name} {key}", out["id"].to_pylist(), i)
+    files = sorted(p for p in path.glob("*.parquet"))
+    pf = pq.ParquetFile(files[0])
+    with pa.OSFile(str(files[0])) as handle:
+        chunk = load_page_index(handle, pf.metadata, pf.schema_arrow).chunks[(0, "email")]
+    io = count_lookup_io(path, keys, locate=False, cold=False, warm_keys=every_file)
+    return PageSizeRun(
+        page_rows=int(np.median(np.diff(chunk.page_rows))),
+        data_kb=io["table-data KB"],
+        floor_kb=data_page_floor_kb(table, keys),
+        warm=warm,
+        table_bytes=sum(p.stat().st_size for p in files),
+    )
+
+
+def _page_sizes(res: PathsResults, delta: Path, work: Path, ids: Sequence[int]) -> None:
+    """Warm lookups of the main table and of copies written with smaller data pages: the
+    bytes a warm lookup reads are the pages holding its row, so they follow the writer's page
+    size."""
+    import lakehouse_index as li
+
+    res.page_sizes.append(_page_size_run(res, delta, ids))
+    for rows in PAGE_ROWS:
+        params = datagen.TableParams(res.params.rows, res.params.files, page_rows=rows)
+        copy = datagen.work_copy(datagen.delta_table(params), work / f"delta-p{rows}")
+        li.open_table(str(copy), config=_config(res.params.rows)).create_index(
+            li.SecondaryIndex(INDEX, key="email", record_key="id")
+        )
+        res.page_sizes.append(_page_size_run(res, copy, ids))
 
 
 def _upload(client: Any, root: Path, prefix: str) -> None:
@@ -326,6 +409,9 @@ def run(scale: str, latency_ms: float = 20.0) -> PathsResults:
         _cold_phases(res, delta, cold_ids)
         res.load.append(load_average())
 
+        _page_sizes(res, delta, work, ids)
+        res.load.append(load_average())
+
         _s3(res, delta, lance_path, ids[: sc.s3_reps])
         res.load.append(load_average())
     finally:
@@ -403,6 +489,34 @@ def render(res: PathsResults) -> str:
                 ["phase", "median"], [[name, fmt_ms(t.median)] for name, t in res.cold_phases.items()]
             )
         )
+    if res.page_sizes:
+        parts.append(
+            "**Bytes per warm lookup by the writer's page size** (the same rows written again with "
+            "deltalake's `data_page_row_count_limit`, indexed the same way; every data file read once "
+            "for another key first, then each key once; data-file KB counted on the storage calls; "
+            "floor = the page holding the row in each column, from the files' offset indexes):\n\n"
+            + markdown_table(
+                [
+                    "rows per page",
+                    "data-file KB per lookup",
+                    f"goal ≤ {DATA_KB_GOAL:.0f} KB",
+                    "floor KB",
+                    "warm lookup (median)",
+                    "data files",
+                ],
+                [
+                    [
+                        f"{r.page_rows:,}",
+                        f"{r.data_kb:.0f}",
+                        verdict(r.data_kb, DATA_KB_GOAL, higher_is_better=False),
+                        f"{r.floor_kb:.0f}",
+                        fmt_ms(r.warm.median),
+                        f"{r.table_bytes / 2**20:.0f} MB",
+                    ]
+                    for r in res.page_sizes
+                ],
+            )
+        )
     s3_rows = [
         [
             name,
@@ -451,6 +565,7 @@ def results(res: PathsResults) -> dict[str, Any]:
         "cold": {k: v.to_json() for k, v in res.cold.items()},
         "cold_phases": {k: v.to_json() for k, v in res.cold_phases.items()},
         "s3_emulator": {k: [r.to_json() for r in v] for k, v in res.s3.items()},
+        "page_sizes": [r.to_json() for r in res.page_sizes],
         "load_average": res.load,
         "disagreements": res.disagreements,
     }

@@ -89,11 +89,15 @@ class TableParams:
     rows: int
     files: int
     seed: int = 7
+    #: Rows per data page (deltalake's ``data_page_row_count_limit``); None: its default,
+    #: which gives pages of 20,480 rows (20,000, checked every 1,024-row batch).
+    page_rows: int | None = None
 
     @property
     def name(self) -> str:
         """Cache directory name (every parameter that changes the data is in it)."""
-        return f"delta-r{self.rows}-f{self.files}-s{self.seed}-g{GEN_VERSION}"
+        pages = "" if self.page_rows is None else f"-p{self.page_rows}"
+        return f"delta-r{self.rows}-f{self.files}-s{self.seed}{pages}-g{GEN_VERSION}"
 
     @property
     def rows_per_file(self) -> int:
@@ -106,12 +110,16 @@ class TableParams:
         return [perm[i : i + self.rows_per_file] for i in range(0, self.rows, self.rows_per_file)]
 
 
-def _write_files(path: Path, chunks: list[np.ndarray]) -> None:
-    from deltalake import write_deltalake
+def _write_files(path: Path, chunks: list[np.ndarray], page_rows: int | None = None) -> None:
+    from deltalake import WriterProperties, write_deltalake
 
     for ids in chunks:
         # One small write_deltalake call writes exactly one data file and one commit.
-        write_deltalake(str(path), rows_for(ids), mode="append")
+        if page_rows is None:
+            write_deltalake(str(path), rows_for(ids), mode="append")
+        else:
+            props = WriterProperties(data_page_row_count_limit=page_rows)
+            write_deltalake(str(path), rows_for(ids), mode="append", writer_properties=props)
 
 
 def _parquet_files(path: Path) -> list[Path]:
@@ -147,7 +155,7 @@ def delta_table(params: TableParams, *, log: bool = True) -> Path:
             raise ValueError(f"{params.rows} rows cannot be dealt into {params.files} non-empty files")
         if log:
             print(f"generating {params.rows:,} rows / {params.files} files into {final}", flush=True)
-        _write_files(scratch / "table", chunks)
+        _write_files(scratch / "table", chunks, params.page_rows)
         found = len(_parquet_files(scratch / "table"))
         if found != params.files:
             raise RuntimeError(f"deltalake wrote {found} files for {params.files} commits")
