@@ -259,7 +259,9 @@ def _page_size_run(res: PathsResults, path: Path, ids: Sequence[int]) -> PageSiz
     files = sorted(p for p in path.glob("*.parquet"))
     pf = pq.ParquetFile(files[0])
     with pa.OSFile(str(files[0])) as handle:
-        chunk = load_page_index(handle, pf.metadata, pf.schema_arrow).chunks[(0, "email")]
+        # Rows per page of a column whose pages all stay dictionary encoded (a writer that
+        # falls back to plain encoding starts a new page there).
+        chunk = load_page_index(handle, pf.metadata, pf.schema_arrow).chunks[(0, "id")]
     io = count_lookup_io(path, keys, locate=False, cold=False, warm_keys=every_file)
     return PageSizeRun(
         page_rows=int(np.median(np.diff(chunk.page_rows))),

@@ -118,7 +118,8 @@ def _write_files(path: Path, chunks: list[np.ndarray], page_rows: int | None = N
         if page_rows is None:
             write_deltalake(str(path), rows_for(ids), mode="append")
         else:
-            props = WriterProperties(data_page_row_count_limit=page_rows)
+            # Given properties replace all of deltalake's defaults: keep its Snappy compression.
+            props = WriterProperties(data_page_row_count_limit=page_rows, compression="SNAPPY")
             write_deltalake(str(path), rows_for(ids), mode="append", writer_properties=props)
 
 
