@@ -67,13 +67,20 @@ def _read_parquet(
     The file is read a batch of rows at a time, selecting only the fields of ``add`` that
     are used (its stats and tags are most of the file); each batch is reduced before the
     next is read: the adds to their compact columns, the other actions (null in almost
-    every row) to their few rows, and the pages it freed are returned to the OS. One
-    thread: decoding in the pool's threads kept more resident and was not faster.
+    every row) to their few rows, and the pages it freed are returned to the OS when the
+    file has more than one batch. One thread: decoding in the pool's threads kept more
+    resident and was not faster.
+
+    (A small checkpoint returns nothing: returning the pool's free pages to the OS makes the
+    process's next reads fault fresh pages in, which slowed a cold lookup's first read of a
+    data file after opening the table by some milliseconds.)
     """
     fs, path = io.arrow(uri)
     pool = pa.default_memory_pool()
+    large = False
     try:
         with pq.ParquetFile(path, filesystem=fs) as pf:
+            large = pf.metadata.num_rows > _BATCH_ROWS
             names = pf.schema_arrow.names
             other = [] if adds_only else [c for c in _OTHER_ACTIONS if c in names]
             columns = list(other)
@@ -87,12 +94,14 @@ def _read_parquet(
                 if "add" in names:
                     adds.append(add_columns(batch.column("add"), table_root, uri))
                 del batch
-                pool.release_unused()
+                if large:
+                    pool.release_unused()
     except FileNotFoundError as e:
         raise TableFormatError(f"checkpoint file {uri} is missing") from e
     except (OSError, pa.ArrowInvalid) as e:
         raise TableFormatError(f"checkpoint file {uri} is not readable Parquet: {e}") from e
-    pool.release_unused()  # the reader's buffers of the whole file
+    if large:
+        pool.release_unused()  # the reader's buffers of the whole file
     return rows
 
 

@@ -445,13 +445,14 @@ def measure_batches(
     methods: dict[str, Callable[[list[str]], Any]],
     expect: Callable[[list[str]], tuple[int, ...]],
     probe: Callable[[int], list[str]],
-    reps: int,
+    reps: tuple[int, int],
     rows: int,
     warmups: dict[str, Callable[[], Any]] | None = None,
 ) -> None:
     """Warm timings of each method on batches of :data:`BATCH_SIZES` existing keys (at most
     ``rows``; a new batch per repetition, after one untimed warm-up batch and the method's
-    entry of ``warmups``, as in W1); answers checked against the generator."""
+    entry of ``warmups``, as in W1); answers checked against the generator. ``reps``: the
+    repetitions of batches of up to 10 keys (cheap, and noisier), and of larger ones."""
     for n in [b for b in BATCH_SIZES if b <= rows]:
         per: dict[str, Timing] = {}
         for name, fn in methods.items():
@@ -459,7 +460,7 @@ def measure_batches(
             if warmups and name in warmups:
                 warmups[name]()
             timing = Timing()
-            for _ in range(reps):
+            for _ in range(reps[0] if n <= 10 else reps[1]):
                 keys = probe(n)
                 secs, out = timed(lambda keys=keys, fn=fn: fn(keys))  # type: ignore[misc]
                 timing.samples.append(secs)
@@ -657,7 +658,7 @@ def run(scale: str, *, workdir: Path | None = None, log: Callable[[str], None] =
             },
             lambda ks: tuple(sorted(int(k[4:14]) for k in ks)),
             probe,
-            max(3, sc.slow_reps),
+            (sc.reps, max(3, sc.slow_reps)),
             sc.rows,
             # W1's cold passes cleared the engine's caches: warm them as W1 does.
             warmups={"lookup": lambda: table.lookup(INDEX, every_file)},
@@ -1122,12 +1123,19 @@ def _render_batches(res: LookupResults) -> list[str]:
         for key, timing in per.items():
             med = timing.median
             rows.append(
-                [f"{n:,}", names.get(key, key), fmt_ms(med), fmt_ms(med / n), f"{ratio(n, med):,.0f}"]
+                [
+                    f"{n:,}",
+                    names.get(key, key),
+                    f"{len(timing.samples)}",
+                    fmt_ms(med),
+                    fmt_ms(med / n),
+                    f"{ratio(n, med):,.0f}",
+                ]
             )
     return [
         "### Batch lookups (warm, full rows, keys spread over all files)",
         "",
-        markdown_table(["keys", "method", "per batch (median)", "per key", "keys/s"], rows),
+        markdown_table(["keys", "method", "batches", "per batch (median)", "per key", "keys/s"], rows),
         "",
     ]
 
