@@ -981,9 +981,10 @@ def _read_by_dictionary(
 def _decompress(codec: int, data: Bytes, size: int) -> memoryview | None:
     """``data`` in ``codec`` decompressed to ``size`` bytes (None when that fails).
 
-    The bytes live in pyarrow's memory pool, which keeps freed pages: a new megabyte from
-    ``malloc`` is fresh pages from the kernel, each faulted in on first write (a 1 MB
-    dictionary page cost 1.3 ms to decompress into Python bytes, 0.7 ms into the pool).
+    The bytes live in pyarrow's memory pool, which keeps freed pages for reuse; a large
+    Python ``bytes`` is fresh pages from the kernel, each faulted in on first write. (The
+    seven dictionary pages of a benchmark data file, 2.1 MB compressed, decoded in 9.4 ms
+    through Python bytes and in 6.0 ms through the pool.)
     """
     if codec == 0:
         return memoryview(data).cast("B") if len(data) == size else None
@@ -996,7 +997,7 @@ def _decompress(codec: int, data: Bytes, size: int) -> memoryview | None:
 
 def _concat(parts: Sequence[Bytes]) -> pa.Buffer:
     """``parts`` one after the other, in one buffer of pyarrow's memory pool (see
-    :func:`_decompress`; ``b"".join`` of a 1 MB page took 0.57 ms, this 0.05 ms)."""
+    :func:`_decompress`)."""
     out = pa.allocate_buffer(sum(len(p) for p in parts))
     view = memoryview(out).cast("B")
     at = 0
