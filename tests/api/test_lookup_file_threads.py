@@ -1,5 +1,5 @@
-"""How many files a lookup fetches at a time: one per core on a local disk, ``parallel_files``
-on an object store; and the answer does not depend on it."""
+"""How many files a lookup fetches at a time on a local disk (one after another for a row or two
+per file, else one per core); and the answer does not depend on it."""
 
 from __future__ import annotations
 
@@ -25,24 +25,30 @@ def _table(path: Path) -> None:
         )
 
 
-def test_local_files_are_fetched_one_per_core_and_the_rows_do_not_change(tmp_path: Path) -> None:
+def test_local_files_are_read_in_turn_or_one_per_core_and_the_rows_do_not_change(tmp_path: Path) -> None:
     _table(tmp_path)
     table = li.open_table(str(tmp_path))
     table.create_index(li.SecondaryIndex("by_k", key="k", record_key="id"))
-    keys = [f"k{i}" for i in (3, 2_014, 4_025, 6_036, 8_047, 10_058)]
-    plan = table._lookup_plan("by_k", keys, None, None)
-    files = list(plan.coverage.answered.values())
-    assert len(files) == 6, str(table.explain("by_k", keys))  # the index answers
-    many = replace(plan.read, parallel_files=64)
-    cores = os.cpu_count() or 1
-    assert lookup_module._fetch_config(table.source, files, many).parallel_files == min(64, cores)
-    one = replace(plan.read, parallel_files=1)
-    assert lookup_module._fetch_config(table.source, files, one).parallel_files == 1
+    few = [f * 2_000 + 3 for f in range(6)]  # a row in each file: read one file after another
+    lots = [f * 2_000 + j * 397 for f in (1, 4) for j in range(5)]  # five in each of two: threads
 
-    expected = sorted(
-        r["id"] for r in DeltaTable(str(tmp_path)).to_pyarrow_table().to_pylist() if r["k"] in set(keys)
-    )
-    for read in (one, many):
-        config = replace(table.config, read=read)
-        got = li.open_table(str(tmp_path), config=config).lookup("by_k", keys)
-        assert sorted(got["id"].to_pylist()) == expected == [3, 2_014, 4_025, 6_036, 8_047, 10_058]
+    plan = table._lookup_plan("by_k", [f"k{i}" for i in few], None, None)
+    files = list(plan.coverage.answered.values())
+    assert len(files) == 6  # the index answers
+    many = replace(plan.read, parallel_files=64)
+    one = replace(plan.read, parallel_files=1)
+    threads = lookup_module._fetch_config
+    assert threads(table.source, files, len(files), many).parallel_files == 1
+    assert threads(table.source, files, 5 * len(files), many).parallel_files == min(64, os.cpu_count() or 1)
+    assert threads(table.source, files, 5 * len(files), one).parallel_files == 1
+
+    oracle = DeltaTable(str(tmp_path)).to_pyarrow_table().to_pylist()
+    for ids in (few, lots):
+        keys = [f"k{i}" for i in ids]
+        assert table.explain("by_k", keys).chosen.entry is not None  # through the index
+        expected = sorted(r["id"] for r in oracle if r["k"] in set(keys))
+        assert expected == sorted(ids)
+        for read in (one, many):
+            config = replace(table.config, read=read)
+            got = li.open_table(str(tmp_path), config=config).lookup("by_k", keys)
+            assert sorted(got["id"].to_pylist()) == expected
