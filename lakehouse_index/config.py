@@ -117,7 +117,8 @@ class ReadConfig:
     #: Bytes read from the end of a data file to get its footer in one request (more only
     #: when the footer is larger); the offset indexes just before it usually come along.
     footer_read_bytes: int = 64 << 10
-    #: Point reads of several data files fetch them concurrently on up to this many threads.
+    #: Point reads of several data files on an object store fetch them concurrently on up to
+    #: this many threads (on a local disk: in turn for a row or two per file, else one per core).
     parallel_files: int = 8
     #: Spark reads: below this many deleted positions the delete table is broadcast.
     spark_broadcast_deletes: int = 2_000_000

@@ -300,9 +300,9 @@ class Snapshot:
     #: (e.g. ``_row_id``), or None when the table has none.
     row_id_column: str | None = None
 
-    @property
+    @cached_property
     def schema(self) -> pa.Schema:
-        """The logical Arrow schema (partition columns included)."""
+        """The logical Arrow schema (partition columns included; built once per snapshot)."""
         return pa.schema([pa.field(c.name, c.type, c.nullable) for c in self.columns])
 
     def column(self, name: str) -> Column:

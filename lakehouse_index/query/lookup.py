@@ -296,8 +296,8 @@ def _fetch_config(source: TableSource, files: Sequence[FileEntry], rows: int, re
     (Warm, 2 cores, per key, one thread against two, paired batches: 10 keys in 10 files
     4.5 / 5.4 ms; 100 keys in 64 files 3.4 / 3.5 ms; 1,000 keys, about 10 per file, 1.7 / 1.3 ms.)
     """
-    if not files:
-        return read
+    if len(files) <= 1:
+        return read  # one file: no threads
     fs, _ = source.io.arrow(files[0].path)
     if not isinstance(fs, pafs.LocalFileSystem):
         return read
