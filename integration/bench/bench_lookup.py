@@ -999,7 +999,8 @@ def render(res: LookupResults) -> str:
         "fetched and decompressed whole, so no reader can fetch less from these files (row groups of at "
         "most `page_read_min_rows` rows are read whole instead). deltalake writes pages of up to 20,480 "
         "rows; on this data a lookup within 64 KB needs pages of about 2,048 rows "
-        "(`WriterProperties(data_page_row_count_limit=2048)`: 52 KB in a probe).",
+        '(`WriterProperties(data_page_row_count_limit=2048, compression="SNAPPY")`: measured in the '
+        "page-size table of the lookup-paths section below).",
         "",
         *_render_batches(res),
     ]
