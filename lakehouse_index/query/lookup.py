@@ -246,8 +246,7 @@ def _scan_hits(
     files = plan.coverage.scan
     if not files:
         return []
-    fs, _ = source.io.arrow(files[0].path)
-    read = replace(plan.read, parallel_files=1) if isinstance(fs, pafs.LocalFileSystem) else plan.read
+    read = _fetch_config(source, files, 0, plan.read)  # on a local disk: one after another
 
     def one(fe: FileEntry) -> tuple[FileEntry, pa.Table] | None:
         keys = _scan_keys(source, plan, fe)
