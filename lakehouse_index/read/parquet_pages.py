@@ -829,8 +829,7 @@ def _data_encoding(page: _Page | None, rows: int) -> int | None:
 
 
 #: Where decoded dictionaries are kept: (file key, row group, column) → the dictionary's
-#: first values (up to the largest index a read wanted, or all of them), as
-#: :func:`read_group_rows` decodes them.
+#: values, as :func:`read_group_rows` decodes them.
 DictionaryCache = MutableMapping[Hashable, pa.Array]
 
 
@@ -856,9 +855,8 @@ def read_group_rows(
 
     With ``dictionaries`` (a cache; ``file_key`` names the file's current bytes in it),
     the pages' dictionary indexes at the wanted rows of a column whose selected pages are
-    all dictionary encoded are decoded here, and looked up in its dictionary, decoded only
-    as far as they reach and kept there (whole once a later read reaches further): a warm
-    read fetches and decompresses only the data pages.
+    all dictionary encoded are decoded here, and looked up in its dictionary, decoded whole
+    on first need and kept there: a warm read fetches and decompresses only the data pages.
     ``concurrent``: the merged ranges are fetched in parallel (for an object store; on a
     local disk a read from the page cache costs less than handing it to a thread).
     :class:`PageIndexError` when the index or a fetched page does not decode as expected.
