@@ -257,8 +257,8 @@ def _page_size_run(res: PathsResults, path: Path, ids: Sequence[int]) -> PageSiz
         warm.samples.append(dt)
         _check(res, f"pages {path.name} {key}", out["id"].to_pylist(), i)
     files = sorted(p for p in path.glob("*.parquet"))
-    pf = pq.ParquetFile(files[0])
     with pa.OSFile(str(files[0])) as handle:
+        pf = pq.ParquetFile(handle)
         # Rows per page of a column whose pages all stay dictionary encoded (a writer that
         # falls back to plain encoding starts a new page there).
         chunk = load_page_index(handle, pf.metadata, pf.schema_arrow).chunks[(0, "id")]

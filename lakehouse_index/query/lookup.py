@@ -12,7 +12,6 @@ files the index does not cover are scanned with the same key filter.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass, replace
 from typing import TypeVar
@@ -25,7 +24,7 @@ import pyarrow.fs as pafs
 from lakehouse_index.config import ReadConfig, SizedCache
 from lakehouse_index.expressions.types import orders_alike
 from lakehouse_index.io import Storage
-from lakehouse_index.io.parallel import shared_pool
+from lakehouse_index.io.parallel import CORES, shared_pool
 from lakehouse_index.kinds import keys as K
 from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds.base import kind_of
@@ -246,7 +245,7 @@ def _scan_hits(
     files = plan.coverage.scan
     if not files:
         return []
-    read = _fetch_config(source, files, 0, plan.read)  # on a local disk: one after another
+    read = _fetch_config(source, files, 0, plan.read)  # rows not known: in turn on a local disk
 
     def one(fe: FileEntry) -> tuple[FileEntry, pa.Table] | None:
         keys = _scan_keys(source, plan, fe)
@@ -279,14 +278,13 @@ def _each_file(fn: Callable[[FileEntry], _T], files: Sequence[FileEntry], read: 
     return list(shared_pool("lookup-files", read.parallel_files).map(fn, files))
 
 
-#: Cores of this machine (``os.cpu_count`` costs tens of microseconds a call).
-_CORES = os.cpu_count() or 1
 #: Below this many wanted rows per file on average, local files are read one after another.
 _THREADED_ROWS_PER_FILE = 4
 
 
 def _fetch_config(source: TableSource, files: Sequence[FileEntry], rows: int, read: ReadConfig) -> ReadConfig:
-    """``read`` with as many file threads as fetching ``rows`` rows of ``files`` gains from.
+    """``read`` with as many file threads as fetching ``rows`` rows of ``files`` gains from
+    (``rows`` 0: not known, as for a hybrid scan; local files are then read in turn).
 
     On an object store ``read.parallel_files``: each file waits on requests. On a local disk
     the work is the CPU's: for a row or two per file it is mostly Python, and threads only
@@ -300,7 +298,7 @@ def _fetch_config(source: TableSource, files: Sequence[FileEntry], rows: int, re
     fs, _ = source.io.arrow(files[0].path)
     if not isinstance(fs, pafs.LocalFileSystem):
         return read
-    threads = 1 if rows < _THREADED_ROWS_PER_FILE * len(files) else min(read.parallel_files, _CORES)
+    threads = 1 if rows < _THREADED_ROWS_PER_FILE * len(files) else min(read.parallel_files, CORES)
     return replace(read, parallel_files=threads)
 
 
