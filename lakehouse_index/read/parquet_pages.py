@@ -38,7 +38,7 @@ import contextlib
 import struct
 import sys
 from collections.abc import Hashable, Iterator, Mapping, MutableMapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -867,22 +867,39 @@ def read_group_rows(
         ]
         if not plans or len(local) == 0:
             return PageRead(pa.table({}), 0)
-        # On an object store the dictionary pages that will be needed and are not cached yet
-        # come with the data pages (a round trip saved; on a local disk they are read only
-        # once the data pages show they are needed).
-        unknown = [
-            p.chunk
-            for p in plans
-            if concurrent
-            and int(p.pages.max()) < p.chunk.dictionary_encoded_pages
-            and (dictionaries is None or (file_key, group, p.chunk.name) not in dictionaries)
-        ]
-        pages, early = _data_pages(handle, plans, concurrent, unknown)
+        # The dictionaries that will be needed (the chunk's encoding statistics count the
+        # selected pages among its dictionary-encoded ones) and are not cached yet: on an
+        # object store their pages come with the data pages (one round trip). With a cache,
+        # they are decoded while the data pages are fetched and their indexes decoded (a
+        # cold read), on a local disk read by the decoder thread too.
+        unknown = sorted(
+            (
+                p.chunk
+                for p in plans
+                if int(p.pages.max()) < p.chunk.dictionary_encoded_pages
+                and (dictionaries is None or (file_key, group, p.chunk.name) not in dictionaries)
+            ),
+            key=lambda c: -c.dictionary[1],  # the largest first: the decoder threads end together
+        )
+        pending: dict[str, Future[_Dictionary]] = {}
+        if dictionaries is not None and not concurrent:
+            pending = {
+                c.name: _decoders().submit(_load_dictionary, handle, index, c, schema.field(c.name).type)
+                for c in unknown
+            }
+        pages, early = _data_pages(handle, plans, concurrent, unknown if concurrent else [])
+        if dictionaries is not None:
+            for chunk in unknown:
+                if chunk.name in early:
+                    page = early.pop(chunk.name)
+                    pending[chunk.name] = _decoders().submit(
+                        _dictionary, index, chunk, page, schema.field(chunk.name).type
+                    )
         decoded: dict[str, pa.Array | pa.ChunkedArray | None] = {}
         read = 0
         if dictionaries is not None:
             by_index, read = _read_by_dictionary(
-                handle, index, schema, group, plans, pages, dictionaries, file_key, concurrent, early
+                handle, index, schema, group, plans, pages, dictionaries, file_key, concurrent, pending
             )
             decoded.update(by_index)
         rest = [
@@ -893,7 +910,10 @@ def read_group_rows(
         needs = [mine is not None and any(e in _DICTIONARY_ENCODINGS for e, _ in mine) for _, mine in rest]
         fetched = iter(
             _dictionary_pages(
-                handle, [p.chunk for (p, _), need in zip(rest, needs, strict=True) if need], concurrent, early
+                handle,
+                [p.chunk for (p, _), need in zip(rest, needs, strict=True) if need],
+                concurrent,
+                {**early, **{name: done.result().page for name, done in pending.items()}},
             )
         )
         work = []  # (plan, one-column file) of every column whose pages were fetched as indexed
@@ -903,7 +923,9 @@ def read_group_rows(
                 continue
             file = _one_column_file(index, plan.chunk, int(plan.rows.sum()), dictionary, [p for _, p in mine])
             work.append((plan, file))
-            read += plan.data_bytes + (len(dictionary.data) if dictionary is not None else 0)
+            read += plan.data_bytes
+            if dictionary is not None and plan.chunk.name not in pending:  # else counted already
+                read += len(dictionary.data)
         types = [schema.field(plan.chunk.name).type for plan, _ in work]
         # pyarrow decodes without the GIL: columns in parallel, as a whole row-group read does.
         args = ([data for _, data in work], types, [plan.positions for plan, _ in work])
@@ -930,7 +952,7 @@ def _read_by_dictionary(
     cache: DictionaryCache,
     file_key: Hashable,
     concurrent: bool,
-    early: Mapping[str, _Page | None],
+    pending: Mapping[str, Future[_Dictionary]],
 ) -> tuple[dict[str, pa.Array], int]:
     """The wanted rows of the columns whose selected pages are all dictionary encoded, in a
     codec decompressed here, looked up in their dictionary; and the bytes of pages fetched
@@ -938,9 +960,13 @@ def _read_by_dictionary(
 
     The pages' dictionary indexes at the wanted rows are decoded first; a dictionary not
     cached is fetched, decoded whole and cached: a warm read fetches and decodes none.
-    (Decoding only the values up to the largest index wanted made a later read of another
-    row of the file fetch and decode the page again: a warm lookup of a key whose file had
-    been read for another key took 17 ms instead of 3.6, and no cold lookup was faster.)
+
+    ``pending``: dictionaries being fetched and decoded already, by column (those of the
+    columns whose selected pages the chunk's encoding statistics count as dictionary
+    encoded), cached here too. (Decoding only the values up to the largest index wanted made
+    a later read of another row of the file fetch and decode the page again: a warm lookup
+    of a key whose file had been read for another key took 17 ms instead of 3.6, and no
+    cold lookup was faster.)
     """
     # (plan, indexes, not null, dictionary values the indexes reach)
     wanted: list[tuple[_Plan, np.ndarray, np.ndarray, int]] = []
@@ -956,17 +982,27 @@ def _read_by_dictionary(
                 indexes, valid = found
                 wanted.append((plan, indexes, valid, int(indexes[valid].max(initial=0)) + 1))
     dictionaries = {plan.chunk.name: cache.get((file_key, group, plan.chunk.name)) for plan, *_ in wanted}
-    missing = [plan.chunk for plan, *_ in wanted if dictionaries[plan.chunk.name] is None]
+    missing = [
+        plan.chunk
+        for plan, *_ in wanted
+        if dictionaries[plan.chunk.name] is None and plan.chunk.name not in pending
+    ]
+    raw = _dictionary_pages(handle, missing, concurrent, {})
+    types = [schema.field(c.name).type for c in missing]
+    loaded = list(pending.items()) + list(
+        zip(
+            [c.name for c in missing],
+            _decoders().map(_dictionary, [index] * len(missing), missing, raw, types),
+            strict=True,
+        )
+    )
     read = 0
-    if missing:
-        raw = _dictionary_pages(handle, missing, concurrent, early)
-        types = [schema.field(c.name).type for c in missing]
-        loaded = _decoders().map(_dictionary_values, [index] * len(missing), missing, raw, types)
-        for chunk, page, values in zip(missing, raw, loaded, strict=True):
-            read += len(page.data) if page is not None else 0
-            dictionaries[chunk.name] = values
-            if values is not None:
-                cache[(file_key, group, chunk.name)] = values
+    for name, each in loaded:
+        done = each.result() if isinstance(each, Future) else each
+        read += len(done.page.data) if done.page is not None else 0
+        if done.values is not None:
+            dictionaries[name] = done.values
+            cache[(file_key, group, name)] = done.values
     out: dict[str, pa.Array] = {}
     for plan, indexes, valid, need in wanted:
         dictionary = dictionaries[plan.chunk.name]
@@ -1137,6 +1173,26 @@ def _page_indices(
     if valid.any():
         indices[valid] = _hybrid_at(raw, pos + 1, len(raw), width, value_at[valid])
     return indices, valid
+
+
+@dataclass(frozen=True)
+class _Dictionary:
+    """A chunk's dictionary page as fetched and its values as decoded (None: not served)."""
+
+    page: _Page | None
+    values: pa.Array | None
+
+
+def _dictionary(index: PageIndex, chunk: ColumnPages, page: _Page | None, t: pa.DataType) -> _Dictionary:
+    """The dictionary page ``page`` of ``chunk`` and its values (see :func:`_dictionary_values`)."""
+    return _Dictionary(page, _dictionary_values(index, chunk, page, t))
+
+
+def _load_dictionary(
+    handle: pa.NativeFile, index: PageIndex, chunk: ColumnPages, t: pa.DataType
+) -> _Dictionary:
+    """The dictionary page of ``chunk``, read from ``handle``, and its values."""
+    return _dictionary(index, chunk, _dictionary_pages(handle, [chunk], False, {})[0], t)
 
 
 def _dictionary_values(

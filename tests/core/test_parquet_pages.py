@@ -515,12 +515,15 @@ def _distinct_values(n: int) -> pa.Table:
     )
 
 
+@pytest.mark.parametrize("concurrent", [True, False])
 @pytest.mark.parametrize(
     ("version", "codec"), [("1.0", "SNAPPY"), ("2.0", "ZSTD"), ("1.0", "NONE"), ("2.0", "GZIP")]
 )
-def test_a_dictionary_is_fetched_and_decoded_once(version: str, codec: str) -> None:
-    """A read through an empty cache decodes each dictionary whole and caches it; a later read
-    of other rows (indexes far past the first ones) fetches no dictionary page and decodes none."""
+def test_a_dictionary_is_fetched_and_decoded_once(version: str, codec: str, concurrent: bool) -> None:
+    """A read through an empty cache decodes each dictionary whole and caches it, counting each
+    page fetched once; a later read of other rows (indexes far past the first ones) fetches no
+    dictionary page and decodes none. Both fetch paths: dictionary pages fetched with the data
+    pages (object store), or read and decoded by a decoder thread meanwhile (local disk)."""
     n = 3000
     table = _distinct_values(n)
     sink = io.BytesIO()
@@ -533,11 +536,15 @@ def test_a_dictionary_is_fetched_and_decoded_once(version: str, codec: str) -> N
 
     def read(rows: list[int]) -> int:
         local = np.array(rows)
-        got = read_group_rows(handle, index, pf.schema_arrow, 0, local, names, cache, "file")
+        got = read_group_rows(
+            handle, index, pf.schema_arrow, 0, local, names, cache, "file", concurrent=concurrent
+        )
         assert got.table.equals(_expected(pf, 0, local, names))
         return got.bytes_read
 
-    read([5, 20])
+    pages = [index.chunks[(0, c)] for c in names]
+    first = sum(int(c.page_sizes[np.searchsorted(c.page_rows, 5, side="right") - 1]) for c in pages)
+    assert read([5, 20]) == first + sum(c.dictionary[1] for c in pages)  # rows 5 and 20 share a page
     assert {name: len(cache[("file", 0, name)]) for name in names} == {
         "s": n - n // 10,
         "b": n,
@@ -547,7 +554,6 @@ def test_a_dictionary_is_fetched_and_decoded_once(version: str, codec: str) -> N
         "i64": n,
     }
     whole = dict(cache)
-    pages = [index.chunks[(0, c)] for c in names]
     last = sum(int(c.page_sizes[np.searchsorted(c.page_rows, n - 1, side="right") - 1]) for c in pages)
     assert read([n - 1]) == last  # the data pages alone: no dictionary page fetched
     assert all(cache[k] is whole[k] for k in whole)
