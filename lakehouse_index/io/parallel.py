@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
-__all__ = ["CORES", "each_file", "shared_pool"]
+__all__ = ["CORES", "DECODE_THREADS", "each_file", "shared_pool"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -17,6 +17,9 @@ R = TypeVar("R")
 MAX_THREADS = 8
 #: Cores of this machine (read once: ``os.cpu_count`` costs tens of microseconds a call).
 CORES = os.cpu_count() or 1
+#: Threads decoding Parquet at once: one per core, at least two (reads wait on storage too, and
+#: Arrow decodes without the GIL), at most :data:`MAX_THREADS` (more only add memory).
+DECODE_THREADS = max(2, min(MAX_THREADS, CORES))
 
 _POOLS: dict[tuple[str, int, int], ThreadPoolExecutor] = {}
 

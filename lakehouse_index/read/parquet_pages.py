@@ -47,7 +47,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakehouse_index.errors import LakehouseIndexError, TableFormatError
-from lakehouse_index.io.parallel import shared_pool
+from lakehouse_index.io.parallel import DECODE_THREADS, shared_pool
 from lakehouse_index.varint import read_uvarint, unzigzag
 
 __all__ = [
@@ -1282,7 +1282,7 @@ def _dictionary_pages(
 
 def _decoders() -> ThreadPoolExecutor:
     """Decodes the one-column files of a read in parallel (pyarrow decodes without the GIL)."""
-    return shared_pool("parquet-pages", max(2, min(8, pa.cpu_count())))
+    return shared_pool("parquet-pages", DECODE_THREADS)
 
 
 def _readers() -> ThreadPoolExecutor:

@@ -6,7 +6,6 @@ uses :func:`scan_files` for the files an index snapshot does not cover.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
@@ -14,14 +13,11 @@ import pyarrow as pa
 
 from lakehouse_index.errors import QueryError
 from lakehouse_index.expressions import Predicate, Where
+from lakehouse_index.io.parallel import DECODE_THREADS
 from lakehouse_index.read.datafiles import ROW_COLUMN, FileAccess, read_file
 from lakehouse_index.source import FileEntry, Snapshot
 
 __all__ = ["prune_files", "scan_files", "scan_snapshot"]
-
-# Reading is I/O plus Arrow decoding that releases the GIL: a few threads help even
-# on small machines, more only add memory.
-_MAX_THREADS = max(2, min(8, os.cpu_count() or 2))
 
 
 def prune_files(files: Iterable[FileEntry], predicate: Predicate | None) -> list[FileEntry]:
@@ -85,7 +81,7 @@ def scan_files(
     if len(todo) <= 1:
         parts = [one(f) for f in todo]
     else:
-        with ThreadPoolExecutor(min(_MAX_THREADS, len(todo))) as pool:
+        with ThreadPoolExecutor(min(DECODE_THREADS, len(todo))) as pool:
             parts = list(pool.map(one, todo))
     result_schema = pa.schema([schema.field(c) for c in out_cols])
     if with_lineage:

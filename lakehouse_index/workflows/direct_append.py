@@ -32,7 +32,6 @@ then indexed by an ordinary incremental refresh.
 from __future__ import annotations
 
 import logging
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -42,6 +41,7 @@ import pyarrow as pa
 
 from lakehouse_index.errors import ConcurrentIndexUpdate, IndexMaintenanceError
 from lakehouse_index.executors.writer import read_root_index
+from lakehouse_index.io.parallel import CORES
 from lakehouse_index.kinds.base import BuildContext, kind_of
 from lakehouse_index.log.entry import IndexState, Level, LogEntry, Operation
 from lakehouse_index.log.lifecycle import OpResult, Started, start_operation
@@ -261,7 +261,7 @@ def append_rows(
         return None
 
     def job(shares: tuple[IndexShare, ...]) -> list[TaskOutput]:
-        task = AppendTask(snap.schema, table.uri, files, shares, tasks=1, threads=os.cpu_count() or 1)
+        task = AppendTask(snap.schema, table.uri, files, shares, tasks=1, threads=CORES)
         return [task.write(0, [rows])]
 
     return append_files(table, snap, handle, start, job, require_index=True)

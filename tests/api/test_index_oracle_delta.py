@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import lakehouse_index as li
+from lakehouse_index.config import Config, ExecutorConfig
 from tests.support.oracle import rows_multiset
 
 pytestmark = pytest.mark.spark
@@ -28,6 +29,7 @@ pytestmark = pytest.mark.spark
 POOL = ["a", "b", "c", "ü", "", None, "日本"]
 SCHEMA = pa.schema([("id", pa.int64()), ("k", pa.string()), ("g", pa.int32()), ("part", pa.string())])
 keys = st.sampled_from(POOL)
+SMALL_FILES = Config(executor=ExecutorConfig(index_row_group_rows=3, rows_per_index_file=7))
 
 
 def oracle(path: str, version: int, probe: list[Any], key: tuple[str, ...]) -> pa.Table:
@@ -63,11 +65,18 @@ class DeltaIndexMachine(RuleBasedStateMachine):
             {"id": ids, "k": ks, "g": [i % 3 for i in ids], "part": [f"p{i % 2}" for i in ids]}, schema=SCHEMA
         )
 
-    @initialize(ks=st.lists(keys, min_size=1, max_size=20), partitioned=st.booleans(), on_spark=st.booleans())
-    def create(self, ks: list[Any], partitioned: bool, on_spark: bool) -> None:
+    @initialize(
+        ks=st.lists(keys, min_size=1, max_size=20),
+        partitioned=st.booleans(),
+        on_spark=st.booleans(),
+        small_files=st.booleans(),
+    )
+    def create(self, ks: list[Any], partitioned: bool, on_spark: bool, small_files: bool) -> None:
         self.partitioned = partitioned
         write_deltalake(self.path, self._batch(ks), partition_by=["part"] if partitioned else None)
-        self.table = li.open_table(self.path)
+        # small_files: index files of a few rows in groups of fewer, so that a key's entries
+        # span row groups and files.
+        self.table = li.open_table(self.path, config=SMALL_FILES if small_files else None)
         # Built in process (small tables) or forced onto Spark: both build paths are checked.
         local = {"local_max_rows": 0} if on_spark else {}
         # The tables are tiny, so the cost model would often prefer a plain scan: force the

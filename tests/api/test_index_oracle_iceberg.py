@@ -48,6 +48,7 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import IntegerType, LongType, NestedField, StringType
 
 import lakehouse_index as li
+from lakehouse_index.config import Config, ExecutorConfig
 from tests.support.oracle import rows_multiset
 
 pytestmark = [
@@ -61,6 +62,7 @@ X: Any = expressions
 
 POOL = ["a", "b", "c", "ü", "", None, "日本"]
 keys = st.sampled_from(POOL)
+SMALL_FILES = Config(executor=ExecutorConfig(index_row_group_rows=3, rows_per_index_file=7))
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
     NestedField(2, "k", StringType(), required=False),
@@ -134,8 +136,11 @@ class IcebergIndexMachine(RuleBasedStateMachine):
         partitioned=st.booleans(),
         by_catalog=st.booleans(),
         on_spark=st.booleans(),
+        small_files=st.booleans(),
     )
-    def create(self, ks: list[Any], partitioned: bool, by_catalog: bool, on_spark: bool) -> None:
+    def create(
+        self, ks: list[Any], partitioned: bool, by_catalog: bool, on_spark: bool, small_files: bool
+    ) -> None:
         self.pyice = self.catalog.create_table(
             "db.t",
             SCHEMA,
@@ -143,8 +148,11 @@ class IcebergIndexMachine(RuleBasedStateMachine):
             properties={"format-version": "2"},
         )
         self.pyice.append(self._batch(ks))
-        by_cat = li.open_table("db.t", catalog=self.catalog)
-        by_path = li.open_table(self.pyice.location())
+        # small_files: index files of a few rows in groups of fewer, so that a key's entries
+        # span row groups and files.
+        config = SMALL_FILES if small_files else None
+        by_cat = li.open_table("db.t", catalog=self.catalog, config=config)
+        by_path = li.open_table(self.pyice.location(), config=config)
         assert by_cat.format == by_path.format == "iceberg"
         self.table, self.other = (by_cat, by_path) if by_catalog else (by_path, by_cat)
         for t in (by_cat, by_path):  # tiny tables: force the index path this oracle is about

@@ -71,7 +71,6 @@ the report not :attr:`~ResidueReport.ok`.
 from __future__ import annotations
 
 import decimal
-import os
 import re
 import threading
 import time
@@ -85,6 +84,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from lakehouse_index.io import Storage, canonical_uri
+from lakehouse_index.io.parallel import CORES
 from lakehouse_index.io.uri import uri_scheme
 from lakehouse_index.workflows.erasure.audit import ERASURE_DIR
 from lakehouse_index.workflows.erasure.decoders import (
@@ -109,7 +109,7 @@ _SIDECAR_FOLDER = "_lakehouse_index"
 _SIDECAR_BUCKET = "bucket"
 _NUMBER = re.compile(r"-?\d+(\.\d+)?")
 #: Threads decoding files at once (bounded by the cores; each holds one file's bytes).
-SCAN_THREADS = min(4, os.cpu_count() or 1)
+SCAN_THREADS = min(4, CORES)
 
 
 @dataclass(frozen=True)
