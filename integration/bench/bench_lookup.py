@@ -453,7 +453,7 @@ def measure_batches(
     """Warm timings of each method on batches of :data:`BATCH_SIZES` existing keys (at most
     ``rows``; a new batch per repetition, after one untimed warm-up batch and the method's
     entry of ``warmups``, as in W1); answers checked against the generator. ``reps``: the
-    repetitions of batches of up to 10 keys (cheap, and noisier), and of larger ones."""
+    repetitions of batches of up to 100 keys (cheap enough, and noisier), and of larger ones."""
     for n in [b for b in BATCH_SIZES if b <= rows]:
         per: dict[str, Timing] = {}
         for name, fn in methods.items():
@@ -461,7 +461,7 @@ def measure_batches(
             if warmups and name in warmups:
                 warmups[name]()
             timing = Timing()
-            for _ in range(reps[0] if n <= 10 else reps[1]):
+            for _ in range(reps[0] if n <= 100 else reps[1]):
                 keys = probe(n)
                 secs, out = timed(lambda keys=keys, fn=fn: fn(keys))  # type: ignore[misc]
                 timing.samples.append(secs)
