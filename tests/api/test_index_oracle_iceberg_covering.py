@@ -40,9 +40,12 @@ class IcebergCoveringMachine(IcebergIndexMachine):
         partitioned=st.booleans(),
         by_catalog=st.booleans(),
         on_spark=st.booleans(),
+        small_files=st.booleans(),
     )
-    def create(self, ks: list[Any], partitioned: bool, by_catalog: bool, on_spark: bool) -> None:
-        super().create(ks, partitioned, by_catalog, on_spark)
+    def create(
+        self, ks: list[Any], partitioned: bool, by_catalog: bool, on_spark: bool, small_files: bool
+    ) -> None:
+        super().create(ks, partitioned, by_catalog, on_spark, small_files)
         assert self.table is not None
         local = {"local_max_rows": 0} if on_spark else {}
         self.table.create_index(
