@@ -12,6 +12,7 @@ Every answer is also checked against a plain scan of the table.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -108,7 +109,10 @@ def test_read_many_keeps_order_marks_missing_and_reads_together(tmp_path: Path, 
     # A HEAD and a GET per object present, a HEAD for the absent one: 7 round trips one after
     # the other. Together: the HEADs overlap, then the GETs (which pyarrow's S3 client
     # sometimes issues one after another): 2 to 4.
-    assert len(served.log.requests) == 7 and rounds(served.log.requests) <= 4, served.log.requests
+    # On failure: the requests, and this process's threads by name (a shared pool whose threads
+    # were all busy would serialize the reads).
+    threads = sorted(t.name.rsplit("_", 1)[0] for t in threading.enumerate())
+    assert len(served.log.requests) == 7 and rounds(served.log.requests) <= 4, (served.log.requests, threads)
     assert [g is None for g in got] == [False, False, True, False]
     for name, data in zip(names, got, strict=True):
         if data is not None:
