@@ -14,6 +14,7 @@ import datetime as dt
 import decimal
 import gzip
 import json
+import re
 import shutil
 import struct
 from pathlib import Path
@@ -482,7 +483,12 @@ def test_never_held_values_and_plaintext_free_report(delta_table: Path) -> None:
     report = find_residue([str(delta_table)], values)
     assert {h.value_number for h in report.hits} == {0, 1, 2}
     text = json.dumps(report.to_json()) + repr(report)
-    assert SUBJECT not in text and "subject-8" not in text and "6000" not in text
+    assert SUBJECT not in text and "subject-8" not in text
+    # 6000 as a value: file names (random UUIDs), byte offsets and sizes can hold those digits
+    # (a CI run's report did), so they are left out of the check.
+    for hit in report.hits:
+        text = text.replace(hit.path, "")
+    assert re.search(r"\b6000\b", re.sub(r"(at byte |bytes_?[cC]hecked\W+)\d+", "", text)) is None
     assert json.loads(json.dumps(report.to_json()))["ok"] is False
 
 
