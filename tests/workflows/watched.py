@@ -239,13 +239,16 @@ def exactly_once(w: Watched, name: str) -> list[LogEntry]:
 
 def watcher_script(marker: str) -> str:
     """Python for ``Watcher(python=...)``: the CLI watcher whose first incremental refresh
-    signals ``marker`` (creates the file) from inside its body, after its transient log
-    entry, and then blocks (the test kills it there)."""
+    signals ``marker`` (creates the file, holding its pid) from inside its body, after its
+    transient log entry, and then blocks (the test kills it there)."""
     return (
         "import os, sys, time\n"
         "from lakehouse_index.maintenance import refresh\n"
         "def blocked(*args, **kwargs):\n"
-        f"    open({marker!r}, 'w').write(str(os.getpid()))\n"
+        # Written whole, then renamed: the test reads the pid as soon as the file exists.
+        f"    with open({marker + '.tmp'!r}, 'w') as f:\n"
+        "        f.write(str(os.getpid()))\n"
+        f"    os.replace({marker + '.tmp'!r}, {marker!r})\n"
         "    time.sleep(3600)\n"
         "refresh.incremental = blocked\n"
         "from lakehouse_index.cli import main\n"
