@@ -912,13 +912,13 @@ def read_group_rows(
                 for c in unknown
             }
         pages, early = _data_pages(handle, plans, concurrent, unknown if concurrent else [])
-        if dictionaries is not None:
-            for chunk in unknown:
-                if chunk.name in early:
-                    page = early.pop(chunk.name)
-                    pending[chunk.name] = _decoders().submit(
-                        _dictionary, index, chunk, page, schema.field(chunk.name).type
-                    )
+        if dictionaries is not None:  # the early pages are all of unknown chunks: decode them now
+            by_name = {c.name: c for c in unknown}
+            pending.update(
+                (name, _decoders().submit(_dictionary, index, by_name[name], page, schema.field(name).type))
+                for name, page in early.items()
+            )
+            early = {}
         decoded: dict[str, pa.Array | pa.ChunkedArray | None] = {}
         read = 0
         if dictionaries is not None:

@@ -21,15 +21,13 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 import lakehouse_index as li
-from lakehouse_index.config import Config, ExecutorConfig
-from tests.support.oracle import rows_multiset
+from tests.support.oracle import SMALL_FILES, rows_multiset
 
 pytestmark = pytest.mark.spark
 
 POOL = ["a", "b", "c", "ü", "", None, "日本"]
 SCHEMA = pa.schema([("id", pa.int64()), ("k", pa.string()), ("g", pa.int32()), ("part", pa.string())])
 keys = st.sampled_from(POOL)
-SMALL_FILES = Config(executor=ExecutorConfig(index_row_group_rows=3, rows_per_index_file=7))
 
 
 def oracle(path: str, version: int, probe: list[Any], key: tuple[str, ...]) -> pa.Table:

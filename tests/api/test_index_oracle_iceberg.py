@@ -48,8 +48,7 @@ from pyiceberg.transforms import IdentityTransform
 from pyiceberg.types import IntegerType, LongType, NestedField, StringType
 
 import lakehouse_index as li
-from lakehouse_index.config import Config, ExecutorConfig
-from tests.support.oracle import rows_multiset
+from tests.support.oracle import SMALL_FILES, rows_multiset
 
 pytestmark = [
     pytest.mark.spark,
@@ -62,7 +61,6 @@ X: Any = expressions
 
 POOL = ["a", "b", "c", "ü", "", None, "日本"]
 keys = st.sampled_from(POOL)
-SMALL_FILES = Config(executor=ExecutorConfig(index_row_group_rows=3, rows_per_index_file=7))
 SCHEMA = Schema(
     NestedField(1, "id", LongType(), required=False),
     NestedField(2, "k", StringType(), required=False),

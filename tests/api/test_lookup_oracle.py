@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 import lakehouse_index as li
-from lakehouse_index.config import Config, ExecutorConfig
+from tests.support.oracle import SMALL_FILES
 from tests.support.oracle import rows_multiset as multiset
 
 pytestmark = pytest.mark.spark
@@ -48,8 +48,6 @@ def tables(draw: st.DrawFn) -> dict[str, Any]:
         "delete_below": draw(st.one_of(st.none(), st.integers(0, max(next_id, 1)))),
         "pool": pool,
         "probe": draw(st.lists(st.one_of(st.sampled_from(pool), KEYS), min_size=1, max_size=6)),
-        # Index files of a few rows in groups of fewer: a key's entries span row groups and
-        # files (the root index, the row-group bounds and the merge across files are used).
         "small_files": draw(st.booleans()),
     }
 
@@ -89,13 +87,13 @@ def test_lookup_and_locate_equal_a_plain_read(spark: Any, spec: dict[str, Any]) 
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / "t")
         write_history(path, spec)
-        layout = ExecutorConfig(index_row_group_rows=3, rows_per_index_file=7)
-        t = li.open_table(path, config=Config(executor=layout) if spec["small_files"] else None)
+        t = li.open_table(path, config=SMALL_FILES if spec["small_files"] else None)
         info = t.create_index(li.SecondaryIndex("by_k", key="k", record_key="id"), spark=spark)
         assert info.state is li.IndexState.ACTIVE
         assert info.indexed_version == DeltaTable(path).version()
         if spec["small_files"]:
-            assert info.files == -(-info.rows // 7)  # files of 7 rows, the last fewer
+            per_file = SMALL_FILES.executor.rows_per_index_file
+            assert info.files == -(-info.rows // per_file)  # full files, the last fewer
 
         expected = oracle_rows(path, spec["probe"])
         got = t.lookup("by_k", spec["probe"])
