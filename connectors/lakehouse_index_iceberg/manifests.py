@@ -12,6 +12,7 @@ a v2+ writer leaves null for inheritance are filled in from the manifest list.
 from __future__ import annotations
 
 import functools
+import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -19,12 +20,13 @@ from typing import Any
 
 from pyiceberg.avro.decoder import BinaryDecoder
 from pyiceberg.avro.file import META_SCHEMA, SYNC_SIZE, AvroFileHeader
-from pyiceberg.avro.reader import Reader
+from pyiceberg.avro.reader import Reader, StructReader
 from pyiceberg.avro.resolver import construct_reader, resolve_reader
 from pyiceberg.schema import Schema
 from pyiceberg.types import ListType, MapType, NestedField, StructType
 
 from lakehouse_index.source import FileIO, TableFormatError
+from lakehouse_index_iceberg.avro_skip import RecordSkips, Skip
 
 #: The first bytes of an Avro object container file.
 _MAGIC = b"Obj\x01"
@@ -199,6 +201,10 @@ class _BufferDecoder(BinaryDecoder):
         """Skip a varint."""
         self.read_int()
 
+    def advance(self, skip: Skip) -> None:
+        """Step over one value with a compiled skip (:mod:`.avro_skip`)."""
+        self._pos = skip(self._data, self._pos)
+
 
 @functools.cache
 def _header_reader() -> Reader:
@@ -210,7 +216,7 @@ def _project(struct: StructType, keep: set[int], nested: dict[int, set[int]]) ->
     """The fields of ``struct`` whose id is in ``keep`` (sub-structs projected per ``nested``)."""
     out = []
     for f in struct.fields:
-        # pyiceberg's resolver cannot skip a list or map it does not read: keep them.
+        # pyiceberg's resolver cannot leave out a list or map: kept, then stepped over (_skipping).
         if f.field_id not in keep and not isinstance(f.field_type, (ListType, MapType)):
             continue
         if f.field_id in nested and isinstance(f.field_type, StructType):
@@ -225,6 +231,42 @@ def _project(struct: StructType, keep: set[int], nested: dict[int, set[int]]) ->
 _READERS: dict[tuple[str, str], tuple[list[NestedField], Any]] = {}
 
 
+class _SkipReader(Reader):
+    """Steps over a value the projection leaves out, by its writer schema (:mod:`.avro_skip`)."""
+
+    __slots__ = ("_skip",)
+
+    def __init__(self, skip: Skip) -> None:
+        self._skip = skip
+
+    def read(self, decoder: BinaryDecoder) -> None:
+        assert isinstance(decoder, _BufferDecoder)
+        decoder.advance(self._skip)
+
+    def skip(self, decoder: BinaryDecoder) -> None:
+        self.read(decoder)
+
+
+def _skipping(
+    reader: Any, avro: dict[str, Any], keep: set[int], nested: dict[int, set[int]], skips: RecordSkips
+) -> Any:
+    """The resolved record ``reader`` with the fields of ``avro`` (the record's writer schema)
+    outside ``keep`` stepped over by :class:`_SkipReader` (pyiceberg decodes the maps and lists
+    it keeps, and cannot leave them out); records in ``nested`` likewise, with their ids."""
+    if not isinstance(reader, StructReader) or avro.get("type") != "record":
+        return reader
+    # The resolver puts the file's fields first, in order; fields only read get defaults after.
+    readers = list(reader.field_readers)
+    for i, (f, skip) in enumerate(zip(avro["fields"], skips.fields(avro), strict=True)):
+        fid = f.get("field-id")
+        pos, r = readers[i]
+        if fid not in keep:
+            readers[i] = (pos, _SkipReader(skip))  # a slot of the read schema reads None
+        elif fid in nested and isinstance(f["type"], dict):
+            readers[i] = (pos, _skipping(r, f["type"], nested[fid], {}, skips))
+    return StructReader(tuple(readers), reader.create_struct, reader.struct)
+
+
 def _reader_for(
     header: AvroFileHeader, keep: set[int], nested: dict[int, set[int]]
 ) -> tuple[list[NestedField], Any]:
@@ -233,7 +275,9 @@ def _reader_for(
     if hit is None:
         file_schema = header.get_schema()
         read_schema = Schema(*_project(file_schema.as_struct(), keep, nested))
-        hit = (list(read_schema.as_struct().fields), resolve_reader(file_schema, read_schema, {}, {}))
+        reader = resolve_reader(file_schema, read_schema, {}, {})
+        avro = json.loads(key[0])
+        hit = (list(read_schema.as_struct().fields), _skipping(reader, avro, keep, nested, RecordSkips(avro)))
         if len(_READERS) < 256:
             _READERS[key] = hit
     return hit
