@@ -248,22 +248,35 @@ class _SkipReader(Reader):
 
 
 def _skipping(
-    reader: Any, avro: dict[str, Any], keep: set[int], nested: dict[int, set[int]], skips: RecordSkips
+    reader: Any,
+    avro: dict[str, Any],
+    file_struct: StructType,
+    keep: set[int],
+    nested: dict[int, set[int]],
+    skips: RecordSkips,
 ) -> Any:
-    """The resolved record ``reader`` with the fields of ``avro`` (the record's writer schema)
-    outside ``keep`` stepped over by :class:`_SkipReader` (pyiceberg decodes the maps and lists
-    it keeps, and cannot leave them out); records in ``nested`` likewise, with their ids."""
-    if not isinstance(reader, StructReader) or avro.get("type") != "record":
+    """The resolved record ``reader`` with the fields of ``avro`` (the record's writer schema,
+    ``file_struct`` as pyiceberg converted it) outside ``keep`` stepped over by
+    :class:`_SkipReader` (pyiceberg decodes the maps and lists it keeps, and cannot leave them
+    out); records in ``nested`` likewise, with their ids. Unchanged when the two do not list
+    the same fields in the same order (nothing to pair the readers with)."""
+    ids = [f.get("field-id") for f in avro.get("fields", ())]
+    if (
+        not isinstance(reader, StructReader)
+        or avro.get("type") != "record"
+        or ids != [f.field_id for f in file_struct.fields]
+    ):
         return reader
     # The resolver puts the file's fields first, in order; fields only read get defaults after.
     readers = list(reader.field_readers)
-    for i, (f, skip) in enumerate(zip(avro["fields"], skips.fields(avro), strict=True)):
-        fid = f.get("field-id")
+    fields = zip(avro["fields"], file_struct.fields, skips.fields(avro), strict=True)
+    for i, (f, field, skip) in enumerate(fields):
         pos, r = readers[i]
+        fid, t = field.field_id, field.field_type
         if fid not in keep:
             readers[i] = (pos, _SkipReader(skip))  # a slot of the read schema reads None
-        elif fid in nested and isinstance(f["type"], dict):
-            readers[i] = (pos, _skipping(r, f["type"], nested[fid], {}, skips))
+        elif fid in nested and isinstance(t, StructType) and isinstance(f["type"], dict):
+            readers[i] = (pos, _skipping(r, f["type"], t, nested[fid], {}, skips))
     return StructReader(tuple(readers), reader.create_struct, reader.struct)
 
 
@@ -277,7 +290,8 @@ def _reader_for(
         read_schema = Schema(*_project(file_schema.as_struct(), keep, nested))
         reader = resolve_reader(file_schema, read_schema, {}, {})
         avro = json.loads(key[0])
-        hit = (list(read_schema.as_struct().fields), _skipping(reader, avro, keep, nested, RecordSkips(avro)))
+        reader = _skipping(reader, avro, file_schema.as_struct(), keep, nested, RecordSkips(avro))
+        hit = (list(read_schema.as_struct().fields), reader)
         if len(_READERS) < 256:
             _READERS[key] = hit
     return hit

@@ -29,6 +29,7 @@ import contextlib
 import importlib
 import threading
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -42,7 +43,6 @@ from lakehouse_index.io.base import (
     StorageBackend,
     UnsupportedSchemeError,
 )
-from lakehouse_index.io.parallel import shared_pool
 from lakehouse_index.io.uri import SCHEME_ALIASES, canonical_uri, join_uri, uri_scheme
 
 __all__ = [
@@ -220,6 +220,8 @@ class Storage:
         On an object store (:attr:`concurrent_reads`) up to ``_MANY_READS`` are in flight at
         once, so a reader of many small objects (a Delta log's commits since its checkpoint)
         waits about one round trip per ``_MANY_READS`` objects instead of one per object.
+        The threads are this call's own: reads hung on one store (a server gone, retrying)
+        cannot hold up the reads of another, as a process-wide pool's busy threads would.
         """
 
         def one(path: str) -> bytes | None:
@@ -229,7 +231,8 @@ class Storage:
                 return None
 
         if len(paths) > 1 and self.concurrent_reads:
-            return list(shared_pool("storage-read-many", _MANY_READS).map(one, paths))
+            with ThreadPoolExecutor(min(len(paths), _MANY_READS), "storage-read-many") as pool:
+                return list(pool.map(one, paths))
         return [one(p) for p in paths]
 
     def read_range(self, path: str, offset: int, length: int) -> bytes:
