@@ -12,9 +12,10 @@ process. Every answer is checked against the generator (``email_of(i)`` names ro
 * **Cold** lookup: ``open_table`` + ``lookup`` with the process caches cleared (footers,
   coverages), next to Lance cold (``lance.dataset`` + filtered ``to_table``); the OS page
   cache stays warm for both. Goal: within 3x of Lance.
-* **Page size**: warm lookups of the main table and of copies written with smaller data
-  pages (:data:`PAGE_ROWS`): data-file bytes read per lookup against the pages holding the
-  row. Goal: at most 64 KB.
+* **Page and dictionary size**: lookups of the main table and of copies written with smaller
+  data pages and dictionary pages (:data:`PAGE_LAYOUTS`): data-file bytes read per warm lookup
+  against the pages holding the row (goal: at most 64 KB), cold lookups beside Lance's (goal:
+  within 3x), and a filtered scan of the whole table (what the layout costs scans).
 * **S3 emulator**: the Delta table (with its index) and the Lance copy uploaded to moto on
   loopback, read through a proxy adding ``--latency-ms`` (default 20) per request
   (:mod:`integration.bench.latency`): warm and cold lookups, their requests, and their
@@ -26,6 +27,7 @@ Run: ``python -m integration.bench.bench_lookup_paths --scale small|full``.
 from __future__ import annotations
 
 import argparse
+import functools
 import shutil
 import tempfile
 import time
@@ -59,9 +61,10 @@ ICEBERG_GOAL = 1.2
 COLD_GOAL = 3.0
 #: Data-file KB a warm full-row lookup may read (issue 18).
 DATA_KB_GOAL = 64.0
-#: Rows per data page of the extra copies of the table measured by ``_page_sizes`` (the main
-#: table has deltalake's default pages of 20,480 rows).
-PAGE_ROWS = (8_192, 2_048)
+#: (rows per data page, dictionary page bytes at most or None for deltalake's 1 MB) of the
+#: extra copies of the table measured by ``_page_sizes`` (the main table has deltalake's
+#: defaults: pages of 20,480 rows, dictionaries up to 1 MB).
+PAGE_LAYOUTS: tuple[tuple[int, int | None], ...] = ((8_192, None), (2_048, None), (2_048, 128 << 10))
 #: The phases of a cold Delta lookup (``_cold_phases``).
 COLD_PHASES = ("open the table", "locate (index)", "read the row (data file)")
 
@@ -105,15 +108,22 @@ class LatencyRun:
 
 @dataclass(frozen=True)
 class PageSizeRun:
-    """Warm full-row lookups of one copy of the table, written with pages of ``page_rows`` rows."""
+    """Full-row lookups of one copy of the table, written with pages of ``page_rows`` rows and
+    dictionary pages of at most ``dict_bytes`` (None: the writer's default)."""
 
     page_rows: int
+    dict_bytes: int | None
     #: Data-file KB read per warm lookup (counted on the storage calls).
     data_kb: float
     #: KB of the data pages holding a probed row, one page per column (the least a reader of
     #: these files can fetch once dictionaries are cached).
     floor_kb: float
     warm: Timing
+    #: Cold lookups (fresh open, caches cleared), each beside a cold Lance lookup of the same key.
+    cold: Timing
+    lance_cold: Timing
+    #: A filtered pyarrow dataset scan of the whole table for one key (what the layout costs scans).
+    scan: Timing
     #: Bytes of the table's data files.
     table_bytes: int
 
@@ -121,9 +131,13 @@ class PageSizeRun:
         """JSON-ready figures."""
         return {
             "page_rows": self.page_rows,
+            "dict_bytes": self.dict_bytes,
             "data_kb": self.data_kb,
             "floor_kb": self.floor_kb,
             "warm": self.warm.to_json(),
+            "cold": self.cold.to_json(),
+            "lance_cold": self.lance_cold.to_json(),
+            "scan": self.scan.to_json(),
             "table_bytes": self.table_bytes,
         }
 
@@ -239,10 +253,21 @@ def _cold_phases(res: PathsResults, delta: Path, ids: Sequence[int]) -> None:
     res.cold_phases = phases
 
 
-def _page_size_run(res: PathsResults, path: Path, ids: Sequence[int]) -> PageSizeRun:
-    """Warm full-row lookups of the indexed table at ``path``: every data file read once for
-    another key first (footers, page indexes and dictionaries cached, as after a stream of
-    lookups), then each key once."""
+def _page_size_run(
+    res: PathsResults,
+    path: Path,
+    dict_bytes: int | None,
+    lance_path: Path,
+    ids: Sequence[int],
+    cold_ids: Sequence[int],
+) -> PageSizeRun:
+    """Lookups of the indexed table at ``path``. Warm: every data file read once for another
+    key first (footers, page indexes and dictionaries cached, as after a stream of lookups),
+    then each key once. Cold: for each of ``cold_ids``, a fresh open with the caches cleared,
+    then a cold Lance lookup of the same key. Then filtered scans of the whole table."""
+    import lance
+    import pyarrow.dataset as pads
+
     import lakehouse_index as li
     from integration.bench.bench_lookup import count_lookup_io, data_page_floor_kb
     from lakehouse_index.read.parquet_pages import load_page_index
@@ -256,7 +281,32 @@ def _page_size_run(res: PathsResults, path: Path, ids: Sequence[int]) -> PageSiz
         dt, out = timed(lambda k=key: table.lookup(INDEX, [k]))  # type: ignore[misc]
         warm.samples.append(dt)
         _check(res, f"pages {path.name} {key}", out["id"].to_pylist(), i)
+
+    def ours_cold(key: str) -> pa.Table:
+        _clear_caches()
+        return li.open_table(str(path), config=_config(res.params.rows)).lookup(INDEX, [key])
+
+    def lance_cold_lookup(key: str) -> pa.Table:
+        return lance.dataset(str(lance_path)).to_table(filter=f"email = '{key}'")
+
+    cold, lance_cold = Timing(), Timing()
+    for i in cold_ids:
+        key = datagen.email_of(i)
+        for timing, fn, what in (
+            (cold, ours_cold, "pages cold"),
+            (lance_cold, lance_cold_lookup, "lance cold"),
+        ):
+            dt, out = timed(functools.partial(fn, key))
+            timing.samples.append(dt)
+            _check(res, f"{what} {path.name} {key}", out["id"].to_pylist(), i)
     files = sorted(p for p in path.glob("*.parquet"))
+    dataset = pads.dataset([str(f) for f in files], format="parquet")
+    scan = Timing()
+    for i in cold_ids[:3]:
+        key = datagen.email_of(i)
+        dt, out = timed(functools.partial(dataset.to_table, filter=pads.field("email") == key))
+        scan.samples.append(dt)
+        _check(res, f"pages scan {path.name} {key}", out["id"].to_pylist(), i)
     with pa.OSFile(str(files[0])) as handle:
         pf = pq.ParquetFile(handle)
         # Rows per page of a column whose pages all stay dictionary encoded (a writer that
@@ -265,27 +315,34 @@ def _page_size_run(res: PathsResults, path: Path, ids: Sequence[int]) -> PageSiz
     io = count_lookup_io(path, keys, locate=False, cold=False, warm_keys=every_file)
     return PageSizeRun(
         page_rows=int(np.median(np.diff(chunk.page_rows))),
+        dict_bytes=dict_bytes,
         data_kb=io["table-data KB"],
         floor_kb=data_page_floor_kb(table, keys),
         warm=warm,
+        cold=cold,
+        lance_cold=lance_cold,
+        scan=scan,
         table_bytes=sum(p.stat().st_size for p in files),
     )
 
 
-def _page_sizes(res: PathsResults, delta: Path, work: Path, ids: Sequence[int]) -> None:
-    """Warm lookups of the main table and of copies written with smaller data pages: the
-    bytes a warm lookup reads are the pages holding its row, so they follow the writer's page
-    size."""
+def _page_sizes(
+    res: PathsResults, delta: Path, work: Path, lance_path: Path, ids: Sequence[int], cold_ids: Sequence[int]
+) -> None:
+    """Lookups of the main table and of copies written with smaller data pages and
+    dictionaries (:data:`PAGE_LAYOUTS`): the bytes a warm lookup reads are the pages holding its
+    row, so they follow the writer's page size; a cold lookup also decompresses and decodes a
+    dictionary page per column, so it follows the writer's dictionary page size."""
     import lakehouse_index as li
 
-    res.page_sizes.append(_page_size_run(res, delta, ids))
-    for rows in PAGE_ROWS:
-        params = datagen.TableParams(res.params.rows, res.params.files, page_rows=rows)
-        copy = datagen.work_copy(datagen.delta_table(params), work / f"delta-p{rows}")
+    res.page_sizes.append(_page_size_run(res, delta, None, lance_path, ids, cold_ids))
+    for rows, dict_bytes in PAGE_LAYOUTS:
+        params = datagen.TableParams(res.params.rows, res.params.files, page_rows=rows, dict_bytes=dict_bytes)
+        copy = datagen.work_copy(datagen.delta_table(params), work / params.name)
         li.open_table(str(copy), config=_config(res.params.rows)).create_index(
             li.SecondaryIndex(INDEX, key="email", record_key="id")
         )
-        res.page_sizes.append(_page_size_run(res, copy, ids))
+        res.page_sizes.append(_page_size_run(res, copy, dict_bytes, lance_path, ids, cold_ids))
 
 
 def _upload(client: Any, root: Path, prefix: str) -> None:
@@ -411,7 +468,7 @@ def run(scale: str, latency_ms: float = 20.0) -> PathsResults:
         _cold_phases(res, delta, cold_ids)
         res.load.append(load_average())
 
-        _page_sizes(res, delta, work, ids)
+        _page_sizes(res, delta, work, lance_path, ids, cold_ids)
         res.load.append(load_average())
 
         _s3(res, delta, lance_path, ids[: sc.s3_reps])
@@ -493,26 +550,40 @@ def render(res: PathsResults) -> str:
         )
     if res.page_sizes:
         parts.append(
-            "**Bytes per warm lookup by the writer's page size** (the same rows written again with "
-            "deltalake's `data_page_row_count_limit`, indexed the same way; every data file read once "
-            "for another key first, then each key once; data-file KB counted on the storage calls; "
-            "floor = the page holding the row in each column, from the files' offset indexes):\n\n"
+            "**By the writer's page and dictionary sizes** (the same rows written again with "
+            "deltalake's `data_page_row_count_limit` and `dictionary_page_size_limit`, indexed the same "
+            "way. Warm: every data file read once for another key first, then each key once; data-file "
+            "KB counted on the storage calls; floor = the page holding the row in each column, from the "
+            "files' offset indexes. Cold: fresh open, caches cleared, each key beside a cold Lance "
+            "lookup of it; medians of "
+            f"{len(res.page_sizes[0].cold.samples)} keys. Scan: a pyarrow dataset scan of the whole "
+            "table filtered on one email):\n\n"
             + markdown_table(
                 [
                     "rows per page",
-                    "data-file KB per lookup",
+                    "dictionary page",
+                    "data-file KB per warm lookup",
                     f"goal ≤ {DATA_KB_GOAL:.0f} KB",
                     "floor KB",
-                    "warm lookup (median)",
+                    "warm lookup",
+                    "cold lookup",
+                    "cold / Lance cold",
+                    f"goal ≤ {COLD_GOAL}x",
+                    "scan",
                     "data files",
                 ],
                 [
                     [
                         f"{r.page_rows:,}",
+                        "≤ 1 MB (default)" if r.dict_bytes is None else f"≤ {r.dict_bytes >> 10} KB",
                         f"{r.data_kb:.0f}",
                         verdict(r.data_kb, DATA_KB_GOAL, higher_is_better=False),
                         f"{r.floor_kb:.0f}",
                         fmt_ms(r.warm.median),
+                        fmt_ms(r.cold.median),
+                        fmt_ratio(r.cold.median / r.lance_cold.median),
+                        verdict(r.cold.median / r.lance_cold.median, COLD_GOAL, higher_is_better=False),
+                        fmt_ms(r.scan.median),
                         f"{r.table_bytes / 2**20:.0f} MB",
                     ]
                     for r in res.page_sizes

@@ -92,12 +92,17 @@ class TableParams:
     #: Rows per data page (deltalake's ``data_page_row_count_limit``); None: its default,
     #: which gives pages of 20,480 rows (20,000, checked every 1,024-row batch).
     page_rows: int | None = None
+    #: Bytes of a column chunk's dictionary page at most (deltalake's
+    #: ``dictionary_page_size_limit``; past it the writer falls back to plain pages); None: its
+    #: default, 1 MB.
+    dict_bytes: int | None = None
 
     @property
     def name(self) -> str:
         """Cache directory name (every parameter that changes the data is in it)."""
         pages = "" if self.page_rows is None else f"-p{self.page_rows}"
-        return f"delta-r{self.rows}-f{self.files}-s{self.seed}{pages}-g{GEN_VERSION}"
+        dicts = "" if self.dict_bytes is None else f"-d{self.dict_bytes}"
+        return f"delta-r{self.rows}-f{self.files}-s{self.seed}{pages}{dicts}-g{GEN_VERSION}"
 
     @property
     def rows_per_file(self) -> int:
@@ -110,16 +115,22 @@ class TableParams:
         return [perm[i : i + self.rows_per_file] for i in range(0, self.rows, self.rows_per_file)]
 
 
-def _write_files(path: Path, chunks: list[np.ndarray], page_rows: int | None = None) -> None:
+def _write_files(
+    path: Path, chunks: list[np.ndarray], page_rows: int | None = None, dict_bytes: int | None = None
+) -> None:
     from deltalake import WriterProperties, write_deltalake
 
+    props = None
+    if page_rows is not None or dict_bytes is not None:
+        # Given properties replace all of deltalake's defaults: keep its Snappy compression.
+        props = WriterProperties(
+            data_page_row_count_limit=page_rows, dictionary_page_size_limit=dict_bytes, compression="SNAPPY"
+        )
     for ids in chunks:
         # One small write_deltalake call writes exactly one data file and one commit.
-        if page_rows is None:
+        if props is None:
             write_deltalake(str(path), rows_for(ids), mode="append")
         else:
-            # Given properties replace all of deltalake's defaults: keep its Snappy compression.
-            props = WriterProperties(data_page_row_count_limit=page_rows, compression="SNAPPY")
             write_deltalake(str(path), rows_for(ids), mode="append", writer_properties=props)
 
 
@@ -156,7 +167,7 @@ def delta_table(params: TableParams, *, log: bool = True) -> Path:
             raise ValueError(f"{params.rows} rows cannot be dealt into {params.files} non-empty files")
         if log:
             print(f"generating {params.rows:,} rows / {params.files} files into {final}", flush=True)
-        _write_files(scratch / "table", chunks, params.page_rows)
+        _write_files(scratch / "table", chunks, params.page_rows, params.dict_bytes)
         found = len(_parquet_files(scratch / "table"))
         if found != params.files:
             raise RuntimeError(f"deltalake wrote {found} files for {params.files} commits")

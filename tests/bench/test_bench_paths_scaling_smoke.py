@@ -78,6 +78,12 @@ def test_lookup_paths_benchmark_tiny(isolated: Path) -> None:  # noqa: F811
         assert 1 <= w.rounds < c.rounds <= c.requests
         # Every round trip costs at least the added latency.
         assert c.seconds >= c.rounds * res.latency_ms / 1000
+    # The main table, then one copy per layout; each measured warm, cold beside Lance, and scanned.
+    assert [r.dict_bytes for r in res.page_sizes] == [None, *(d for _, d in blp.PAGE_LAYOUTS)]
+    for r in res.page_sizes:
+        assert len(r.warm.samples) == sc.keys and len(r.scan.samples) == min(3, sc.cold_reps)
+        assert len(r.cold.samples) == len(r.lance_cold.samples) == sc.cold_reps
+        assert r.data_kb > 0 and r.floor_kb > 0 and r.table_bytes > 0
     assert "<!-- bench:lookup_paths -->" in isolated.read_text()
     doc = json.loads(results_path("lookup_paths").read_text())
     assert doc["results"]["disagreements"] == [] and doc["results"]["rows"] == sc.rows
