@@ -20,7 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["RecordSkips", "Skip", "compile_skip"]
+from lakehouse_index.varint import read_uvarint, unzigzag
+
+__all__ = ["RecordSkips", "Skip", "compile_skip", "read_long"]
 
 #: Steps over one value of ``data`` starting at ``pos``; returns the position after it.
 Skip = Callable[[bytes, int], int]
@@ -164,11 +166,11 @@ class _Compiler:
 
         def repeated(data: bytes, pos: int) -> int:
             while True:
-                n, pos = _read_long(data, pos)
+                n, pos = read_long(data, pos)
                 if n == 0:
                     return pos
                 if n < 0:
-                    size, pos = _read_long(data, pos)
+                    size, pos = read_long(data, pos)
                     if size < 0:
                         raise ValueError(f"a block of {size} bytes")
                     pos = _checked(data, pos + size)
@@ -183,19 +185,13 @@ class _Compiler:
         return repeated
 
 
-def _read_long(data: bytes, pos: int) -> tuple[int, int]:
+def read_long(data: bytes, pos: int) -> tuple[int, int]:
     """A zigzag varint and the position after it."""
-    n = shift = 0
     try:
-        while True:
-            b = data[pos]
-            pos += 1
-            n |= (b & 0x7F) << shift
-            if b < 0x80:
-                return (n >> 1) ^ -(n & 1), pos
-            shift += 7
+        n, pos = read_uvarint(data, pos)
     except IndexError:
         raise EOFError(f"a varint runs past the end of {len(data)} bytes") from None
+    return unzigzag(n), pos
 
 
 def _varint(data: bytes, pos: int) -> int:
@@ -219,7 +215,7 @@ def _skip_varints(data: bytes, pos: int, n: int) -> int:
 
 
 def _bytes(data: bytes, pos: int) -> int:
-    size, pos = _read_long(data, pos)
+    size, pos = read_long(data, pos)
     if size < 0:
         raise ValueError(f"a byte string of length {size}")
     return _checked(data, pos + size)
@@ -234,7 +230,7 @@ def _width(size: int) -> Skip:
 
 def _union(branches: list[Skip]) -> Skip:
     def union(data: bytes, pos: int) -> int:
-        i, pos = _read_long(data, pos)
+        i, pos = read_long(data, pos)
         if not 0 <= i < len(branches):
             raise ValueError(f"union branch {i} of {len(branches)}")
         return branches[i](data, pos)

@@ -26,7 +26,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import ListType, MapType, NestedField, StructType
 
 from lakehouse_index.source import FileIO, TableFormatError
-from lakehouse_index_iceberg.avro_skip import RecordSkips, Skip
+from lakehouse_index_iceberg.avro_skip import RecordSkips, Skip, read_long
 
 #: The first bytes of an Avro object container file.
 _MAGIC = b"Obj\x01"
@@ -182,20 +182,8 @@ class _BufferDecoder(BinaryDecoder):
 
     def read_int(self) -> int:
         """A zigzag varint (Avro int and long)."""
-        data, pos = self._data, self._pos
-        n = shift = 0
-        try:
-            while True:
-                b = data[pos]
-                pos += 1
-                n |= (b & 0x7F) << shift
-                if b < 0x80:
-                    break
-                shift += 7
-        except IndexError:
-            raise EOFError(f"a varint runs past the end of {len(data)} bytes") from None
-        self._pos = pos
-        return (n >> 1) ^ -(n & 1)
+        value, self._pos = read_long(self._data, self._pos)
+        return value
 
     def skip_int(self) -> None:
         """Skip a varint."""

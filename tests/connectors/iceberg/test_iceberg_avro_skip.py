@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import decimal
 import io
+import itertools
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -78,19 +79,9 @@ _SHAPES = st.recursive(
 )
 
 
-class _Ids:
-    """Fresh field ids."""
-
-    def __init__(self) -> None:
-        self.last = 100
-
-    def __call__(self) -> int:
-        self.last += 1
-        return self.last
-
-
-def _build(shape: Any, ids: _Ids) -> tuple[IcebergType, st.SearchStrategy[Any]]:
-    """The Iceberg type of ``shape`` and a strategy of its values, as pyiceberg's writer takes them."""
+def _build(shape: Any, ids: Callable[[], int]) -> tuple[IcebergType, st.SearchStrategy[Any]]:
+    """The Iceberg type of ``shape`` (fresh field ids from ``ids``) and a strategy of its values, as
+    pyiceberg's writer takes them."""
     if shape[0] == "p":
         make, values = _PRIMITIVES[shape[1]]
         return make(), values
@@ -124,7 +115,7 @@ def _encode(schema: Schema, rows: list[Record]) -> bytes:
 @settings(max_examples=200, deadline=None)
 @given(shape=_SHAPES, optional=st.booleans(), data=st.data())
 def test_a_skip_ends_where_pyiceberg_stopped_writing(shape: Any, optional: bool, data: st.DataObject) -> None:
-    t, values = _build(shape, _Ids())
+    t, values = _build(shape, itertools.count(101).__next__)
     schema = Schema(
         NestedField(1, "value", t, required=not optional),
         NestedField(2, "sentinel", LongType(), required=True),
