@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from lakehouse_index.varint import read_uvarint, unzigzag
+from lakehouse_index.varint import read_zigzag
 
 __all__ = ["RecordSkips", "Skip", "compile_skip", "read_long"]
 
@@ -188,10 +188,9 @@ class _Compiler:
 def read_long(data: bytes, pos: int) -> tuple[int, int]:
     """A zigzag varint and the position after it."""
     try:
-        n, pos = read_uvarint(data, pos)
+        return read_zigzag(data, pos)
     except IndexError:
         raise EOFError(f"a varint runs past the end of {len(data)} bytes") from None
-    return unzigzag(n), pos
 
 
 def _varint(data: bytes, pos: int) -> int:
