@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["read_uvarint", "read_zigzag", "unzigzag"]
+__all__ = ["read_uvarint", "unzigzag"]
 
 
 def read_uvarint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
@@ -23,17 +23,3 @@ def read_uvarint(data: bytes | memoryview, pos: int) -> tuple[int, int]:
 def unzigzag(n: int) -> int:
     """The signed integer a zigzag-encoded ``n`` stands for (Avro ``int`` and ``long``)."""
     return (n >> 1) ^ -(n & 1)
-
-
-def read_zigzag(data: bytes | memoryview, pos: int) -> tuple[int, int]:
-    """The zigzag varint (Avro ``int`` and ``long``) starting at ``pos`` of ``data``, and the
-    position after it: :func:`read_uvarint` then :func:`unzigzag`, in one call (the hot loop of
-    manifest decoding). ``IndexError`` when it runs past the end of ``data``."""
-    value = shift = 0
-    while True:
-        b = data[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return (value >> 1) ^ -(value & 1), pos
-        shift += 7

@@ -4,10 +4,11 @@ A manifest entry carries column statistics (six maps of column id to a count or 
 one entry per column) that a reader of the table's files does not use, and they are most
 of each entry's bytes. pyiceberg's readers decode them into dictionaries, and its schema
 resolver cannot skip a map or list it does not read; decoding them took about half of a
-cold Iceberg locate on the benchmark table (100 one-file manifests). Here a field's writer schema (the Avro JSON in the
-file's header) is compiled once into a function ``skip(data, pos) -> pos`` that walks
-over one value: varints are stepped over byte by byte, lengths and counts are read, and
-a run of items made only of varints (the count maps) is stepped over in one loop.
+cold Iceberg locate on the benchmark table (100 one-file manifests). Here a field's writer
+schema (the Avro JSON in the file's header) is compiled once into a function
+``skip(data, pos) -> pos`` that walks over one value: varints are stepped over byte by
+byte, lengths and counts are read, and a run of items made only of varints (the count maps)
+is stepped over in one loop.
 
 Every skip checks the buffer's end (``EOFError``) and refuses negative lengths, counts of
 negative size and union branches out of range (``ValueError``), so a corrupt file fails
@@ -19,8 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
-
-from lakehouse_index.varint import read_zigzag
 
 __all__ = ["RecordSkips", "Skip", "compile_skip", "read_long"]
 
@@ -186,9 +185,18 @@ class _Compiler:
 
 
 def read_long(data: bytes, pos: int) -> tuple[int, int]:
-    """A zigzag varint and the position after it."""
+    """A zigzag varint (Avro ``int`` and ``long``) and the position after it; ``EOFError`` when
+    it runs past the end of ``data``. (The core's ``lakehouse_index.varint`` is out of a
+    connector's reach: connectors import only the connector contract.)"""
+    n = shift = 0
     try:
-        return read_zigzag(data, pos)
+        while True:
+            b = data[pos]
+            pos += 1
+            n |= (b & 0x7F) << shift
+            if b < 0x80:
+                return (n >> 1) ^ -(n & 1), pos
+            shift += 7
     except IndexError:
         raise EOFError(f"a varint runs past the end of {len(data)} bytes") from None
 
