@@ -155,22 +155,17 @@ def test_a_skip_ends_where_pyiceberg_stopped_writing(shape: Any, optional: bool,
 
 
 def _long(n: int) -> bytes:
-    """Avro's zigzag varint."""
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while True:
-        b = z & 0x7F
-        z >>= 7
-        if z:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+    """Avro's zigzag varint, by pyiceberg's encoder."""
+    out = io.BytesIO()
+    BinaryEncoder(out).write_int(n)
+    return out.getvalue()
 
 
 def _str(s: str) -> bytes:
-    raw = s.encode()
-    return _long(len(raw)) + raw
+    """An Avro string (length, UTF-8 bytes), by pyiceberg's encoder."""
+    out = io.BytesIO()
+    BinaryEncoder(out).write_utf8(s)
+    return out.getvalue()
 
 
 def test_string_maps_blocks_with_sizes_enums_and_named_references() -> None:
