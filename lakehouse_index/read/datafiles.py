@@ -36,7 +36,7 @@ repeated point reads of a file do not re-read its footer, and a file rewritten i
 misses even when the table's log does not tell. A footer is read with one request for the
 file's last ``ReadConfig.footer_read_bytes``, which usually holds the page index too. Point
 reads in large row groups of files with a page index fetch and decode only the pages holding the rows
-(:mod:`lakehouse_index.read.parquet_pages`); those files' page indexes are cached likewise,
+(:mod:`lakehouse_index.read.page_reads`); those files' page indexes are cached likewise,
 and so are their decoded dictionary pages (byte-weighted; a cold read decodes a dictionary
 only up to the largest index it wants), so a warm point read fetches only the data pages
 holding its rows.
@@ -60,17 +60,17 @@ from pyroaring import BitMap64
 from lakehouse_index.config import ReadConfig, SizedCache
 from lakehouse_index.errors import QueryError, TableFormatError
 from lakehouse_index.io.versioned import open_versioned, stat_versioned
-from lakehouse_index.read.parquet_pages import (
+from lakehouse_index.read.page_decode import plain_type
+from lakehouse_index.read.page_index import (
     NO_PAGE_INDEX,
     UNINDEXED,
     PageIndex,
     PageIndexError,
     load_page_index,
-    plain_type,
-    read_group_rows,
     read_tail,
     walk_page_headers,
 )
+from lakehouse_index.read.page_reads import read_group_rows
 from lakehouse_index.source import Column, EqualityDeletes, FileEntry, FileIO, Snapshot, Subfield
 
 __all__ = [
@@ -663,10 +663,10 @@ def _read_group_rows(
     """Rows ``local`` (sorted positions within the row group) of one row group.
 
     For a few rows of a large row group: only the pages holding them when the file has a
-    page index (:mod:`lakehouse_index.read.parquet_pages`), column by column; the columns the
+    page index (:mod:`lakehouse_index.read.page_reads`), column by column; the columns the
     page path cannot serve are read batch by batch up to the last wanted row (pyarrow 26
     has no page-level read), and so is every column when the page index or a page does not
-    decode (:class:`~lakehouse_index.read.parquet_pages.PageIndexError`). Thresholds:
+    decode (:class:`~lakehouse_index.read.page_index.PageIndexError`). Thresholds:
     ``config.page_read_min_rows`` (below it, and above ``config.point_read_max_rows``
     wanted rows, the row group is decoded whole: that costs less than loading the page
     index), ``config.point_read_batch_rows``. Dictionaries are kept in the process's
@@ -727,7 +727,7 @@ def _read_batches(
 
 def without_views(data: pa.Table) -> pa.Table:
     """``data`` with its string_view/binary_view columns, nested ones included, cast to the
-    plain types (:func:`~lakehouse_index.read.parquet_pages.plain_type`)."""
+    plain types (:func:`~lakehouse_index.read.page_decode.plain_type`)."""
     schema = pa.schema([f.with_type(plain_type(f.type)) for f in data.schema], metadata=data.schema.metadata)
     return data if schema.equals(data.schema) else data.cast(schema)
 

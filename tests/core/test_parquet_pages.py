@@ -1,4 +1,4 @@
-"""Page-by-page point reads (lakehouse_index.read.parquet_pages) against whole row-group reads.
+"""Page-by-page point reads (lakehouse_index.read.page_reads) against whole row-group reads.
 
 The oracle is pyarrow itself: ``pf.read_row_group(g, columns).take(positions)`` on the
 same file, which the page path must match exactly (values, types, field metadata).
@@ -29,18 +29,15 @@ from lakehouse_index.config import ReadConfig
 from lakehouse_index.io import Storage
 from lakehouse_index.read import datafiles
 from lakehouse_index.read.datafiles import read_file
-from lakehouse_index.read.parquet_pages import (
-    MAX_THRIFT_DEPTH,
+from lakehouse_index.read.page_index import (
     UNINDEXED,
     PageIndex,
     PageIndexError,
-    ThriftDecodeError,
-    decode_struct,
-    encode_struct,
     load_page_index,
-    read_group_rows,
     walk_page_headers,
 )
+from lakehouse_index.read.page_reads import read_group_rows
+from lakehouse_index.read.thrift import MAX_THRIFT_DEPTH, ThriftDecodeError, decode_struct, encode_struct
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -64,7 +64,8 @@ from lakehouse_index.log.entry import (
     data_file_path,
 )
 from lakehouse_index.read import datafiles
-from lakehouse_index.read.parquet_pages import PageIndexError, load_page_index, read_group_rows
+from lakehouse_index.read.page_index import PageIndexError, load_page_index
+from lakehouse_index.read.page_reads import read_group_rows
 from lakehouse_index.spec import SecondaryIndex
 
 EXAMPLES = int(os.environ.get("LAKEHOUSE_INDEX_FUZZ_EXAMPLES", "40"))
