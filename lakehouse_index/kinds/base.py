@@ -50,10 +50,6 @@ if TYPE_CHECKING:
 #: Entry-point group of index kinds.
 ENTRY_POINT_GROUP = "lakehouse_index.kinds"
 
-#: Op codes of row entries (``_op``): a row is indexed (PUT) or deleted (DEL, a tombstone).
-PUT = 0
-DEL = 1
-
 
 @dataclass(frozen=True)
 class IndexJob:
