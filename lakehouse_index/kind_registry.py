@@ -77,5 +77,5 @@ def spec_from_json(d: dict[str, Any]) -> IndexSpec:
     is the ``spec_type`` of that kind's plug-in."""
     kind = d.get("kind")
     if not isinstance(kind, str):
-        raise InvalidIndexSpecError(f"an index spec names its kind, got {kind!r}")
+        raise InvalidIndexSpecError(f"an index spec's \"kind\" must be a kind's name, got {kind!r}")
     return plugin(kind).spec_type.from_json(d)
