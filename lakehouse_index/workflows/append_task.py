@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.executors.writer import write_entries
 from lakehouse_index.kinds.base import WriteTarget, WriteTimeEntries
-from lakehouse_index.kinds.secondary import ROW
+from lakehouse_index.kinds.entries import ROW
 from lakehouse_index.workflows.data import conform
 
 #: The one column of the row a task returns: its pickled :class:`TaskOutput`.

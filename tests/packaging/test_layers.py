@@ -36,6 +36,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "lakehouse_index.errors",
         "lakehouse_index.config",
         "lakehouse_index.spec",
+        "lakehouse_index.kind_registry",
         "lakehouse_index.faults",
         "lakehouse_index.varint",
     ),
