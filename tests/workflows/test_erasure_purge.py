@@ -33,7 +33,7 @@ import lakehouse_index as li
 from lakehouse_index.errors import PurgeRefusedError, UnsupportedFeatureError, VersionPurgedError
 from lakehouse_index.sink.history import PAUSE_ENV, STEPS
 from lakehouse_index.workflows.erasure.purge import purge_blockers, purge_history, purge_indexes
-from lakehouse_index.workflows.erasure.residue import ResidueReport, find_residue
+from lakehouse_index.workflows.erasure.verify.residue import ResidueReport, find_residue
 from tests.support.paths import code_env
 
 SUBJECTS = ["subj-alice-7f3a", "subj-bob-91c2"]

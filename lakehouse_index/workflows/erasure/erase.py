@@ -181,7 +181,7 @@ def _check_keys(keys: Sequence[Any], key_columns: Sequence[str], snapshot: Snaps
         # NaN equals nothing: the residue scan and the audit could not name it (and it is no
         # person's key); refused before the commit, not after.
         raise EraseRefusedError("a subject key cannot be NaN")
-    from lakehouse_index.workflows.erasure.needles import Needles
+    from lakehouse_index.workflows.erasure.verify.needles import Needles
 
     try:  # the verification and the audit record look for these values: refused now, not after the commit
         Needles(_values(keys))
@@ -468,7 +468,7 @@ def _verify(
     searched for; a hit's ``valueNumber`` indexes that list.
     """
     from lakehouse_index.read.scan import scan_snapshot
-    from lakehouse_index.workflows.erasure.residue import find_residue
+    from lakehouse_index.workflows.erasure.verify.residue import find_residue
 
     values = _values(keys)
     searched = list(range(len(values)))
@@ -507,7 +507,7 @@ def _verify(
 
 
 def _write_audit(ctx: IndexContext, result: EraseResult, keys: Sequence[Any], ordinal: int | None) -> str:
-    from lakehouse_index.workflows.erasure.needles import Needles
+    from lakehouse_index.workflows.erasure.verify.needles import Needles
 
     salt = audit.table_salt(ctx.storage, ctx.index_root)
     # Paths can spell a subject (a partition value): the record names it by number instead.
