@@ -816,7 +816,7 @@ def watch_command(
             + (f"\n  [red]{r.error}[/]\n  {r.recovery}" if r.error else "")
         )
 
-    watch(opened, interval=interval, once=once, on_event=show)
+    watch([t.context for t in opened], interval=interval, once=once, on_event=show)
 
 
 def _watch_live(opened: list[li.Table], interval: float) -> None:
@@ -836,7 +836,7 @@ def _watch_live(opened: list[li.Table], interval: float) -> None:
     with Live(
         console=console, refresh_per_second=2, get_renderable=lambda: render(state, time.time(), title=title)
     ):
-        watch(opened, interval=interval, on_event=on_event)
+        watch([t.context for t in opened], interval=interval, on_event=on_event)
 
 
 @app.command("verify")

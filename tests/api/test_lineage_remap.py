@@ -60,7 +60,7 @@ def table(tmp_path: Path, spark: Any) -> tuple[str, li.Table]:
 
 
 def _stable(t: li.Table, name: str) -> LogEntry:
-    entry = t._log(name).latest_stable()
+    entry = t.context.log(name).latest_stable()
     assert entry is not None
     return entry
 

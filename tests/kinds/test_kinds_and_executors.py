@@ -48,7 +48,7 @@ def _table(path: Path, files: int = 4) -> str:
 def _rows_per_bucket(t: li.Table, name: str) -> dict[int, Counter[tuple[Any, ...]]]:
     """Every index row by the bucket directory its file sits in (the row address left out: file
     ids follow the order of file names, which differ between the two tables)."""
-    entry = t._log(name).latest_stable()
+    entry = t.context.log(name).latest_stable()
     assert entry is not None
     out: dict[int, Counter[tuple[Any, ...]]] = {}
     for f in entry.content.files:
