@@ -65,11 +65,11 @@ class IcebergSource(TableSource):
     def forget(self) -> None:
         """Drop every cached read of the metadata (after its history was rewritten, e.g. purged)."""
         self._history: History | None = None
-        # Bounded caches, sized by CacheConfig.iceberg_*.
         self._files.forget()
         self._states.forget()
-        # Built snapshots per (snapshot id, metadata file): a lookup gets the same object back
-        # until the next commit, so what the core caches per snapshot stays warm.
+        # Built snapshots per (snapshot id, metadata file), bounded by CacheConfig.iceberg_state_entries:
+        # a lookup gets the same object back until the next commit, so what the core caches per
+        # snapshot stays warm.
         self._snapshots: SizedCache[tuple[int, str], Snapshot] = SizedCache("iceberg_state_entries")
 
     # ------------------------------------------------------------------ opening
