@@ -53,7 +53,7 @@ def _rows_per_bucket(t: li.Table, name: str) -> dict[int, Counter[tuple[Any, ...
     out: dict[int, Counter[tuple[Any, ...]]] = {}
     for f in entry.content.files:
         assert f.bucket is not None, f"{f.path} is not in a bucket directory"
-        fs, path = t.storage.arrow(join_uri(t._index_dir(name), f.path))
+        fs, path = t.storage.arrow(join_uri(t.context.index_dir(name), f.path))
         rows = pq.read_table(path, filesystem=fs).to_pylist()
         out.setdefault(f.bucket, Counter()).update(
             tuple(sorted((k, v) for k, v in r.items() if k not in ("_file_id", "_row"))) for r in rows

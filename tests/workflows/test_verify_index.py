@@ -62,7 +62,7 @@ def _lose_key(t: li.Table, name: str, key: str) -> None:
     entry = t.context.log(name).latest_stable()
     assert entry is not None
     base = next(f for f in entry.content.files if f.level is Level.BASE)
-    fs, path = t.storage.arrow(join_uri(t._index_dir(name), base.path))
+    fs, path = t.storage.arrow(join_uri(t.context.index_dir(name), base.path))
     rows = pq.read_table(path, filesystem=fs)
     pq.write_table(rows.filter(pc.fill_null(pc.not_equal(rows["k"], key), True)), path, filesystem=fs)
 
