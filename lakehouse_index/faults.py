@@ -41,7 +41,7 @@ CRASH_POINTS: dict[str, str] = {
     "erase.after_delete": "erase's table commit (the rewritten files) is done; indexes not refreshed",
     "erase.after_refresh": "erase refreshed every index; no purge yet",
     "erase.after_purge": "erase purged table history and index data; not verified",
-    "purge.{step}": "a purge step of erase is done (the steps of ``workflows.erasure.history.STEPS``)",
+    "purge.{step}": "a purge step of erase is done (the steps of ``sink.history.STEPS``)",
     "erase.after_verify": "erase verified the purge; the audit record is not written",
 }
 

@@ -54,18 +54,14 @@ def validate_index_name(name: str) -> str:
 class IndexSpec:
     """Base of every index spec: a frozen dataclass naming its kind, with a JSON form.
 
-    Each subclass sets ``kind`` (the name of the :class:`~lakehouse_index.kinds.base.IndexKind`
-    plug-in that maintains it) and is registered for :func:`spec_from_json` on definition.
+    Each subclass sets ``kind``: the name of the :class:`~lakehouse_index.kinds.base.IndexKind`
+    plug-in that maintains it, whose ``spec_type`` it is (the kind registry,
+    :mod:`lakehouse_index.kind_registry`, parses the JSON form through that plug-in).
     """
 
     kind: ClassVar[str]
     name: str
     auto_refresh: AutoRefresh
-    _by_kind: ClassVar[dict[str, type[IndexSpec]]] = {}
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        IndexSpec._by_kind[cls.kind] = cls
 
     #: Declared record-key columns (only secondary indexes have them).
     record_key: tuple[str, ...] = ()
@@ -225,15 +221,6 @@ class SkippingIndex(IndexSpec):
 
 
 def spec_to_json(spec: IndexSpec) -> dict[str, Any]:
-    """The JSON form of a spec (see docs/FORMAT.md)."""
+    """The JSON form of a spec (see docs/FORMAT.md); parsed by
+    :func:`lakehouse_index.kind_registry.spec_from_json`."""
     return {"kind": spec.kind, **spec.to_json()}
-
-
-def spec_from_json(d: dict[str, Any]) -> IndexSpec:
-    """Inverse of :func:`spec_to_json` (the spec class of ``d["kind"]`` must be imported)."""
-    cls = IndexSpec._by_kind.get(d.get("kind", ""))
-    if cls is None:
-        raise InvalidIndexSpecError(
-            f"unsupported index kind {d.get('kind')!r} (known: {sorted(IndexSpec._by_kind)})"
-        )
-    return cls.from_json(d)

@@ -1,4 +1,5 @@
-"""Typed Delta log actions and their parsing from commit JSON and checkpoint rows.
+"""Typed Delta log actions, their parsing from commit JSON and checkpoint rows, and the
+``add`` record a new commit repeats.
 
 Only what the connector needs is kept: file actions (``add`` / ``remove``), table
 ``metaData`` and ``protocol``, the in-commit timestamp of ``commitInfo``, and the
@@ -14,8 +15,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from lakehouse_index.source import TableFormatError
-from lakehouse_index_delta.deletion_vectors import DeletionVectorDescriptor
+from lakehouse_index.source import TableFormatError, relative_log_path
+from lakehouse_index_delta.deletion_vectors import DeletionVectorDescriptor, descriptor_json
 from lakehouse_index_delta.paths import resolve_path
 
 _NUM_RECORDS = re.compile(r'"numRecords"\s*:\s*(\d+)')
@@ -158,6 +159,26 @@ def parse_add(d: Mapping[str, Any], table_root: str, source: str) -> AddFile:
         )
     except (KeyError, TypeError, ValueError) as e:
         raise TableFormatError(f"{source}: malformed add action {dict(d)!r}: {e!r}") from e
+
+
+def add_record(a: AddFile, table_root: str) -> dict[str, Any]:
+    """The ``add`` action of a live file as a new commit repeats it (JSON-able)."""
+    rec: dict[str, Any] = {
+        "path": relative_log_path(table_root, a.path),
+        "partitionValues": dict(a.partition_values),
+        "size": a.size,
+        "modificationTime": a.modification_time,
+        "dataChange": a.data_change,
+    }
+    if a.deletion_vector is not None:
+        rec["deletionVector"] = descriptor_json(a.deletion_vector)
+    if a.base_row_id is not None:
+        rec["baseRowId"] = a.base_row_id
+    if a.default_row_commit_version is not None:
+        rec["defaultRowCommitVersion"] = a.default_row_commit_version
+    if a.num_records is not None:
+        rec["numRecords"] = a.num_records
+    return rec
 
 
 def parse_remove(d: Mapping[str, Any], table_root: str, source: str) -> RemoveFile:

@@ -1,6 +1,14 @@
-"""Delta protocol versions and table features this connector can honour when reading."""
+"""Delta protocol versions and table features: which this connector honours when reading, and
+which each of the project's writers honours (deltalake's commits, the erase's own commit).
+
+The one table of both sides; the writers (``write/``) refuse a table through
+:func:`refused_by_deltalake` and :func:`refused_by_erase` before anything is written.
+"""
 
 from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from lakehouse_index.source import UnsupportedFeatureError
 from lakehouse_index_delta.actions import Protocol
@@ -38,3 +46,124 @@ def check_protocol(p: Protocol, source: str) -> None:
         raise UnsupportedFeatureError(
             f"{source}: minReaderVersion {p.min_reader_version} is not supported (max {MAX_READER_VERSION})"
         )
+
+
+MAX_WRITER_VERSION = 7
+#: Legacy writer versions (before table features) and the features each one implies.
+LEGACY_WRITER_FEATURES = {
+    2: ("appendOnly", "invariants"),
+    3: ("checkConstraints",),
+    4: ("changeDataFeed", "generatedColumns"),
+    5: ("columnMapping",),
+    6: ("identityColumns",),
+}
+
+#: Writer features a deltalake commit honours whatever the table holds (appendOnly is
+#: enforced by the writer: only appends are allowed when ``delta.appendOnly`` is true).
+DELTALAKE_HONOURED = frozenset(
+    {
+        "appendOnly",
+        "changeDataFeed",
+        "timestampNtz",
+        "variantType",
+        "variantType-preview",
+        "vacuumProtocolCheck",
+    }
+)
+#: Writer features that only constrain writers while the table uses them (schema or
+#: configuration); a deltalake commit is refused when one is in use, not when merely listed.
+METADATA_FEATURES = ("invariants", "checkConstraints", "generatedColumns", "identityColumns", "columnMapping")
+
+#: Writer features an erase commit honours: it only removes rows, keeps every column of
+#: the rows it keeps as it was (constraints, generated and identity values stay valid)
+#: and copies the physical schema (column mapping).
+ERASE_HONOURED = frozenset(
+    {
+        "appendOnly",  # refused by the erase when delta.appendOnly is on
+        "invariants",
+        "checkConstraints",
+        "generatedColumns",
+        "identityColumns",
+        "columnMapping",
+        "deletionVectors",
+        "changeDataFeed",
+        "inCommitTimestamp",
+        "timestampNtz",
+        "variantType",
+        "variantType-preview",
+        "vacuumProtocolCheck",
+        "domainMetadata",
+        "clustering",
+        "typeWidening",
+        "typeWidening-preview",
+        "allowColumnDefaults",
+        "v2Checkpoint",
+        "rowTracking",
+    }
+)
+
+
+def declared_writer_features(min_writer_version: int, writer_features: Sequence[str] | None) -> list[str]:
+    """The writer features a protocol declares: listed (writer version 7) or implied by a legacy version."""
+    if min_writer_version >= 7:
+        return list(writer_features or ())
+    return [f for v, fs in LEGACY_WRITER_FEATURES.items() if v <= min_writer_version for f in fs]
+
+
+def _fields(schema: Mapping[str, Any]) -> Iterator[Mapping[str, Any]]:
+    """Every field of a Delta schema JSON, nested ones included."""
+    for f in schema.get("fields", ()):
+        yield f
+        yield from _nested(f.get("type"))
+
+
+def _nested(t: Any) -> Iterator[Mapping[str, Any]]:
+    if not isinstance(t, Mapping):
+        return
+    if t.get("type") == "struct":
+        yield from _fields(t)
+    elif t.get("type") == "array":
+        yield from _nested(t.get("elementType"))
+    elif t.get("type") == "map":
+        yield from _nested(t.get("keyType"))
+        yield from _nested(t.get("valueType"))
+
+
+def _in_use(feature: str, schema: Mapping[str, Any], config: Mapping[str, str]) -> bool:
+    """Whether a metadata-driven writer feature is in use by this table version."""
+    metas = [f.get("metadata") or {} for f in _fields(schema)]
+    if feature == "invariants":
+        return any("delta.invariants" in m for m in metas)
+    if feature == "checkConstraints":
+        return any(k.startswith("delta.constraints.") for k in config)
+    if feature == "generatedColumns":
+        return any("delta.generationExpression" in m for m in metas)
+    if feature == "identityColumns":
+        return any(any(k.startswith("delta.identity.") for k in m) for m in metas)
+    if feature == "columnMapping":
+        return config.get("delta.columnMapping.mode", "none").lower() != "none"
+    raise AssertionError(feature)
+
+
+def refused_by_deltalake(
+    min_writer_version: int,
+    writer_features: Sequence[str] | None,
+    schema: Mapping[str, Any],
+    config: Mapping[str, str],
+) -> list[str]:
+    """The writer features (or version) of a table a deltalake commit cannot honour."""
+    if min_writer_version > MAX_WRITER_VERSION:
+        return [f"minWriterVersion {min_writer_version}"]
+    return [
+        f
+        for f in declared_writer_features(min_writer_version, writer_features)
+        if f not in DELTALAKE_HONOURED and not (f in METADATA_FEATURES and not _in_use(f, schema, config))
+    ]
+
+
+def refused_by_erase(min_writer_version: int, writer_features: Sequence[str] | None) -> list[str]:
+    """The writer features (or version) of a table an erase commit cannot honour."""
+    if min_writer_version > MAX_WRITER_VERSION:
+        return [f"minWriterVersion {min_writer_version}"]
+    declared = declared_writer_features(min_writer_version, writer_features)
+    return [f for f in declared if f not in ERASE_HONOURED]

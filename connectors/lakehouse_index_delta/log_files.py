@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from lakehouse_index.source import FileIO, FileStatus
 
@@ -73,6 +74,32 @@ class LogListing:
             if c.version <= version and c not in excluding and (best is None or c.version >= best.version):
                 best = _prefer(best, c) if best is not None and best.version == c.version else c
         return best
+
+    def compaction_from(self, start: int, upto: int) -> Compaction | None:
+        """The compaction file starting at ``start`` that reaches furthest without passing ``upto``."""
+        best = None
+        for c in self.compactions:
+            if c.start == start and c.end <= upto and (best is None or c.end > best.end):
+                best = c
+        return best
+
+    @cached_property
+    def readable(self) -> list[int]:
+        """Versions that can be rebuilt, oldest first: a complete checkpoint, or a commit on top
+        of a readable one (computed once per listing)."""
+        latest = self.latest_version
+        if latest is None:
+            return []
+        cps = {c.version for c in self.checkpoints}
+        lowest = min([*self.commits, *cps])
+        out = []
+        previous = False
+        for v in range(lowest, latest + 1):
+            readable = v in cps or (v in self.commits and (v == 0 or previous))
+            if readable:
+                out.append(v)
+            previous = readable
+        return out
 
 
 def _prefer(a: Checkpoint, b: Checkpoint) -> Checkpoint:

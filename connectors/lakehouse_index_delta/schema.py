@@ -39,6 +39,7 @@ from lakehouse_index.source import (
     TableFormatError,
     UnsupportedFeatureError,
 )
+from lakehouse_index_delta.actions import Metadata
 
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(-?\d+)\s*\)$")
 _PRIMITIVES: dict[str, pa.DataType] = {
@@ -166,6 +167,27 @@ def table_schema(
         mapping_mode=mode,
         partition_fields=tuple(partition_fields[p] for p in partition_columns),
     )
+
+
+class Schemas:
+    """The :class:`TableSchema` of each ``metaData`` action met, built once (a table has few)."""
+
+    def __init__(self, log_uri: str) -> None:
+        self._log_uri = log_uri
+        self._by_metadata: dict[Metadata, TableSchema] = {}
+
+    def of(self, metadata: Metadata) -> TableSchema:
+        """The schema of ``metadata``."""
+        s = self._by_metadata.get(metadata)
+        if s is None:
+            s = table_schema(
+                metadata.schema_string,
+                metadata.partition_columns,
+                metadata.config,
+                f"{self._log_uri} (table {metadata.id})",
+            )
+            self._by_metadata[metadata] = s
+        return s
 
 
 def _subfield(f: Any, mode: str, source: str) -> Subfield:

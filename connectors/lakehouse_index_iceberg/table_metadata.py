@@ -12,6 +12,9 @@ millisecond in metadata order. That is stable under snapshot expiry except for t
 corner case of expiring one of two snapshots committed in the same millisecond.
 Snapshots of an upgraded table that predate the upgrade (sequence number 0) get
 negative ordinals counted back from the last of them, which expiry cannot shift.
+
+Versions are snapshot ids; the lineage questions (the main branch's history, refs, the
+snapshot current at a time, the chain a tailer walks) are answered by :class:`History`.
 """
 
 from __future__ import annotations
@@ -26,7 +29,15 @@ from pyiceberg.schema import Schema
 from pyiceberg.table.metadata import TableMetadata, TableMetadataUtil
 from pyiceberg.table.snapshots import Snapshot as IcebergSnapshot
 
-from lakehouse_index.source import FileIO, NotATableError, TableFormatError, VersionNotFoundError
+from lakehouse_index.source import (
+    FileIO,
+    HistoryTruncatedError,
+    NotATableError,
+    TableFormatError,
+    UnsupportedFeatureError,
+    VersionInfo,
+    VersionNotFoundError,
+)
 
 MAIN_BRANCH = "main"
 _VERSION_RE = re.compile(r"^v?(\d+)[-.]")
@@ -101,6 +112,14 @@ def parse_metadata(io: FileIO, location: str) -> TableMetadata:
         raise TableFormatError(f"corrupt Iceberg metadata file {location}: {e}") from e
 
 
+def read_history(io: FileIO, location: str) -> History:
+    """The history of metadata file ``location``; UnsupportedFeatureError beyond format v3."""
+    meta = parse_metadata(io, location)
+    if int(meta.format_version) > 3:
+        raise UnsupportedFeatureError(f"Iceberg format version {meta.format_version} in {location}")
+    return History(meta, location)
+
+
 @dataclass(frozen=True)
 class History:
     """Snapshots of one metadata file, indexed for lineage and ordinal questions."""
@@ -143,6 +162,73 @@ class History:
         """Snapshot id a branch or tag points to."""
         r = self.metadata.refs.get(name)
         return r.snapshot_id if r is not None else None
+
+    def resolve(self, name: str) -> int | None:
+        """The snapshot a branch or tag ``name`` points to, else the id a numeric ``name`` spells
+        (None: neither); VersionNotFoundError when that snapshot expired."""
+        sid = self.ref(name)
+        if sid is None and name.lstrip("-").isdigit():
+            sid = int(name)
+        if sid is not None:
+            self.get(sid)
+        return sid
+
+    def main_at(self, timestamp_ms: int) -> int | None:
+        """The main branch's snapshot current at ``timestamp_ms``, from the snapshot log (so
+        rollbacks are honoured); None before the first; VersionNotFoundError once it expired."""
+        log = [e for e in self.metadata.snapshot_log if e.timestamp_ms <= timestamp_ms]
+        if not log:
+            return None
+        sid = log[-1].snapshot_id
+        if sid not in self.snapshots():
+            raise VersionNotFoundError(f"snapshot {sid}, current at {timestamp_ms}, has expired")
+        return sid
+
+    def version_info(self, snap: IcebergSnapshot) -> VersionInfo:
+        """Ordinal, timestamp and parent of ``snap``."""
+        return VersionInfo(
+            snap.snapshot_id, self.ordinals()[snap.snapshot_id], snap.timestamp_ms, snap.parent_snapshot_id
+        )
+
+    def lineage(self) -> list[IcebergSnapshot]:
+        """Every snapshot: the main branch's lineage oldest first, then the others by ordinal."""
+        head = self.main_head
+        main = list(reversed(self.ancestors(head))) if head is not None else []
+        on_main = {s.snapshot_id for s in main}
+        others = sorted(
+            (s for s in self.metadata.snapshots if s.snapshot_id not in on_main),
+            key=lambda s: self.ordinals()[s.snapshot_id],
+        )
+        return main + others
+
+    def chain(self, after: int | None, target: int) -> list[IcebergSnapshot]:
+        """The snapshots after ``after`` (None: from the oldest retained) up to ``target`` on its
+        lineage, oldest first.
+
+        HistoryTruncatedError when one of them expired, or ``after`` is not an ancestor of
+        ``target`` (rollback, another branch) or does not exist: the caller must resync.
+        """
+        snaps = self.snapshots()
+        out: list[IcebergSnapshot] = []
+        cur: int | None = target
+        while cur is not None and cur != after:
+            s = snaps.get(cur)
+            if s is None:
+                raise HistoryTruncatedError(
+                    f"snapshot {cur}, an ancestor of {target}, has expired: resync from a snapshot"
+                )
+            out.append(s)
+            cur = s.parent_snapshot_id
+        if after is not None and cur != after:
+            if after in snaps:
+                raise HistoryTruncatedError(
+                    f"snapshot {after} is not an ancestor of {target} (rollback or another branch): resync"
+                )
+            raise HistoryTruncatedError(
+                f"snapshot {after} has expired or never existed: resync from a snapshot"
+            )
+        out.reverse()
+        return out
 
     def ordinals(self) -> dict[int, int]:
         """Snapshot id → ordinal (see module docstring)."""

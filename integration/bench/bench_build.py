@@ -159,21 +159,21 @@ def spark_baseline(spark: Any, table: Path, out: Path, rows: int) -> None:
     from pyspark.sql import functions as F
 
     from lakehouse_index.config import ExecutorConfig
-    from lakehouse_index.kinds import secondary as sec
+    from lakehouse_index.kinds.entries import FILE_ID, OP, PUT, ROW, VERSION
 
     delta = DeltaTable(str(table))
     files = [_local(u) for u in delta.file_uris()]
     df = spark.read.parquet(*files).select(
         F.col(KEY),
         F.col("id"),
-        F.xxhash64("_metadata.file_path").alias(sec.FILE_ID),
-        F.col("_metadata.row_index").alias(sec.ROW),
-        F.lit(delta.version()).cast("long").alias(sec.VERSION),
-        F.lit(sec.PUT).cast("byte").alias(sec.OP),
+        F.xxhash64("_metadata.file_path").alias(FILE_ID),
+        F.col("_metadata.row_index").alias(ROW),
+        F.lit(delta.version()).cast("long").alias(VERSION),
+        F.lit(PUT).cast("byte").alias(OP),
     )
     (
         df.repartitionByRange(max(1, math.ceil(rows / ExecutorConfig().rows_per_index_file)), KEY)
-        .sortWithinPartitions(KEY, sec.FILE_ID, sec.ROW, sec.VERSION)
+        .sortWithinPartitions(KEY, FILE_ID, ROW, VERSION)
         .write.option("compression", "zstd")
         .mode("errorifexists")
         .parquet(str(out))

@@ -200,7 +200,7 @@ def _measure_lsm(
     from lakehouse_index.log.entry import Level
 
     def deltas() -> int:
-        stable = t._log(INDEX).latest_stable()
+        stable = t.context.log(INDEX).latest_stable()
         return sum(1 for f in stable.content.files if f.level is Level.DELTA)
 
     def measure(label: str) -> None:

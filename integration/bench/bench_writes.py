@@ -272,12 +272,12 @@ def measure(fmt: str, n_files: int, sc: WriteScale, work: Path, first_id: int) -
 #: Parts of an API append, each the cumulative time of (module path suffix, function) under cProfile
 #: (main thread: the task's own threads count in ``task``, which waits for them).
 PARTS: dict[str, tuple[tuple[str, str], ...]] = {
-    "checks": (("workflows/writes.py", "_open"), ("workflows/data.py", "conform")),
+    "checks": (("workflows/writes.py", "begin"), ("workflows/data.py", "conform")),
     "commit": (
         ("deltalake/writer/writer.py", "write_deltalake"),
         ("pyiceberg/table/__init__.py", "append"),
-        ("workflows/delta_commit.py", "commit_files"),
-        ("workflows/iceberg_commit.py", "append_data_files"),
+        ("lakehouse_index_delta/write/new_files.py", "commit_files"),
+        ("lakehouse_index_iceberg/write/new_files.py", "append_data_files"),
     ),
     "task": (("workflows/append_task.py", "write"),),
     "hold + log entries": (

@@ -12,17 +12,19 @@ object-store jars); larger work runs on Spark. An optimize only merges index ent
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lakehouse_index.config import ExecutorConfig
+from lakehouse_index.context import IndexContext
 from lakehouse_index.executors.local import LocalExecutor
 from lakehouse_index.executors.spark import SparkExecutor
-from lakehouse_index.kinds.base import Executor
+from lakehouse_index.kinds.base import BuildContext, Executor
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["LocalExecutor", "SparkExecutor", "executor_for"]
+__all__ = ["LocalExecutor", "SparkExecutor", "build_context", "executor_for"]
 
 
 def executor_for(
@@ -33,3 +35,30 @@ def executor_for(
     if config.runs_locally(rows, compaction=compaction):
         return LocalExecutor(config)
     return SparkExecutor(spark_factory(), config)
+
+
+def build_context(
+    ctx: IndexContext,
+    index_dir: str,
+    data_dir: str,
+    spark: SparkSession | None = None,
+    local_max_rows: int | None = None,
+) -> BuildContext:
+    """What a kind needs to write index data for one operation under ``data_dir``: the
+    executors sized by ``ctx.config`` (``local_max_rows``, when given, bounds every part of
+    the operation), Spark started only when the work needs it (``spark`` or a local session)."""
+    from lakehouse_index.spark import get_spark
+
+    cfg = ctx.config.executor
+    if local_max_rows is not None:
+        cfg = replace(cfg, local_max_rows=local_max_rows, local_max_entries=local_max_rows)
+    return BuildContext(
+        ctx.source,
+        ctx.storage,
+        index_dir,
+        data_dir,
+        cfg,
+        executor_for=lambda rows: executor_for(rows, cfg, lambda: get_spark(spark)),
+        compactor_for=lambda rows: executor_for(rows, cfg, lambda: get_spark(spark), compaction=True),
+        local=LocalExecutor(cfg),
+    )

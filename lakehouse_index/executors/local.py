@@ -12,8 +12,8 @@ from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.executors.writer import read_root_index, write_entries
 from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.io.parallel import each_file
-from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds.base import Executor, IndexJob, WriteTarget
+from lakehouse_index.kinds.entries import FILE_ID, PUT, entry_table, filter_rows, merge
 from lakehouse_index.kinds.moves import MoveMap
 from lakehouse_index.log.entry import IndexFile
 from lakehouse_index.read.datafiles import read_file
@@ -34,7 +34,7 @@ class LocalExecutor(Executor):
     ) -> pa.Table:
         def of_file(job: IndexJob) -> pa.Table:
             rows = read_file(source, snapshot, job.entry, columns=list(columns), with_positions=True)
-            return sec.entry_table(rows, columns, job.file_id, job.ordinal, sec.PUT)
+            return entry_table(rows, columns, job.file_id, job.ordinal, PUT)
 
         return pa.concat_tables(each_file(of_file, jobs))
 
@@ -46,9 +46,9 @@ class LocalExecutor(Executor):
         return pa.concat_tables(tables)
 
     def compact(self, entries: pa.Table, moves: MoveMap, live_ids: Sequence[int]) -> pa.Table:
-        live = sec.merge(moves.translate(entries), None)
-        keep = np.isin(live[sec.FILE_ID].to_numpy(), np.asarray(live_ids, dtype=np.int64))
-        return sec.filter_rows(live, keep)
+        live = merge(moves.translate(entries), None)
+        keep = np.isin(live[FILE_ID].to_numpy(), np.asarray(live_ids, dtype=np.int64))
+        return filter_rows(live, keep)
 
     def write(self, entries: pa.Table, target: WriteTarget, rows: int = 0) -> tuple[IndexFile, ...]:
         write_entries(entries, target, self.config)

@@ -19,8 +19,8 @@ import pyarrow as pa
 from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.executors.writer import FileWriter, read_root_index
 from lakehouse_index.io import Storage, join_uri
-from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds.base import Executor, IndexJob, WriteTarget
+from lakehouse_index.kinds.entries import FILE_ID, OP, PUT, ROW, VERSION
 from lakehouse_index.kinds.layout import BUCKET_COLUMN, bucket_column
 from lakehouse_index.kinds.moves import MoveMap
 from lakehouse_index.log.entry import IndexFile
@@ -63,8 +63,8 @@ class SparkExecutor(Executor):
         frames = []
         for group in reads.values():
             per_file = {
-                sec.FILE_ID: (pa.int64(), {j.entry.path: j.file_id for j in group}),
-                sec.VERSION: (pa.int64(), {j.entry.path: j.ordinal for j in group}),
+                FILE_ID: (pa.int64(), {j.entry.path: j.file_id for j in group}),
+                VERSION: (pa.int64(), {j.entry.path: j.ordinal for j in group}),
             }
             rows = spark_frame(
                 self.spark,
@@ -78,10 +78,10 @@ class SparkExecutor(Executor):
             frames.append(
                 rows.select(
                     *[qcol(c) for c in columns],
-                    F.col(sec.FILE_ID),
-                    F.col(ROW_COLUMN).alias(sec.ROW),
-                    F.col(sec.VERSION),
-                    F.lit(sec.PUT).cast("byte").alias(sec.OP),
+                    F.col(FILE_ID),
+                    F.col(ROW_COLUMN).alias(ROW),
+                    F.col(VERSION),
+                    F.lit(PUT).cast("byte").alias(OP),
                 )
             )
         return reduce(lambda a, b: a.unionByName(b), frames)
@@ -95,14 +95,14 @@ class SparkExecutor(Executor):
         from pyspark.sql.types import LongType, StructField, StructType
 
         ids = self.spark.createDataFrame(
-            [(i,) for i in live_ids], StructType([StructField(sec.FILE_ID, LongType(), False)])
+            [(i,) for i in live_ids], StructType([StructField(FILE_ID, LongType(), False)])
         )
-        newest = Window.partitionBy(sec.FILE_ID, sec.ROW).orderBy(F.desc(sec.VERSION), F.desc(sec.OP))
+        newest = Window.partitionBy(FILE_ID, ROW).orderBy(F.desc(VERSION), F.desc(OP))
         return (
             self._relocate(entries, moves)
-            .join(F.broadcast(ids), sec.FILE_ID)
+            .join(F.broadcast(ids), FILE_ID)
             .withColumn("__rank", F.row_number().over(newest))
-            .filter((F.col("__rank") == 1) & (F.col(sec.OP) == sec.PUT))
+            .filter((F.col("__rank") == 1) & (F.col(OP) == PUT))
             .drop("__rank")
         )
 
@@ -120,7 +120,7 @@ class SparkExecutor(Executor):
                 moves.spark_rows(), "__from long, __start long, __end long, __to_file long, __to_row long"
             )
         )
-        fid, row = F.col(sec.FILE_ID), F.col(sec.ROW)
+        fid, row = F.col(FILE_ID), F.col(ROW)
         moved = F.col("__to_file").isNotNull()
         for _ in range(moves.depth):
             joined = entries.join(
@@ -129,9 +129,9 @@ class SparkExecutor(Executor):
             entries = joined.select(
                 *(
                     F.when(moved, F.col("__to_file")).otherwise(fid).alias(c)
-                    if c == sec.FILE_ID
+                    if c == FILE_ID
                     else F.when(moved, F.col("__to_row") + row - F.col("__start")).otherwise(row).alias(c)
-                    if c == sec.ROW
+                    if c == ROW
                     else F.col(c)
                     for c in entries.columns
                 )

@@ -23,8 +23,8 @@ import pyarrow.parquet as pq
 from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.faults import crash_point
 from lakehouse_index.io import Storage, join_uri
-from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds.base import WriteTarget, relative_to
+from lakehouse_index.kinds.entries import OP, VERSION, take_rows
 from lakehouse_index.kinds.keys import file_bounds
 from lakehouse_index.kinds.layout import BUCKET_COLUMN, bucket_from_path, bucket_of
 from lakehouse_index.log.entry import IndexFile
@@ -36,7 +36,7 @@ def _write_options() -> dict[str, object]:
     return {
         "compression": "zstd",
         "write_page_index": True,
-        "use_dictionary": [sec.VERSION, sec.OP],
+        "use_dictionary": [VERSION, OP],
     }
 
 
@@ -182,14 +182,14 @@ def sorted_batches(table: pa.Table, order: list[tuple[str, str]], **take: int) -
     """The rows of ``table`` sorted by ``order``, as record batches.
 
     Not ``Table.sort_by``: it gathers every column into one array, which fails for a
-    ``string``/``binary`` column of more than 2 GiB; :func:`~lakehouse_index.kinds.secondary.take_rows`
+    ``string``/``binary`` column of more than 2 GiB; :func:`~lakehouse_index.kinds.entries.take_rows`
     does not (``take``: its keyword arguments). Rows already in that order (a full optimize
     of a unique key's index) are not gathered again.
     """
     if in_order(table, order):
         yield from table.to_batches()
         return
-    yield from sec.take_rows(table, pc.sort_indices(table, sort_keys=order), **take).to_batches()
+    yield from take_rows(table, pc.sort_indices(table, sort_keys=order), **take).to_batches()
 
 
 #: Rows compared first by :func:`in_order`, spread over a table of more than
@@ -255,7 +255,7 @@ def read_root_index(target: WriteTarget, paths: Iterable[str] | None = None) -> 
         if meta.num_rows == 0:
             continue
         lo, hi = file_bounds(meta, target.layout.key)
-        vlo, vhi = file_bounds(meta, [sec.VERSION])
+        vlo, vhi = file_bounds(meta, [VERSION])
         out.append(
             IndexFile(
                 path=relative_to(target.index_dir, uri),

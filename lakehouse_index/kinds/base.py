@@ -1,9 +1,10 @@
-"""The index-kind plug-in protocol, the executor surface kinds compute on, and the kind registry.
+"""The index-kind plug-in protocol and the executor surface kinds compute on.
 
 An index kind (secondary, covering, skipping, or a third party's) is a subclass of
 :class:`IndexKind` registered under the entry-point group ``lakehouse_index.kinds``
-(name = the kind's name, as in its spec's JSON). Maintenance and queries look the kind
-up with :func:`kind_of` and call it; they never branch on which kind it is.
+(name = the kind's name, as in its spec's JSON), the one kind registry
+(:mod:`lakehouse_index.kind_registry`). Maintenance and queries look the kind up with
+:func:`kind_of` and call it; they never branch on which kind it is.
 
 A kind answers a small set of questions (after Lance's scalar-index plug-ins: train,
 load, search, and whether the answer is exact):
@@ -29,8 +30,6 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from functools import cache
-from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
@@ -38,6 +37,7 @@ import pyarrow as pa
 from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.errors import InvalidIndexSpecError
 from lakehouse_index.io import Storage, join_uri
+from lakehouse_index.kind_registry import ENTRY_POINT_GROUP, installed_kinds, plugin
 from lakehouse_index.kinds.layout import Layout
 from lakehouse_index.log.entry import Content, IndexFile, Level, LogEntry, SourceState
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
@@ -46,13 +46,6 @@ from lakehouse_index.spec import IndexSpec
 if TYPE_CHECKING:
     from lakehouse_index.expressions import Predicate
     from lakehouse_index.kinds.moves import MoveMap
-
-#: Entry-point group of index kinds.
-ENTRY_POINT_GROUP = "lakehouse_index.kinds"
-
-#: Op codes of row entries (``_op``): a row is indexed (PUT) or deleted (DEL, a tombstone).
-PUT = 0
-DEL = 1
 
 
 @dataclass(frozen=True)
@@ -205,7 +198,8 @@ class IndexKind(ABC):
 
     #: The kind's name: its entry-point name and its specs' ``"kind"`` in JSON.
     name: ClassVar[str]
-    #: The spec class users declare indexes of this kind with.
+    #: The spec class users declare indexes of this kind with (specs of this kind are parsed
+    #: from JSON into it: the kind registry has no other record of spec classes).
     spec_type: ClassVar[type[IndexSpec]]
     #: Offers ``lookup``/``locate`` by key (and its entries name rows, not just files).
     answers_lookups: ClassVar[bool] = False
@@ -264,29 +258,22 @@ class IndexKind(ABC):
         return None
 
 
-@cache
-def _kinds() -> dict[str, IndexKind]:
-    kinds: dict[str, IndexKind] = {}
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        cls = ep.load()
-        if not (isinstance(cls, type) and issubclass(cls, IndexKind)) or cls.name != ep.name:
-            raise InvalidIndexSpecError(
-                f"entry point {ep.value!r} in {ENTRY_POINT_GROUP} is not an IndexKind named {ep.name!r}"
-            )
-        kinds[ep.name] = cls()
-    return kinds
+def _kind(name: str) -> IndexKind:
+    """The registry's plug-in of ``name``, which must be an :class:`IndexKind`."""
+    found = plugin(name)
+    if not isinstance(found, IndexKind):
+        raise InvalidIndexSpecError(
+            f"entry point {name!r} in {ENTRY_POINT_GROUP} is not an IndexKind: {type(found).__qualname__}"
+        )
+    return found
 
 
 def kinds() -> dict[str, IndexKind]:
-    """Every installed index kind by name."""
-    return dict(_kinds())
+    """Every installed index kind by name (each plug-in loaded)."""
+    return {name: _kind(name) for name in installed_kinds()}
 
 
 def kind_of(spec: IndexSpec) -> IndexKind:
-    """The kind plug-in that maintains indexes declared by ``spec``."""
-    found = _kinds().get(spec.kind)
-    if found is None:
-        raise InvalidIndexSpecError(
-            f"no index kind {spec.kind!r} is installed (installed: {sorted(_kinds())})"
-        )
-    return found
+    """The kind plug-in that maintains indexes declared by ``spec`` (from the kind registry,
+    :mod:`lakehouse_index.kind_registry`)."""
+    return _kind(spec.kind)

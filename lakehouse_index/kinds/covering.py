@@ -19,8 +19,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from lakehouse_index.kinds.entries import sort_columns
 from lakehouse_index.kinds.layout import Buckets, Layout, bucket_of, prunable
-from lakehouse_index.kinds.secondary import SecondaryKind, sort_columns
+from lakehouse_index.kinds.secondary import SecondaryKind
 from lakehouse_index.spec import CoveringIndex, IndexSpec
 
 

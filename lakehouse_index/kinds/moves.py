@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakehouse_index.config import SizedCache
-from lakehouse_index.kinds import secondary as sec
+from lakehouse_index.kinds.entries import FILE_ID, ROW, filter_rows
 from lakehouse_index.log.entry import SourceFile, SourceState
 
 
@@ -60,8 +60,8 @@ class MoveMap:
         """``entries`` with the addresses of moved rows replaced; entries of deleted rows dropped."""
         if not self.runs or entries.num_rows == 0:
             return entries
-        fids = entries[sec.FILE_ID].to_numpy().copy()
-        rows = entries[sec.ROW].to_numpy().copy()
+        fids = entries[FILE_ID].to_numpy().copy()
+        rows = entries[ROW].to_numpy().copy()
         keep = np.ones(len(fids), dtype=bool)
         # Every run of every moved file, ordered by (file id, start): one search places a
         # row address in its run, whatever file it names.
@@ -91,10 +91,10 @@ class MoveMap:
             rows[hit] = to_row[run] + rows[hit] - start[run]
             fids[hit] = to_fid[run]
         names = entries.schema.names
-        out = entries.set_column(
-            names.index(sec.FILE_ID), sec.FILE_ID, pa.array(fids, pa.int64())
-        ).set_column(names.index(sec.ROW), sec.ROW, pa.array(rows, pa.int64()))
-        return sec.filter_rows(out, keep)
+        out = entries.set_column(names.index(FILE_ID), FILE_ID, pa.array(fids, pa.int64())).set_column(
+            names.index(ROW), ROW, pa.array(rows, pa.int64())
+        )
+        return filter_rows(out, keep)
 
     def spark_rows(self) -> list[tuple[int, int, int, int, int]]:
         """``(file id, start, end, new file id, new start)`` per run, for a Spark range join."""

@@ -12,7 +12,8 @@ from enum import Enum
 from typing import Any
 
 from lakehouse_index.errors import IndexLogError, InvalidIndexSpecError
-from lakehouse_index.spec import IndexSpec, spec_from_json, spec_to_json
+from lakehouse_index.kind_registry import spec_from_json
+from lakehouse_index.spec import IndexSpec, spec_to_json
 
 #: Version written. Version 2 added ``SourceFile.moves`` (lineage remap), version 3
 #: ``SourceFile.equality_applied``; older logs are still read (no moves; equality deletes

@@ -32,8 +32,8 @@ import numpy as np
 import pyarrow as pa
 
 from lakehouse_index.config import ExecutorConfig
-from lakehouse_index.kinds import secondary as sec
-from lakehouse_index.kinds.base import PUT, IndexKind
+from lakehouse_index.kinds.base import IndexKind
+from lakehouse_index.kinds.entries import PUT, ROW
 from lakehouse_index.log.entry import Move
 from lakehouse_index.read.datafiles import read_file
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
@@ -137,7 +137,7 @@ def remap_commit(
         new_rows = [read_file(source, target, fe, columns=cols, apply_deletes=False) for _, fe in news]
         codes = _fingerprints([*old_rows, *new_rows], cols)
         sources = [
-            _Rows(fid, t[sec.ROW].to_numpy(), c)
+            _Rows(fid, t[ROW].to_numpy(), c)
             for (fid, _), t, c in zip(olds, old_rows, codes[: len(olds)], strict=True)
         ]
         where = _Occurrences.of(sources)
@@ -152,7 +152,7 @@ def remap_commit(
                 moves.setdefault(m.file_id, []).append(Move(m.start, m.count, gid, m.to))
             placed.add(ge.path)
             if len(unmatched):
-                new = rows.take(pa.array(unmatched)).append_column(sec.ROW, pa.array(unmatched, pa.int64()))
+                new = rows.take(pa.array(unmatched)).append_column(ROW, pa.array(unmatched, pa.int64()))
                 entries.append(kind.row_entries(new, spec, target, gid, ordinal, PUT))
             # Runs taken from the sources are consumed; a file G that is skipped above
             # leaves its matched rows consumed too, which only means fewer moves (its

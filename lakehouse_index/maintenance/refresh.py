@@ -44,8 +44,9 @@ from pyroaring import BitMap64
 
 from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.errors import TableFormatError, VersionNotFoundError
-from lakehouse_index.kinds.base import DEL, PUT, BuildContext, IndexJob, IndexKind, IndexWork, kind_of
+from lakehouse_index.kinds.base import BuildContext, IndexJob, IndexKind, IndexWork, kind_of
 from lakehouse_index.kinds.columns import changed_columns, column_identities
+from lakehouse_index.kinds.entries import DEL, PUT
 from lakehouse_index.log.entry import Content, IndexFile, Level, LogEntry, Pending, SourceFile, SourceState
 from lakehouse_index.maintenance import lineage
 from lakehouse_index.maintenance.build import full_build, source_file

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from lakehouse_index.config import SizedCache
 from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.kinds import keys as K
-from lakehouse_index.kinds import secondary as sec
+from lakehouse_index.kinds.entries import VERSION
 from lakehouse_index.log.entry import IndexFile, Level
 
 
@@ -329,7 +329,7 @@ def read_entries(
     if not parts:
         return target.empty_table()
     out = pa.concat_tables(parts, promote_options="permissive")
-    out = out.filter(pc.less_equal(out[sec.VERSION], cap))
+    out = out.filter(pc.less_equal(out[VERSION], cap))
     # Files written before a column was widened (Iceberg int -> long, float -> double, a
     # larger decimal) hold the old type: answer in the schema asked for.
     return out if out.schema.equals(target) else out.select(target.names).cast(target)

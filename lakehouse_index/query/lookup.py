@@ -26,8 +26,8 @@ from lakehouse_index.expressions.types import orders_alike
 from lakehouse_index.io import Storage
 from lakehouse_index.io.parallel import CORES, shared_pool
 from lakehouse_index.kinds import keys as K
-from lakehouse_index.kinds import secondary as sec
 from lakehouse_index.kinds.base import kind_of
+from lakehouse_index.kinds.entries import FILE_ID, ROW, index_schema, merge
 from lakehouse_index.log.entry import Level, LogEntry
 from lakehouse_index.query.coverage import Coverage, coverage
 from lakehouse_index.query.index_reader import (
@@ -107,8 +107,8 @@ def _index_hits(
     if not apply_deletes or not plan.coverage.filter_deletes or live.num_rows == 0:
         return live
     keep = np.ones(live.num_rows, dtype=bool)
-    fids = live[sec.FILE_ID].to_numpy()
-    rows = live[sec.ROW].to_numpy()
+    fids = live[FILE_ID].to_numpy()
+    rows = live[ROW].to_numpy()
     for fid in plan.coverage.filter_deletes:
         sel = np.nonzero(fids == fid)[0]
         if not len(sel):
@@ -134,7 +134,7 @@ def _live_entries(
         storage,
         index_dir,
         entry.content.files,
-        sec.index_schema(entry.spec, target),
+        index_schema(entry.spec, target),
         entry.spec.key,
         selection,
         coverage.cap,
@@ -145,8 +145,8 @@ def _live_entries(
     # Base files hold each row address once, as a PUT: only delta files (and entries read at
     # a moved address, which later deletes may name) need the LSM merge.
     has_deltas = bool(coverage.moves) or any(f.level is Level.DELTA for f in entry.content.files)
-    live = sec.merge(raw, None) if has_deltas else raw
-    return live.filter(pc.is_in(live[sec.FILE_ID], value_set=coverage.answered_ids))
+    live = merge(raw, None) if has_deltas else raw
+    return live.filter(pc.is_in(live[FILE_ID], value_set=coverage.answered_ids))
 
 
 def files_matching(
@@ -170,7 +170,7 @@ def files_matching(
     """
     kind_of(entry.spec).validate(entry.spec, target)
     live = _live_entries(storage, index_dir, entry, target, cov, RowFilter(where), ReadStats())
-    ids = set(live[sec.FILE_ID].to_pylist())
+    ids = set(live[FILE_ID].to_pylist())
     return frozenset(cov.answered[i].path for i in ids) | frozenset(fe.path for fe in cov.scan)
 
 
@@ -186,7 +186,7 @@ def _live_positions(
     """The subset of ``positions`` not deleted in ``target`` (DVs, position and equality deletes)."""
     if fe.equality_deletes:
         t = read_file(source, target, fe, columns=[], positions=positions, with_positions=True, config=config)
-        return t[sec.ROW].to_numpy()
+        return t[ROW].to_numpy()
     deleted = source.deleted_positions(fe)
     return np.array([p for p in positions.tolist() if p not in deleted], dtype=np.int64)
 
@@ -254,9 +254,7 @@ def _scan_hits(
         keys = _scan_keys(source, plan, fe)
         if keys is None:
             return None
-        positions = keys[sec.ROW].to_numpy()[
-            K.match_mask(keys, plan.keys.table).to_numpy(zero_copy_only=False)
-        ]
+        positions = keys[ROW].to_numpy()[K.match_mask(keys, plan.keys.table).to_numpy(zero_copy_only=False)]
         if not len(positions):
             return None
         t = read_file(
@@ -374,18 +372,18 @@ def locate(
     def part(t: pa.Table, files: pa.Array, row_id: pa.Array | None) -> pa.Table:
         extra = [] if row_id is None else [row_id]
         return pa.table(
-            [*(t[c] for c in cols), *extra, files, t[sec.ROW]],
-            names=[*cols, *([ROW_ID] if ids else []), FILE, sec.ROW],
+            [*(t[c] for c in cols), *extra, files, t[ROW]],
+            names=[*cols, *([ROW_ID] if ids else []), FILE, ROW],
         )
 
     hits = _index_hits(source, storage, index_dir, plan, apply_deletes=True)
     answered = plan.coverage.answered
-    fids = hits[sec.FILE_ID].to_numpy()
+    fids = hits[FILE_ID].to_numpy()
     paths = pa.array([answered[i].path for i in fids.tolist()], pa.string())
-    located = _row_ids_by_file(source, plan.target, answered, fids, hits[sec.ROW].to_numpy()) if ids else None
+    located = _row_ids_by_file(source, plan.target, answered, fids, hits[ROW].to_numpy()) if ids else None
     parts = [part(hits, paths, located)]
     for fe, t in _scan_hits(source, plan, cols):
-        located = row_ids(source, plan.target, fe, t[sec.ROW].to_numpy()) if ids else None
+        located = row_ids(source, plan.target, fe, t[ROW].to_numpy()) if ids else None
         parts.append(part(t, pa.array([fe.path] * t.num_rows, pa.string()), located))
     schema = parts[0].schema
     return pa.concat_tables([p.cast(schema) for p in parts])
@@ -408,8 +406,8 @@ def lookup(
         parts = [hits.select(out_cols), *(t.select(out_cols) for _, t in _scan_hits(source, plan, need))]
         return pa.concat_tables([p.cast(schema) for p in parts])
     hits = _index_hits(source, storage, index_dir, plan, apply_deletes=False)
-    fids = hits[sec.FILE_ID].to_numpy()
-    rows = hits[sec.ROW].to_numpy()
+    fids = hits[FILE_ID].to_numpy()
+    rows = hits[ROW].to_numpy()
     files = [plan.coverage.answered[fid] for fid in np.unique(fids).tolist()]
     by_path = {fe.path: fid for fid, fe in zip(np.unique(fids).tolist(), files, strict=True)}
 

@@ -20,7 +20,7 @@ import pickle
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -29,7 +29,8 @@ import pyarrow.compute as pc
 from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.executors.writer import write_entries
 from lakehouse_index.kinds.base import WriteTarget, WriteTimeEntries
-from lakehouse_index.kinds.secondary import ROW
+from lakehouse_index.kinds.entries import ROW
+from lakehouse_index.sink.contract import DataFileFormat, OpenDataFile, PartitionKey, WrittenFile
 from lakehouse_index.workflows.data import conform
 
 #: The one column of the row a task returns: its pickled :class:`TaskOutput`.
@@ -37,61 +38,12 @@ RESULT_COLUMN = "written"
 RESULT_SCHEMA = pa.schema([(RESULT_COLUMN, pa.binary())])
 RESULT_DDL = f"{RESULT_COLUMN} binary"
 
-#: A partition: (column, value) pairs of the table's partition columns (empty: unpartitioned).
-PartitionKey = tuple[tuple[str, Any], ...]
-
-
-class NotDistributable(Exception):
-    """A table the tasks cannot write (the append then goes through this process)."""
-
-
-@dataclass(frozen=True)
-class WrittenFile:
-    """One data file a task wrote, as the commit needs it.
-
-    ``path`` as the commit names it (Delta: relative to the table root, not URI-encoded;
-    Iceberg: the full location); ``name`` its unique file name (how the driver finds it
-    among the commit's files); ``commit_info`` the format's metadata of the file (Delta:
-    the add action's statistics JSON; Iceberg: a pickled ``DataFile``); ``file_ids`` the
-    id its entries carry, per index name.
-    """
-
-    name: str
-    path: str
-    size: int
-    rows: int
-    partition_values: tuple[tuple[str, str | None], ...]
-    commit_info: bytes
-    file_ids: tuple[tuple[str, int], ...] = ()
-
-
 @dataclass(frozen=True)
 class TaskOutput:
     """What one task wrote: data files, and per index name the index files."""
 
     files: tuple[WrittenFile, ...]
     index_files: tuple[tuple[str, tuple[str, ...]], ...]
-
-
-class OpenDataFile(Protocol):
-    """A data file being written by a task."""
-
-    def write(self, rows: pa.Table) -> None:
-        """Append rows (in the table schema, partition columns included)."""
-
-    def close(self) -> WrittenFile:
-        """Finish the file; what the commit needs of it."""
-
-
-class DataFileFormat(Protocol):
-    """How a table format lays out new data files (picklable: tasks get a copy)."""
-
-    @property
-    def partition_columns(self) -> tuple[str, ...]:
-        """Columns whose values split rows into separate files."""
-
-    def open(self, partition: PartitionKey) -> OpenDataFile:
-        """A new data file for rows of ``partition``."""
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,6 @@ are written by Spark itself (``workflows.spark_append``).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -17,7 +16,7 @@ import pyarrow.compute as pc
 
 from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.errors import DuplicateKeyError, SchemaMismatchError, WriteRefusedError
-from lakehouse_index.expressions.arrow import signless_zero
+from lakehouse_index.expressions.matching import matchable
 from lakehouse_index.expressions.types import Family, family
 
 
@@ -133,30 +132,6 @@ def conform(data: pa.Table, schema: pa.Schema, table: str) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
-def _matchable(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    """A key column as ``upsert`` matches it, which is as ``lookup`` does: -0.0 as 0.0 and every
-    NaN (whatever its sign and payload) as one NaN."""
-    t = column.type
-    if not (pa.types.is_float32(t) or pa.types.is_float64(t)):
-        return column
-    zeroless = signless_zero(column, t)
-    return pc.if_else(pc.is_nan(zeroless), pa.scalar(math.nan, t), zeroless)
-
-
-#: Stands for NaN in :func:`match_keys` (NaN is not equal to itself, so no dict would find it).
-_NAN = object()
-
-
-def match_keys(rows: pa.Table, on: Sequence[str]) -> list[tuple[Any, ...]]:
-    """Each row's ``on`` values as a hashable key that equals another row's exactly when
-    ``upsert`` matches the two rows (see :func:`_matchable`)."""
-    columns = [
-        [_NAN if isinstance(v, float) and math.isnan(v) else v for v in values]
-        for values in (_matchable(rows.column(c)).to_pylist() for c in on)
-    ]
-    return list(zip(*columns, strict=True)) if columns else []
-
-
 def check_unique_keys(data: pa.Table, on: Sequence[str]) -> None:
     """DuplicateKeyError when a key of ``on`` repeats in ``data`` (as ``upsert`` matches keys:
     NaN equals NaN, -0.0 equals 0.0) or has a null part."""
@@ -166,7 +141,7 @@ def check_unique_keys(data: pa.Table, on: Sequence[str]) -> None:
             raise DuplicateKeyError(f"upsert key column {c!r} has {nulls} null value(s) in the data")
     if data.num_rows == 0:
         return
-    keys = pa.table([_matchable(data.column(c)) for c in on], names=list(on))
+    keys = pa.table([matchable(data.column(c)) for c in on], names=list(on))
     counts = keys.group_by(list(on)).aggregate([([], "count_all")])
     dup = counts.filter(pc.greater(counts["count_all"], 1))
     if dup.num_rows:

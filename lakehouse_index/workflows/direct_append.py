@@ -35,28 +35,22 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 import pyarrow as pa
 
+from lakehouse_index.context import IndexContext
 from lakehouse_index.errors import ConcurrentIndexUpdate, IndexMaintenanceError
+from lakehouse_index.executors import build_context
 from lakehouse_index.executors.writer import read_root_index
 from lakehouse_index.io.parallel import CORES
 from lakehouse_index.kinds.base import BuildContext, kind_of
 from lakehouse_index.log.entry import IndexState, Level, LogEntry, Operation
 from lakehouse_index.log.lifecycle import OpResult, Started, start_operation
 from lakehouse_index.maintenance import refresh
+from lakehouse_index.sink.contract import NotDistributable, Transaction, WrittenFile
 from lakehouse_index.source import Change, Snapshot
 from lakehouse_index.spec import AutoRefresh
-from lakehouse_index.workflows.append_task import (
-    AppendTask,
-    DataFileFormat,
-    IndexShare,
-    NotDistributable,
-    TaskOutput,
-    WrittenFile,
-)
-from lakehouse_index.workflows.facade import IndexedTable
+from lakehouse_index.workflows.append_task import AppendTask, IndexShare, TaskOutput
 from lakehouse_index.workflows.reports import Action, IndexReport, WriteResult, failure_message
 from lakehouse_index.workflows.sync import maintain_index, sync_indexes
 
@@ -87,29 +81,16 @@ class _Held:
         return self.started.ctx.stable
 
 
-def data_files(table: IndexedTable, snap: Snapshot, handle: Any) -> DataFileFormat:
-    """How the job writes new data files of ``table``; NotDistributable for a layout it does not write."""
-    if table.format == "delta":
-        from lakehouse_index.workflows import delta_commit
-
-        return delta_commit.new_files(handle, table.storage, table.uri, snap.schema)
-    if table.format == "iceberg":
-        from lakehouse_index.workflows import iceberg_commit
-
-        return iceberg_commit.new_files(handle, table.uri)
-    raise NotDistributable(f"{table.uri}: {table.format} tables are not written by this project")
-
-
 def _caught_up(entry: LogEntry, snap: Snapshot) -> bool:
     return entry.pending is None and entry.source.ordinal >= snap.ordinal
 
 
-def _hold(table: IndexedTable, snap: Snapshot, notes: dict[str, str], held: list[_Held]) -> None:
+def _hold(ctx: IndexContext, snap: Snapshot, notes: dict[str, str], held: list[_Held]) -> None:
     """Start the incremental refresh of every index that can take the job's entries (into ``held``)."""
-    for info in table.indexes():
+    for info in ctx.indexes():
         if info.state is not IndexState.ACTIVE:
             continue
-        log = table._log(info.name)
+        log = ctx.log(info.name)
         stable = log.latest_stable()
         if stable is None or stable.state is not IndexState.ACTIVE:
             continue
@@ -123,7 +104,7 @@ def _hold(table: IndexedTable, snap: Snapshot, notes: dict[str, str], held: list
             continue
         kind.validate(stable.spec, snap)
         if not _caught_up(stable, snap):
-            maintain_index(table, info.name)  # commits it had not seen, the ordinary way
+            maintain_index(ctx, info.name)  # commits it had not seen, the ordinary way
         try:
             started = start_operation(
                 log,
@@ -136,7 +117,7 @@ def _hold(table: IndexedTable, snap: Snapshot, notes: dict[str, str], held: list
         if isinstance(started, LogEntry):  # could not be caught up (another writer holds it)
             notes[info.name] = BUSY
             continue
-        build = table._build_context(log, started.ctx.data_uri, None, None)
+        build = build_context(ctx, log.index_dir, started.ctx.data_uri)
         held_from = started.ctx.stable  # after the catch-up above: its file ids are taken
         assert held_from is not None
         share = IndexShare(
@@ -150,18 +131,18 @@ def _hold(table: IndexedTable, snap: Snapshot, notes: dict[str, str], held: list
         held.append(_Held(info.name, started, build, share))
 
 
-def _our_change(table: IndexedTable, after: int, written: list[WrittenFile]) -> tuple[Change, int]:
+def _our_change(ctx: IndexContext, after: int, written: list[WrittenFile]) -> tuple[Change, int]:
     """The commit after version ``after`` that added the job's files, and how many commits
     landed after ``after`` up to it (1: none by another writer)."""
     names = {w.name for w in written}
-    for n, change in enumerate(table.source.changes(after, table.source.latest_version()), start=1):
+    for n, change in enumerate(ctx.source.changes(after, ctx.source.latest_version()), start=1):
         if any(f.path.rsplit("/", 1)[-1] in names for f in change.added):
             return change, n
-    raise AssertionError(f"no commit after version {after} of {table.uri} added the appended files")
+    raise AssertionError(f"no commit after version {after} of {ctx.uri} added the appended files")
 
 
 def _finish(
-    table: IndexedTable, h: _Held, change: Change, commits: int, outputs: list[TaskOutput]
+    ctx: IndexContext, h: _Held, change: Change, commits: int, outputs: list[TaskOutput]
 ) -> int | None:
     """Log ``h``'s refresh of ``change`` naming the job's entries (the number of entries);
     None (abandoned) when the commit is not the one the entries were computed for."""
@@ -175,32 +156,33 @@ def _finish(
         return None
     paths = [p for out in outputs for name, ps in out.index_files if name == h.name for p in ps]
     written = refresh.Written(ids, read_root_index(h.share.target, paths))
-    target = table.source.snapshot(change.version)
+    target = ctx.source.snapshot(change.version)
     state, content = refresh.incremental(h.build, h.stable, target, remap=False, written=written)
     h.started.finish(OpResult(state, content))
     return sum(f.rows for f in written.files)
 
 
 def append_files(
-    table: IndexedTable,
-    snap: Snapshot,
-    handle: Any,
+    ctx: IndexContext,
+    tx: Transaction,
     start: float,
     job: Job,
     *,
     require_index: bool = False,
 ) -> WriteResult | None:
-    """Hold the indexes, run ``job`` (it writes the data files), commit, log the held refreshes, sync.
+    """Hold the indexes, run ``job`` (it writes the data files), commit through ``tx``, log the
+    held refreshes, sync.
 
     ``require_index``: return None (nothing written, nothing held) when no index can take
     the job's entries, so the caller writes through the format library instead.
     """
+    snap = tx.snapshot
     notes: dict[str, str] = {}
     held: list[_Held] = []
     closed: set[str] = set()  # held indexes whose operation ended (finished or abandoned)
     done: dict[str, int] = {}  # index → entries the job wrote for it
     try:
-        _hold(table, snap, notes, held)
+        _hold(ctx, snap, notes, held)
         if require_index and not held:
             return None
         outputs = job(tuple(h.share for h in held))
@@ -208,12 +190,12 @@ def append_files(
         rows = sum(w.rows for w in written)
         version = snap.version
         if written:
-            _commit(table, handle, written)
-            change, commits = _our_change(table, snap.version, written)
+            tx.commit_files(written)
+            change, commits = _our_change(ctx, snap.version, written)
             version = change.version
             for h in held:
                 try:
-                    entries = _finish(table, h, change, commits, outputs)
+                    entries = _finish(ctx, h, change, commits, outputs)
                 except Exception as e:  # the commit stands: the index follows by refresh below
                     _log.exception("index %r: logging the append's entries failed", h.name)
                     h.started.abandon()
@@ -228,11 +210,11 @@ def append_files(
         for h in held:
             if h.name not in closed:
                 h.started.abandon()
-    sync = sync_indexes(table, raise_on_error=False)
+    sync = sync_indexes(ctx, raise_on_error=False)
     reports = tuple(_report(r, snap.version, done, notes) for r in sync.indexes)
     result = WriteResult(
         operation="append",
-        table_uri=table.uri,
+        table_uri=ctx.uri,
         table_version=version,
         previous_version=snap.version,
         rows_written=rows,
@@ -243,39 +225,26 @@ def append_files(
     )
     if not result.ok:
         raise IndexMaintenanceError(
-            failure_message(f"append committed version {version} of {table.uri}", result.failed), result
+            failure_message(f"append committed version {version} of {ctx.uri}", result.failed), result
         )
     return result
 
 
-def append_rows(
-    table: IndexedTable, rows: pa.Table, snap: Snapshot, handle: Any, start: float
-) -> WriteResult | None:
+def append_rows(ctx: IndexContext, tx: Transaction, rows: pa.Table, start: float) -> WriteResult | None:
     """Append ``rows`` (already in the table schema) by writing the data files and the index
     entries in this process, on threads; None when no index takes write-time entries or the
     table's layout is one the task does not write (the caller appends through the format
     library and refreshes)."""
     try:
-        files = data_files(table, snap, handle)
+        files = tx.data_files()
     except NotDistributable:
         return None
 
     def job(shares: tuple[IndexShare, ...]) -> list[TaskOutput]:
-        task = AppendTask(snap.schema, table.uri, files, shares, tasks=1, threads=CORES)
+        task = AppendTask(tx.snapshot.schema, ctx.uri, files, shares, tasks=1, threads=CORES)
         return [task.write(0, [rows])]
 
-    return append_files(table, snap, handle, start, job, require_index=True)
-
-
-def _commit(table: IndexedTable, handle: Any, written: list[WrittenFile]) -> None:
-    if table.format == "delta":
-        from lakehouse_index.workflows import delta_commit
-
-        delta_commit.commit_files(handle, written)
-    else:
-        from lakehouse_index.workflows import iceberg_commit
-
-        iceberg_commit.append_data_files(handle, written)
+    return append_files(ctx, tx, start, job, require_index=True)
 
 
 def _report(r: IndexReport, before: int, done: dict[str, int], notes: dict[str, str]) -> IndexReport:

@@ -1,10 +1,10 @@
 """Apply each index's ``auto_refresh`` policy to the table commits it has not seen.
 
-``incremental`` runs ``refresh_index(name, "incremental")`` and ``quick`` runs
-``refresh_index(name, "quick")``; both go to the table's latest version, so commits by
-other engines that landed in between are included. ``off`` only reports the lag. The
-index log's put-if-absent decides races: a refresh that loses to another writer (a
-watcher, a second API writer) changes nothing and is re-checked.
+``incremental`` runs the action ``refresh_index(name, "incremental")`` and ``quick``
+``refresh_index(name, "quick")`` (:mod:`lakehouse_index.actions`); both go to the table's
+latest version, so commits by other engines that landed in between are included. ``off``
+only reports the lag. The index log's put-if-absent decides races: a refresh that loses to
+another writer (a watcher, a second API writer) changes nothing and is re-checked.
 """
 
 from __future__ import annotations
@@ -18,12 +18,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from lakehouse_index.actions.cancel_index import cancel_index
+from lakehouse_index.actions.refresh_index import refresh_index
+from lakehouse_index.context import IndexContext
 from lakehouse_index.errors import ConcurrentIndexUpdate, IndexBusyError, IndexMaintenanceError
 from lakehouse_index.faults import crash_point
 from lakehouse_index.log.entry import IndexState, LogEntry
 from lakehouse_index.log.store import IndexLog
 from lakehouse_index.spec import AutoRefresh
-from lakehouse_index.workflows.facade import IndexedTable
 from lakehouse_index.workflows.reports import Action, IndexReport, SyncResult, failure_message
 
 if TYPE_CHECKING:
@@ -43,13 +45,13 @@ class _Latest:
     timestamp_ms: int
 
 
-def _latest(table: IndexedTable) -> _Latest:
-    version = table.source.latest_version()
-    info = table.source.version_info(version)
+def _latest(ctx: IndexContext) -> _Latest:
+    version = ctx.source.latest_version()
+    info = ctx.source.version_info(version)
     return _Latest(version, info.ordinal, info.timestamp_ms)
 
 
-def _newer(table: IndexedTable, latest: _Latest, entry: LogEntry) -> _Latest:
+def _newer(ctx: IndexContext, latest: _Latest, entry: LogEntry) -> _Latest:
     """``latest``, or the newest commit ``entry`` knows of (indexed or pending) when that one is newer.
 
     A refresh goes to the table's latest version, read when it started; reporting from it
@@ -60,7 +62,7 @@ def _newer(table: IndexedTable, latest: _Latest, entry: LogEntry) -> _Latest:
         return latest
     if entry.pending is None:
         return _Latest(version, ordinal, entry.source.timestamp_ms)
-    return _Latest(version, ordinal, table.source.version_info(version).timestamp_ms)
+    return _Latest(version, ordinal, ctx.source.version_info(version).timestamp_ms)
 
 
 def _seen(entry: LogEntry) -> tuple[int, int]:
@@ -70,14 +72,14 @@ def _seen(entry: LogEntry) -> tuple[int, int]:
     return entry.source.version, entry.source.ordinal
 
 
-def _lag(table: IndexedTable, entry: LogEntry, latest: _Latest) -> tuple[int, float]:
+def _lag(ctx: IndexContext, entry: LogEntry, latest: _Latest) -> tuple[int, float]:
     version, ordinal = _seen(entry)
     lag = max(0, latest.ordinal - ordinal)
     if lag == 0:
         return 0, 0.0
     seen_ms = entry.source.timestamp_ms
     if entry.pending is not None:
-        seen_ms = table.source.version_info(version).timestamp_ms
+        seen_ms = ctx.source.version_info(version).timestamp_ms
     return lag, max(0.0, (latest.timestamp_ms - seen_ms) / 1000)
 
 
@@ -103,7 +105,7 @@ def dead_local_writer(entry: LogEntry) -> bool:
     return False
 
 
-def cancel_if_dead(table: IndexedTable, log: IndexLog, name: str) -> bool:
+def cancel_if_dead(ctx: IndexContext, log: IndexLog, name: str) -> bool:
     """Cancel the operation in progress on ``name`` if its writer died here; True if cancelled."""
     latest = log.latest()
     if latest is None or latest.state.is_stable or not dead_local_writer(latest):
@@ -116,7 +118,7 @@ def cancel_if_dead(table: IndexedTable, log: IndexLog, name: str) -> bool:
         latest.id,
     )
     with contextlib.suppress(ConcurrentIndexUpdate):  # another watcher cancelled it first
-        table.cancel_index(name)
+        cancel_index(ctx, name)
     return True
 
 
@@ -142,7 +144,7 @@ def _delta(before: LogEntry, after: LogEntry) -> tuple[int, int]:
 
 
 def maintain_index(
-    table: IndexedTable,
+    ctx: IndexContext,
     name: str,
     *,
     wait_for_busy: bool = True,
@@ -157,7 +159,7 @@ def maintain_index(
     latest version as the caller just read it (read here when not given).
     """
     start = time.perf_counter()
-    log = table._log(name)
+    log = ctx.log(name)
     before = log.latest_stable()
     if before is None:  # a first create still running elsewhere
         raise IndexBusyError(f"index {name!r} is being created; nothing to maintain yet")
@@ -166,7 +168,7 @@ def maintain_index(
     version_before = before.source.version
 
     def report(action: Action, entry: LogEntry, latest: _Latest, **extra: object) -> IndexReport:
-        lag, lag_s = _lag(table, entry, latest)
+        lag, lag_s = _lag(ctx, entry, latest)
         return IndexReport(
             name=name,
             policy=policy,
@@ -186,7 +188,7 @@ def maintain_index(
         return report(Action.FAILED, entry, latest, error=error, recovery=_recovery(name, mode, stuck))
 
     if latest is None:
-        latest = _latest(table)
+        latest = _latest(ctx)
     if policy is AutoRefresh.OFF:
         return report(Action.REPORTED, before, latest)
     deadline = time.monotonic() + BUSY_TIMEOUT_S
@@ -200,12 +202,12 @@ def maintain_index(
             action = Action.NOTHING if current.id == before.id else Action.RACED
             return report(action, current, latest)
         try:
-            table.refresh_index(name, mode, spark=spark)
+            refresh_index(ctx, name, mode, spark=spark)
         except ConcurrentIndexUpdate as e:
             if (
                 isinstance(e, IndexBusyError)
                 and time.monotonic() < deadline
-                and cancel_if_dead(table, log, name)
+                and cancel_if_dead(ctx, log, name)
             ):
                 continue
             if not wait_for_busy:
@@ -213,7 +215,7 @@ def maintain_index(
             if time.monotonic() > deadline:
                 return failed(e, current, latest, stuck=isinstance(e, IndexBusyError))
             time.sleep(0.05)
-            latest = _latest(table)
+            latest = _latest(ctx)
             continue
         except Exception as e:  # the table commit stands; report and let the caller decide
             newest = log.latest()
@@ -224,12 +226,12 @@ def maintain_index(
         written, tombstoned = _delta(before, after)
         action = Action.INCREMENTAL if mode == "incremental" else Action.QUICK
         return report(
-            action, after, _newer(table, latest, after), entries_written=written, files_tombstoned=tombstoned
+            action, after, _newer(ctx, latest, after), entries_written=written, files_tombstoned=tombstoned
         )
 
 
 def sync_indexes(
-    table: IndexedTable,
+    ctx: IndexContext,
     names: Sequence[str] | None = None,
     *,
     raise_on_error: bool = True,
@@ -247,7 +249,7 @@ def sync_indexes(
     wanted = None if names is None else set(names)
     reports: list[IndexReport] = []
     latest: _Latest | None = None  # read once, when the first index needs it
-    for info in table.indexes():
+    for info in ctx.indexes():
         if wanted is not None and info.name not in wanted:
             continue
         if info.state in (IndexState.DELETED, IndexState.DOES_NOT_EXIST) or info.indexed_version is None:
@@ -255,18 +257,18 @@ def sync_indexes(
         if should_stop is not None and should_stop():
             break
         if latest is None:
-            latest = _latest(table)
-        report = maintain_index(table, info.name, wait_for_busy=wait_for_busy, spark=spark, latest=latest)
+            latest = _latest(ctx)
+        report = maintain_index(ctx, info.name, wait_for_busy=wait_for_busy, spark=spark, latest=latest)
         reports.append(report)
         crash_point("sync.after_index")
         if report.table_version != latest.version:  # a refresh found a newer commit: the next index sees it
-            latest = _latest(table)
+            latest = _latest(ctx)
     result = SyncResult(
-        table_uri=table.uri,
-        table_version=reports[-1].table_version if reports else table.latest_version(),
+        table_uri=ctx.uri,
+        table_version=reports[-1].table_version if reports else ctx.source.latest_version(),
         indexes=tuple(reports),
         seconds=time.perf_counter() - start,
     )
     if raise_on_error and not result.ok:
-        raise IndexMaintenanceError(failure_message(f"sync of {table.uri}", result.failed), result)
+        raise IndexMaintenanceError(failure_message(f"sync of {ctx.uri}", result.failed), result)
     return result

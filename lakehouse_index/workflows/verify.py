@@ -25,6 +25,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lakehouse_index.context import IndexContext
 from lakehouse_index.errors import IndexNotFoundError, VersionNotFoundError
 from lakehouse_index.expressions import And, Col, Compare, IsNull, Lit, Node, Predicate
 from lakehouse_index.kinds.base import IndexKind, IndexLocation, kind_of
@@ -34,7 +35,7 @@ from lakehouse_index.query.coverage import covered_files
 from lakehouse_index.read.scan import scan_files
 from lakehouse_index.source import Snapshot
 from lakehouse_index.spec import IndexSpec
-from lakehouse_index.workflows.facade import IndexedTable
+from lakehouse_index.workflows import versions as table_versions
 
 #: The checks: full rows, row addresses, files kept by a pruning index.
 LOOKUP, LOCATE, PRUNE = "lookup", "locate", "prune"
@@ -100,7 +101,7 @@ class VerifyReport:
 
 
 def verify_index(
-    table: IndexedTable,
+    ctx: IndexContext,
     name: str,
     *,
     sample: int = 100,
@@ -112,26 +113,26 @@ def verify_index(
     ``versions`` default to the index's indexed version and the table's latest version.
     Keys are drawn (``seed`` for a repeatable draw) from the rows of those versions.
     """
-    log = table._log(name)
+    log = ctx.log(name)
     snapshots = log.active_snapshots()
     if not snapshots:
-        raise IndexNotFoundError(f"index {name!r} on {table.uri} has no active snapshot to verify")
+        raise IndexNotFoundError(f"index {name!r} on {ctx.uri} has no active snapshot to verify")
     spec = snapshots[-1].spec
     kind = kind_of(spec)
-    wanted = versions if versions is not None else [snapshots[-1].source.version, table.latest_version()]
-    targets = {s.version: s for s in (table.snapshot(v) for v in wanted)}
-    scans = {v: _plain_scan(table, s) for v, s in targets.items()}
+    wanted = versions if versions is not None else [snapshots[-1].source.version, ctx.source.latest_version()]
+    targets = {s.version: s for s in (table_versions.snapshot(ctx, v) for v in wanted)}
+    scans = {v: _plain_scan(ctx, s) for v, s in targets.items()}
     keys = _sample_keys(list(scans.values()), spec.key, sample, random.Random(seed))
-    usable = [e for e in snapshots if _in_history(table, e.source.version)]
+    usable = [e for e in snapshots if _in_history(ctx, e.source.version)]
     mismatches: list[Mismatch] = []
     checks = 0
     for v, target in targets.items():
         expected = _by_key(scans[v], spec.key)
         for entry in usable:
             answers = (
-                _lookups(table, log.index_dir, entry, target, keys)
+                _lookups(ctx, log.index_dir, entry, target, keys)
                 if kind.answers_lookups
-                else _pruned(table, kind, log.index_dir, entry, target, spec, keys)
+                else _pruned(ctx, kind, log.index_dir, entry, target, spec, keys)
             )
             for check, got in answers.items():
                 for key in keys:
@@ -146,17 +147,17 @@ def verify_index(
     )
 
 
-def _in_history(table: IndexedTable, version: int) -> bool:
+def _in_history(ctx: IndexContext, version: int) -> bool:
     try:
-        table.snapshot(version)
+        table_versions.snapshot(ctx, version)
     except VersionNotFoundError:
         return False
     return True
 
 
-def _plain_scan(table: IndexedTable, snap: Snapshot) -> pa.Table:
+def _plain_scan(ctx: IndexContext, snap: Snapshot) -> pa.Table:
     """Every live row of ``snap`` with its file (``_file``) and position (``_row``)."""
-    rows = scan_files(table.source, snap, snap.files.values(), with_lineage=True)
+    rows = scan_files(ctx.source, snap, snap.files.values(), with_lineage=True)
     return rows.rename_columns([c if c != "_file_path" else "_file" for c in rows.column_names])
 
 
@@ -173,14 +174,14 @@ def _by_key(rows: pa.Table, key: Sequence[str]) -> dict[Key, list[dict[str, Any]
 
 
 def _lookups(
-    table: IndexedTable, index_dir: str, entry: LogEntry, target: Snapshot, keys: list[Key]
+    ctx: IndexContext, index_dir: str, entry: LogEntry, target: Snapshot, keys: list[Key]
 ) -> dict[str, dict[Key, Counter[str]]]:
     """Full rows (without ``_file``/``_row``) and row addresses per key, through one snapshot."""
     probe: list[Any] = [k if len(k) > 1 else k[0] for k in keys]
     key = entry.spec.key
-    plan = lk.plan_lookup(table.source, entry, target, probe)
-    rows = lk.lookup(table.source, table.storage, index_dir, plan, None)
-    where = lk.locate(table.source, table.storage, index_dir, plan, with_row_ids=False)
+    plan = lk.plan_lookup(ctx.source, entry, target, probe)
+    rows = lk.lookup(ctx.source, ctx.storage, index_dir, plan, None)
+    where = lk.locate(ctx.source, ctx.storage, index_dir, plan, with_row_ids=False)
     return {
         LOOKUP: _counted(rows, key, rows.column_names),
         LOCATE: _counted(where, key, [lk.FILE, "_row"]),
@@ -188,7 +189,7 @@ def _lookups(
 
 
 def _pruned(
-    table: IndexedTable,
+    ctx: IndexContext,
     kind: IndexKind,
     index_dir: str,
     entry: LogEntry,
@@ -201,7 +202,7 @@ def _pruned(
     kept: dict[Key, Counter[str]] = {}
     for key in keys:
         predicate = _equals(target, spec.key, key)
-        ids = kind.prune(IndexLocation(table.storage, index_dir, target), entry, predicate, covered)
+        ids = kind.prune(IndexLocation(ctx.storage, index_dir, target), entry, predicate, covered)
         files = [covered[i].path for i in ids] + [f.path for f in uncovered]
         kept[key] = Counter(files)
     return {PRUNE: kept}

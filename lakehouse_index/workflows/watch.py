@@ -22,8 +22,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from lakehouse_index.context import IndexContext
 from lakehouse_index.faults import crash_point
-from lakehouse_index.workflows.facade import IndexedTable
 from lakehouse_index.workflows.reports import Action, IndexReport
 from lakehouse_index.workflows.sync import sync_indexes
 
@@ -87,7 +87,7 @@ def stop_on_signals(stop: StopFlag) -> Iterator[None]:
 
 
 def watch(
-    tables: Iterable[IndexedTable],
+    tables: Iterable[IndexContext],
     *,
     interval: float = 5.0,
     once: bool = False,
@@ -115,22 +115,22 @@ def watch(
         if on_event is not None:
             on_event(event)
 
-    def poll(table: IndexedTable) -> None:
+    def poll(ctx: IndexContext) -> None:
         try:
-            latest = table.latest_version()
+            latest = ctx.source.latest_version()
         except Exception as e:  # a table briefly unreadable must not stop the others
-            emit(WatchEvent(table.uri, None, error=f"{type(e).__name__}: {e}"))
+            emit(WatchEvent(ctx.uri, None, error=f"{type(e).__name__}: {e}"))
             return
-        if seen.get(table.uri) == latest:
+        if seen.get(ctx.uri) == latest:
             return
-        result = sync_indexes(table, raise_on_error=False, wait_for_busy=False, should_stop=stop.is_set)
+        result = sync_indexes(ctx, raise_on_error=False, wait_for_busy=False, should_stop=stop.is_set)
         for report in result.indexes:
-            emit(WatchEvent(table.uri, report.table_version, report))
+            emit(WatchEvent(ctx.uri, report.table_version, report))
         crash_point("watch.after_poll")
         if not stop.is_set() and all(r.ok and r.action is not Action.RACED for r in result.indexes):
-            seen[table.uri] = latest  # a raced, failed or skipped index: re-checked next poll
+            seen[ctx.uri] = latest  # a raced, failed or skipped index: re-checked next poll
         else:
-            seen.pop(table.uri, None)
+            seen.pop(ctx.uri, None)
 
     context = stop_on_signals(stop) if handle_signals else _nothing()
     with context:

@@ -260,11 +260,20 @@ def test_demo_prints_its_report_as_json(tmp_path: Path) -> None:
     assert (report["rows"], report["files"]) == (rows.num_rows, len(dt.file_uris())) == (3000, 3)
     present = sorted(set(report["keys"]) & set(rows["email"].to_pylist()))
     assert len(present) == len(report["keys"]) - 1  # the demo asks for one missing key
+    assert report["version"] == dt.version()
     assert {m["method"]: m["rows"] for m in report["measures"]} == {
         "index lookup (full rows, pyarrow)": len(present),
         "index locate (file, row)": len(present),
         "plain scan (pyarrow)": len(present),
+        "plain scan (DuckDB)": len(present),
     }
+    assert {m["method"]: m["files"] for m in report["measures"]} == {
+        "index lookup (full rows, pyarrow)": len(report["files_touched"]),
+        "index locate (file, row)": 0,
+        "plain scan (pyarrow)": len(dt.file_uris()),
+        "plain scan (DuckDB)": len(dt.file_uris()),
+    }
+    assert list(report["skipped"]) == ["plain scan (Spark)"]
     assert set(report["files_touched"]) <= {u.rsplit("/", 1)[-1] for u in dt.file_uris()}
     assert report["index"]["entries"] == 3000
     quiet = ok("demo", "--path", str(tmp_path), "--rows", "300", "--files", "2", "--no-spark", "--quiet")

@@ -48,7 +48,7 @@ def check(path: str, t: li.Table) -> None:
 
 
 def entry(t: li.Table) -> Any:
-    e = t._log("cov").latest_stable()
+    e = t.context.log("cov").latest_stable()
     assert e is not None
     return e
 

@@ -26,7 +26,7 @@ import pytest
 from iceberg_index_support import commit_equality_delete, index_snapshots, sql_catalog
 
 import lakehouse_index as li
-from lakehouse_index.kinds import secondary as sec
+from lakehouse_index.kinds.entries import DEL, FILE_ID, OP, ROW, VERSION
 from tests.support.oracle import rows_multiset
 
 pytestmark = pytest.mark.spark
@@ -109,13 +109,13 @@ def test_equality_delete_on_the_record_key_becomes_del_entries(
     assert expected  # the delete really removed rows of indexed files
     index_dir = Path(t.index_root.removeprefix("file://")) / "by_k"
     entries = pa.concat_tables([pq.read_table(index_dir / f.path) for f in entry.content.files])
-    dels = entries.filter(pc.equal(entries[sec.OP], sec.DEL))
-    got = set(zip(dels[sec.FILE_ID].to_pylist(), dels[sec.ROW].to_pylist(), strict=True))
+    dels = entries.filter(pc.equal(entries[OP], DEL))
+    got = set(zip(dels[FILE_ID].to_pylist(), dels[ROW].to_pylist(), strict=True))
     assert got == expected, (
         "issue 5: an equality delete on the record key must become DEL entries for exactly the "
         f"deleted rows at ordinal {ordinal}; the index holds DELs at {sorted(got)}"
     )
-    assert set(dels[sec.VERSION].to_pylist()) == {ordinal}
+    assert set(dels[VERSION].to_pylist()) == {ordinal}
 
 
 @pytest.mark.parametrize("mode", ["incremental", "quick", "full", "none"])

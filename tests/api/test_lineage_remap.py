@@ -23,7 +23,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import lakehouse_index as li
-from lakehouse_index.kinds import secondary as sec
+from lakehouse_index.kinds.entries import FILE_ID, ROW
 from lakehouse_index.kinds.moves import MoveMap
 from lakehouse_index.log.entry import LogEntry, Move, SourceFile
 from lakehouse_index.maintenance.lineage import _align, _Occurrences, _Rows
@@ -60,7 +60,7 @@ def table(tmp_path: Path, spark: Any) -> tuple[str, li.Table]:
 
 
 def _stable(t: li.Table, name: str) -> LogEntry:
-    entry = t._log(name).latest_stable()
+    entry = t.context.log(name).latest_stable()
     assert entry is not None
     return entry
 
@@ -209,18 +209,18 @@ def test_alignment_and_translation_reach_every_new_row_once(
     entries = pa.table(
         {
             "code": [int(s.codes[i]) for s in sources for i in range(len(s.codes))],
-            sec.FILE_ID: [s.file_id for s in sources for _ in s.codes],
-            sec.ROW: [int(p) for s in sources for p in s.positions],
+            FILE_ID: [s.file_id for s in sources for _ in s.codes],
+            ROW: [int(p) for s in sources for p in s.positions],
         },
-        schema=pa.schema([("code", pa.int64()), (sec.FILE_ID, pa.int64()), (sec.ROW, pa.int64())]),
+        schema=pa.schema([("code", pa.int64()), (FILE_ID, pa.int64()), (ROW, pa.int64())]),
     )
     translated = MoveMap.of(files, 1).translate(entries)
     # What stays on a removed file is dropped by the lineage filter (only live files answer).
-    moved = translated.filter(pc.equal(translated[sec.FILE_ID], new_id))
+    moved = translated.filter(pc.equal(translated[FILE_ID], new_id))
     moved_rows = sum(r.count for r in runs)
     assert moved.num_rows == moved_rows
     assert translated.num_rows - moved.num_rows <= entries.num_rows - moved_rows
-    rows = moved[sec.ROW].to_pylist()
+    rows = moved[ROW].to_pylist()
     assert len(rows) == len(set(rows)), "a new row is reached by two entries"
     for row, code in zip(rows, moved["code"].to_pylist(), strict=True):
         assert g[row] == code, "a moved entry does not hold its new row's values"

@@ -11,6 +11,7 @@ import pyarrow as pa
 from deltalake import DeltaTable, write_deltalake
 
 import lakehouse_index as li
+from lakehouse_index.query import index_queries
 from lakehouse_index.query import lookup as lookup_module
 
 
@@ -32,7 +33,7 @@ def test_local_files_are_read_in_turn_or_one_per_core_and_the_rows_do_not_change
     few = [f * 2_000 + 3 for f in range(6)]  # a row in each file: read one file after another
     lots = [f * 2_000 + j * 397 for f in (1, 4) for j in range(5)]  # five in each of two: threads
 
-    plan = table._lookup_plan("by_k", [f"k{i}" for i in few], None, None)
+    plan = index_queries.lookup_plan(table.context, "by_k", [f"k{i}" for i in few], table.snapshot)
     files = list(plan.coverage.answered.values())
     assert len(files) == 6  # the index answers
     many = replace(plan.read, parallel_files=64)

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from iceberg_index_support import key_filter, main_lineage, sql_catalog
 
 import lakehouse_index as li
+from lakehouse_index.query import index_queries
 from tests.support.oracle import rows_multiset
 
 pytestmark = [
@@ -235,7 +236,7 @@ def test_spark_read_equals_the_reader_at_every_version(history: History, spark: 
             assert rows_multiset(got, COLS) == rows_multiset(want, COLS), (version, where[:60])
         # The small IN list really went through an index: only the files holding the keys are read
         # (a key's 4 rows are written together, so it lives in one file).
-        files = t._files_for(snap, f"k IN ({_sql_list(small)})")
+        files = index_queries.files_for(t.context, snap, f"k IN ({_sql_list(small)})")
         assert files is not None and len(files) <= len(small), version
         located = set(t.locate("by_k", small, version_as_of=version)["_file"].to_pylist())
         assert {f.path for f in files} >= located, version

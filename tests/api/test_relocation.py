@@ -59,7 +59,7 @@ def test_moved_table_keeps_its_index(tmp_path: Path) -> None:
 
     write_deltalake(str(after), _batch(30, 10), mode="append")
     moved.refresh_index("by_k", mode="incremental")
-    entry = moved._log("by_k").latest_stable()
+    entry = moved.context.log("by_k").latest_stable()
     assert entry is not None and entry.source.table_uri == moved.uri
     assert all(f.path.startswith(moved.uri) for f in entry.source.files)
     for version in range(4):

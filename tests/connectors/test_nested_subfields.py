@@ -15,7 +15,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from lakehouse_index_delta.schema import table_schema
-from lakehouse_index_iceberg.source import _columns
+from lakehouse_index_iceberg.schema import columns as iceberg_columns
 from pyiceberg.schema import Schema
 from pyiceberg.types import IntegerType, ListType, LongType, MapType, NestedField, StringType, StructType
 
@@ -129,7 +129,7 @@ def test_iceberg_ids_of_elements_keys_and_values() -> None:
         ),
         NestedField(8, "s", StructType(NestedField(9, "name", StringType()))),
     )
-    ident, m, s = _columns(schema, {})
+    ident, m, s = iceberg_columns(schema, {})
     assert ident.subfields == ()
     assert m.subfields == (
         Subfield("key", field_id=3, children=(Subfield("k", field_id=4),)),
@@ -141,7 +141,7 @@ def test_iceberg_ids_of_elements_keys_and_values() -> None:
     )
     assert s.subfields == (Subfield("name", field_id=9),)
     # The name mapping's names reach the columns and nested fields they map.
-    mapped = _columns(schema, {1: ("id", "ident"), 9: ("name", "nm")})
+    mapped = iceberg_columns(schema, {1: ("id", "ident"), 9: ("name", "nm")})
     assert mapped[0].file_names == ("id", "ident") and mapped[1].file_names == ()
     assert mapped[2].subfields == (Subfield("name", field_id=9, file_names=("name", "nm")),)
 

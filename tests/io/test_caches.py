@@ -102,11 +102,11 @@ def test_connector_caches_follow_the_configuration(tmp_path: Path) -> None:
     deltalake.write_deltalake(root, pa.table({"x": [2]}), mode="append")
     configure_caches(delta_commit_entries=1, delta_state_entries=1)
     source = DeltaSource.open(root, Storage.for_uri(root))
-    assert source._commits.maxsize == 1 and source._snapshots.maxsize == 1
+    assert source._log._commits.maxsize == 1 and source._snapshots.maxsize == 1
     assert [len(source.snapshot(v).files) for v in (0, 1, 0)] == [1, 2, 1]
     assert len(source._snapshots) == 1
     configure_caches(cache_config(), delta_state_entries=4)
-    assert source._states.maxsize == 4 and source._snapshots.maxsize == 4
+    assert source._replay._states.maxsize == 4 and source._snapshots.maxsize == 4
 
 
 def test_sized_cache_by_weight() -> None:

@@ -21,7 +21,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 import lakehouse_index as li
-from lakehouse_index.workflows.erasure.residue import find_residue
+from lakehouse_index.workflows.erasure.verify.residue import find_residue
 from tests.support.oracle import rows_multiset
 from tests.support.stores import StoreUnderTest
 

@@ -9,8 +9,8 @@ import deltalake
 import pyarrow as pa
 import pytest
 from lakehouse_index_delta.paths import canonical_root, resolve_path
+from lakehouse_index_iceberg.catalog import table_uri
 from lakehouse_index_iceberg.deletes import normalize_path
-from lakehouse_index_iceberg.source import _table_uri
 
 from lakehouse_index.io import Storage, canonical_uri, join_uri
 from lakehouse_index.io.uri import local_path, uri_scheme
@@ -90,7 +90,7 @@ def test_the_three_canonicalizers_agree() -> None:
     for given in ("file:///data/a%20b", "/data/a%20b/", "s3a://bucket/t/", "file:/data/x"):
         core = canonical_uri(given)
         assert canonical_root(core) == core  # the Delta connector gets the core's canonical URI
-        assert _table_uri(core) == core  # and so does the Iceberg one: neither decodes again
+        assert table_uri(core) == core  # and so does the Iceberg one: neither decodes again
     # Paths written in table metadata: Delta's are URI references (decoded once), Iceberg's are not.
     assert resolve_path("file:///t", "file:///data/a%20b/f.parquet") == "file:///data/a b/f.parquet"
     assert resolve_path("file:///t", "s3a://b/a%20b/f") == "s3://b/a b/f"

@@ -1,11 +1,9 @@
-"""Index kinds as plug-ins and the two executors behind one layout.
+"""The two executors behind one layout, for every built-in kind.
 
 * The in-process (pyarrow) executor writes a covering index bucketed exactly like Spark:
   the same rows in each bucket, each bucket in its own ``bucket=<n>/`` directory.
 * Work under the sizing policy's limit (build, incremental refresh, optimize quick and
   full) runs without a JVM: checked in a fresh interpreter that must never import pyspark.
-* The kind registry finds the three built-in kinds through their entry points and refuses a
-  spec whose kind is not installed.
 """
 
 from __future__ import annotations
@@ -14,9 +12,8 @@ import subprocess
 import sys
 import textwrap
 from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,11 +21,8 @@ import pytest
 from deltalake import write_deltalake
 
 import lakehouse_index as li
-from lakehouse_index.errors import InvalidIndexSpecError
 from lakehouse_index.io import join_uri
-from lakehouse_index.kinds.base import kind_of, kinds
 from lakehouse_index.kinds.layout import bucket_of
-from lakehouse_index.spec import IndexSpec
 from tests.support.paths import code_env
 
 BUCKETS = 8
@@ -54,12 +48,12 @@ def _table(path: Path, files: int = 4) -> str:
 def _rows_per_bucket(t: li.Table, name: str) -> dict[int, Counter[tuple[Any, ...]]]:
     """Every index row by the bucket directory its file sits in (the row address left out: file
     ids follow the order of file names, which differ between the two tables)."""
-    entry = t._log(name).latest_stable()
+    entry = t.context.log(name).latest_stable()
     assert entry is not None
     out: dict[int, Counter[tuple[Any, ...]]] = {}
     for f in entry.content.files:
         assert f.bucket is not None, f"{f.path} is not in a bucket directory"
-        fs, path = t.storage.arrow(join_uri(t._index_dir(name), f.path))
+        fs, path = t.storage.arrow(join_uri(t.context.index_dir(name), f.path))
         rows = pq.read_table(path, filesystem=fs).to_pylist()
         out.setdefault(f.bucket, Counter()).update(
             tuple(sorted((k, v) for k, v in r.items() if k not in ("_file_id", "_row"))) for r in rows
@@ -146,25 +140,3 @@ def test_small_indexes_build_refresh_and_optimize_without_a_jvm(tmp_path: Path, 
     )
     assert run.returncode == 0, run.stderr
     assert "pyspark imported: False" in run.stdout, run.stdout
-
-
-def test_the_built_in_kinds_are_plug_ins() -> None:
-    assert sorted(kinds()) == ["covering", "secondary", "skipping"]
-    for spec in (
-        li.SecondaryIndex("a", key="k"),
-        li.CoveringIndex("b", indexed="k"),
-        li.SkippingIndex("c", columns="k"),
-    ):
-        found = kind_of(spec)
-        assert found.name == spec.kind and isinstance(spec, found.spec_type)
-
-
-@dataclass(frozen=True)
-class _Unknown(IndexSpec):
-    kind: ClassVar[str] = "no-such-kind"
-    name: str = "x"
-
-
-def test_a_spec_of_a_kind_not_installed_is_refused() -> None:
-    with pytest.raises(InvalidIndexSpecError, match="no index kind 'no-such-kind' is installed"):
-        kind_of(_Unknown())

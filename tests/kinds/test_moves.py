@@ -13,7 +13,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lakehouse_index.kinds import secondary as sec
+from lakehouse_index.kinds import entries as entry_format
 from lakehouse_index.kinds.moves import MoveMap
 from lakehouse_index.log.entry import Move, SourceFile
 
@@ -47,8 +47,8 @@ def histories(draw: st.DrawFn) -> tuple[list[SourceFile], pa.Table]:
     entries = pa.table(
         {
             "k": pa.array([f"k{i}" for i in range(len(rows))]),
-            sec.FILE_ID: pa.array([f for f, _ in rows], pa.int64()),
-            sec.ROW: pa.array([r for _, r in rows], pa.int64()),
+            entry_format.FILE_ID: pa.array([f for f, _ in rows], pa.int64()),
+            entry_format.ROW: pa.array([r for _, r in rows], pa.int64()),
         }
     )
     return files, entries
@@ -73,12 +73,16 @@ def test_translate_follows_every_chain_like_a_row_by_row_walk(h: tuple[list[Sour
     files, entries = h
     got = MoveMap.of(files, cap=1).translate(entries)
     want = []
-    cols = (entries["k"].to_pylist(), entries[sec.FILE_ID].to_pylist(), entries[sec.ROW].to_pylist())
+    cols = (
+        entries["k"].to_pylist(),
+        entries[entry_format.FILE_ID].to_pylist(),
+        entries[entry_format.ROW].to_pylist(),
+    )
     for k, f, r in zip(*cols, strict=True):
         to = _walk(files, f, r)
         if to is not None:
             want.append((k, *to))
-    out = (got["k"].to_pylist(), got[sec.FILE_ID].to_pylist(), got[sec.ROW].to_pylist())
+    out = (got["k"].to_pylist(), got[entry_format.FILE_ID].to_pylist(), got[entry_format.ROW].to_pylist())
     assert list(zip(*out, strict=True)) == want
 
 
@@ -94,11 +98,11 @@ def test_translate_follows_every_chain_like_a_row_by_row_walk(h: tuple[list[Sour
 def test_unique_addresses_is_no_repeated_pair(pairs: list[tuple[int, int]]) -> None:
     entries = pa.table(
         {
-            sec.FILE_ID: pa.array([f for f, _ in pairs], pa.int64()),
-            sec.ROW: pa.array([r for _, r in pairs], pa.int64()),
+            entry_format.FILE_ID: pa.array([f for f, _ in pairs], pa.int64()),
+            entry_format.ROW: pa.array([r for _, r in pairs], pa.int64()),
         }
     )
-    assert sec._unique_addresses(entries) == (len(set(pairs)) == len(pairs))
+    assert entry_format._unique_addresses(entries) == (len(set(pairs)) == len(pairs))
 
 
 @settings(max_examples=200, deadline=None)
@@ -121,11 +125,11 @@ def test_filter_rows_equals_filter(
     table = pa.table({"k": pa.array([f"k{i}" for i in range(n)], pa.string()), "r": pa.array(range(n))})
     step = max(1, -(-n // chunks))
     chunked = pa.concat_tables([table.slice(i, step) for i in range(0, n, step)] or [table])
-    old = sec.FILTER_SLICE_ROWS
-    sec.FILTER_SLICE_ROWS = slice_rows
+    old = entry_format.FILTER_SLICE_ROWS
+    entry_format.FILTER_SLICE_ROWS = slice_rows
     try:
-        got = sec.filter_rows(chunked, mask)
+        got = entry_format.filter_rows(chunked, mask)
     finally:
-        sec.FILTER_SLICE_ROWS = old
+        entry_format.FILTER_SLICE_ROWS = old
     assert got.schema == table.schema
     assert got.to_pydict() == table.filter(pa.array(mask, pa.bool_())).to_pydict()

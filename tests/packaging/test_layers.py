@@ -3,10 +3,12 @@
 Every module of ``lakehouse_index/`` and ``connectors/`` is parsed with :mod:`ast`; every
 import counts, including those inside functions and under ``TYPE_CHECKING`` (a lazy import
 is still a dependency). ``LAYERS`` is the one table of layers; a module may import its own
-layer or a lower one. The connectors may import only the connector contract
-(``lakehouse_index.source``) and ``lakehouse_index.errors`` of the core, and the core never
-imports a connector (it finds them through entry points). A module missing from the table
-fails too: place it in a layer.
+layer or a lower one. A connector's read half may import only the connector contract
+(``lakehouse_index.source``) and ``lakehouse_index.errors`` of the core; its write half
+(``<connector>.write``) may import the core at or below the write contract's layer
+(``lakehouse_index.sink``: io, source, expressions, read, sink). The core never imports a
+connector (it finds them through entry points). A module missing from the table fails too:
+place it in a layer.
 
 Violations known today are listed in ``KNOWN_VIOLATIONS``; each is a strict xfail of its
 own, so removing one makes its case pass (XPASS fails the run: then drop it from the list)
@@ -36,6 +38,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "lakehouse_index.errors",
         "lakehouse_index.config",
         "lakehouse_index.spec",
+        "lakehouse_index.kind_registry",
         "lakehouse_index.faults",
         "lakehouse_index.varint",
     ),
@@ -43,11 +46,14 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("lakehouse_index.source", "lakehouse_index.registry"),
     ("lakehouse_index.expressions",),
     ("lakehouse_index.read",),
+    ("lakehouse_index.sink",),
     ("lakehouse_index.log",),
+    ("lakehouse_index.context",),
     ("lakehouse_index.kinds",),
     ("lakehouse_index.executors", "lakehouse_index.spark"),
     ("lakehouse_index.maintenance",),
     ("lakehouse_index.query",),
+    ("lakehouse_index.actions",),
     ("lakehouse_index.workflows",),
     ("lakehouse_index.api",),
     (
@@ -60,8 +66,10 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ),
 )
 
-#: What a connector may import of the core.
+#: What a connector's read half may import of the core.
 CONNECTOR_MAY_IMPORT = ("lakehouse_index.source", "lakehouse_index.errors")
+#: A connector's write half may import the core at or below this module's layer.
+WRITE_CONTRACT = "lakehouse_index.sink"
 
 #: Upward imports that exist today (importer module, imported module) → why it is listed.
 #: Being removed (issue 11); do not add to this list.
@@ -160,6 +168,12 @@ def _connector(module: str) -> str | None:
     return top if top in CONNECTORS else None
 
 
+def _is_write_half(module: str) -> bool:
+    """Whether a connector module is in its write half (``<connector>.write``)."""
+    top, _, rest = module.partition(".")
+    return top in CONNECTORS and (rest == "write" or rest.startswith("write."))
+
+
 def _violation(imp: Import) -> str | None:
     src, dst = _connector(imp.importer), _connector(imp.imported)
     if src is not None:
@@ -167,7 +181,13 @@ def _violation(imp: Import) -> str | None:
             return None if dst == src else "a connector imports another connector"
         if any(imp.imported == m or imp.imported.startswith(m + ".") for m in CONNECTOR_MAY_IMPORT):
             return None
-        return f"a connector may import only {', '.join(CONNECTOR_MAY_IMPORT)} of the core"
+        if _is_write_half(imp.importer):
+            there, contract = _entry(imp.imported), _entry(WRITE_CONTRACT)
+            assert contract is not None
+            if there is not None and there[1] <= contract[1]:
+                return None
+            return f"a connector's write half may import the core only at or below {WRITE_CONTRACT}'s layer"
+        return f"a connector's read half may import only {', '.join(CONNECTOR_MAY_IMPORT)} of the core"
     if dst is not None:
         return "the core imports a connector (connectors are found through entry points)"
     here, there = _entry(imp.importer), _entry(imp.imported)

@@ -3,6 +3,6 @@ the library's writer, which the erasure purge uses for the delete manifests it r
 
 from __future__ import annotations
 
-from lakehouse_index.workflows.erasure.iceberg_manifests import DeleteManifestWriter
+from lakehouse_index_iceberg.write.delete_manifests import DeleteManifestWriter
 
 __all__ = ["DeleteManifestWriter"]

@@ -31,9 +31,9 @@ import pytest
 
 import lakehouse_index as li
 from lakehouse_index.errors import PurgeRefusedError, UnsupportedFeatureError, VersionPurgedError
-from lakehouse_index.workflows.erasure.history import PAUSE_ENV, STEPS
+from lakehouse_index.sink.history import PAUSE_ENV, STEPS
 from lakehouse_index.workflows.erasure.purge import purge_blockers, purge_history, purge_indexes
-from lakehouse_index.workflows.erasure.residue import ResidueReport, find_residue
+from lakehouse_index.workflows.erasure.verify.residue import ResidueReport, find_residue
 from tests.support.paths import code_env
 
 SUBJECTS = ["subj-alice-7f3a", "subj-bob-91c2"]
@@ -233,9 +233,9 @@ def test_purge_removes_every_trace_and_keeps_every_other_row(
     assert {h.value_number for h in before} == {0, 1}
     timestamps = {v.version: v.timestamp_ms for v in t.source.versions()}
 
-    assert purge_blockers(t) == []
-    history = purge_history(t, keep_version=case.keep)
-    indexes = purge_indexes(t)
+    assert purge_blockers(t.context) == []
+    history = purge_history(t.context, keep_version=case.keep)
+    indexes = purge_indexes(t.context)
     reports = json.loads(json.dumps({"history": history.to_json(), "indexes": indexes.to_json()}))
     assert reports["history"]["removed"]["data"] == len(history.removed.data)
     assert not any(v in json.dumps(reports) for v in SUBJECTS)  # counts, no paths that spell values
@@ -276,10 +276,10 @@ def test_purge_removes_every_trace_and_keeps_every_other_row(
 def test_dry_run_changes_nothing_and_lists_what_the_purge_removes(tmp_path: Path, fmt: str) -> None:
     case = make_case(fmt, tmp_path, partitioned=False)
     before = listing(tmp_path)
-    dry = purge_history(case.table, keep_version=case.keep, dry_run=True)
+    dry = purge_history(case.table.context, keep_version=case.keep, dry_run=True)
     assert listing(tmp_path) == before
     assert dry.dry_run and dry.record is None and set(dry.versions_purged) >= set(case.older)
-    real = purge_history(case.table, keep_version=case.keep)
+    real = purge_history(case.table.context, keep_version=case.keep)
     assert dry.removed.data == real.removed.data and dry.removed.data
     assert set(dry.removed.log) == set(real.removed.log)
     if fmt == "iceberg":  # the real run also removes the metadata files it wrote itself
@@ -290,14 +290,14 @@ def test_dry_run_changes_nothing_and_lists_what_the_purge_removes(tmp_path: Path
 
 def test_delta_retention_settings_refuse_the_purge_unless_forced(tmp_path: Path) -> None:
     case = delta_case(tmp_path, False, {"delta.logRetentionDuration": "interval 30 days"})
-    reasons = purge_blockers(case.table)
+    reasons = purge_blockers(case.table.context)
     assert len(reasons) == 1 and "delta.logRetentionDuration" in reasons[0]
     before = listing(tmp_path)
     with pytest.raises(PurgeRefusedError, match=r"delta\.logRetentionDuration"):
-        purge_history(case.table, keep_version=case.keep)
+        purge_history(case.table.context, keep_version=case.keep)
     assert listing(tmp_path) == before
-    purge_history(case.table, keep_version=case.keep, force=True)
-    purge_indexes(case.table)
+    purge_history(case.table.context, keep_version=case.keep, force=True)
+    purge_indexes(case.table.context)
     check_purged(case, case.table)
 
 
@@ -305,16 +305,16 @@ def test_iceberg_retention_settings_and_tags_refuse_the_purge_unless_forced(tmp_
     case = iceberg_case(tmp_path, False, {"history.expire.min-snapshots-to-keep": "3"})
     tbl = _catalog(case.catalog_uri, case.warehouse).load_table("db.t")
     tbl.manage_snapshots().create_tag(case.older[0], "before-erase").commit()
-    reasons = purge_blockers(case.table)
+    reasons = purge_blockers(case.table.context)
     assert any("history.expire.min-snapshots-to-keep" in r for r in reasons)
     assert any("'before-erase'" in r for r in reasons)
     before = listing(tmp_path)
     with pytest.raises(PurgeRefusedError, match="before-erase"):
-        purge_history(case.table, keep_version=case.keep)
+        purge_history(case.table.context, keep_version=case.keep)
     assert listing(tmp_path) == before
-    history = purge_history(case.table, keep_version=case.keep, force=True)
+    history = purge_history(case.table.context, keep_version=case.keep, force=True)
     assert history.refs_removed == ("before-erase",)
-    purge_indexes(case.table)
+    purge_indexes(case.table.context)
     check_purged(case, case.table)
     with pytest.raises(VersionPurgedError):
         case.table.snapshot(version_as_of="before-erase")
@@ -324,7 +324,7 @@ def test_a_version_that_is_not_the_latest_is_refused(tmp_path: Path) -> None:
     case = delta_case(tmp_path, False)
     before = listing(tmp_path)
     with pytest.raises(PurgeRefusedError, match="not the latest"):
-        purge_history(case.table, keep_version=case.keep - 1)
+        purge_history(case.table.context, keep_version=case.keep - 1)
     assert listing(tmp_path) == before
 
 
@@ -351,9 +351,9 @@ def test_iceberg_v3_is_refused_whatever_force_says(tmp_path: Path) -> None:
     )
     before = listing(tmp_path / "wh")
     with pytest.raises(UnsupportedFeatureError, match="format version 3"):
-        purge_blockers(t)
+        purge_blockers(t.context)
     with pytest.raises(UnsupportedFeatureError, match="format version 3"):
-        purge_history(t, keep_version=0, force=True)
+        purge_history(t.context, keep_version=0, force=True)
     assert listing(tmp_path / "wh") == before
 
 
@@ -368,7 +368,7 @@ def test_iceberg_files_outside_the_table_location_are_refused(tmp_path: Path) ->
     t = li.open_table("db.t", catalog=cat)
     before = listing(tmp_path)
     with pytest.raises(UnsupportedFeatureError, match=r"write\.data\.path"):
-        purge_history(t, keep_version=t.latest_version(), force=True)
+        purge_history(t.context, keep_version=t.latest_version(), force=True)
     assert listing(tmp_path) == before
 
 
@@ -443,9 +443,9 @@ def test_delta_v2_checkpoint_tables_are_purged(tmp_path: Path) -> None:
     expected = pa.concat_tables([before_upgrade.select(COLUMNS), _rows(950, ["hana"]).select(COLUMNS)])
     assert multiset(t.scan(use_indexes=False)) == multiset(expected)
 
-    assert purge_blockers(t) == []
-    history = purge_history(t, keep_version=keep)
-    purge_indexes(t)
+    assert purge_blockers(t.context) == []
+    history = purge_history(t.context, keep_version=keep)
+    purge_indexes(t.context)
 
     report = residue(case)
     assert report.ok, report.to_json()
@@ -498,7 +498,7 @@ def test_delta_v2_checkpoint_tables_need_a_deltalake_that_writes_v2_checkpoints(
 ) -> None:
     """With a deltalake release before the one verified to write V2 checkpoints (the installed
     version is what the check reads; here it reports an older one), nothing is changed."""
-    from lakehouse_index.workflows.erasure import purge_delta
+    from lakehouse_index_delta.write import purge as purge_delta
 
     case = delta_case(tmp_path, partitioned=False)
     _commit(case.root, case.keep + 1, {"protocol": V2_PROTOCOL})
@@ -506,10 +506,10 @@ def test_delta_v2_checkpoint_tables_need_a_deltalake_that_writes_v2_checkpoints(
     before = listing(tmp_path)
     monkeypatch.setattr(purge_delta, "version", lambda _name: "1.5.2")
     with pytest.raises(UnsupportedFeatureError, match=r"deltalake 1\.5\.2 .*verified from 1\.6\.6"):
-        purge_history(t, keep_version=case.keep + 1, force=True)
+        purge_history(t.context, keep_version=case.keep + 1, force=True)
     assert listing(tmp_path) == before
     monkeypatch.undo()
-    assert purge_blockers(t) == []  # the installed release writes them
+    assert purge_blockers(t.context) == []  # the installed release writes them
 
 
 def test_delta_v2_checkpoint_whose_kept_checkpoint_has_sidecars_is_refused(tmp_path: Path) -> None:
@@ -525,9 +525,9 @@ def test_delta_v2_checkpoint_whose_kept_checkpoint_has_sidecars_is_refused(tmp_p
     before = listing(tmp_path)
     t = li.open_table(str(root))
     with pytest.raises(UnsupportedFeatureError, match="sidecar"):
-        purge_blockers(t)
+        purge_blockers(t.context)
     with pytest.raises(UnsupportedFeatureError, match="sidecar"):
-        purge_history(t, keep_version=case.keep + 1, force=True)
+        purge_history(t.context, keep_version=case.keep + 1, force=True)
     assert listing(tmp_path) == before
 
 
@@ -547,8 +547,8 @@ _PURGE_SCRIPT = textwrap.dedent(
 
         uri, warehouse = where.split(" ")
         t = li.open_table("db.t", catalog=SqlCatalog("purge", uri=uri, warehouse=warehouse))
-    purge_history(t, keep_version=keep, force=True)
-    purge_indexes(t)
+    purge_history(t.context, keep_version=keep, force=True)
+    purge_indexes(t.context)
     """
 )
 
@@ -586,8 +586,8 @@ def test_kill_at_each_step_leaves_the_table_readable_and_a_rerun_completes(
     assert multiset(t.scan(use_indexes=False)) == multiset(case.expected)
     # A rerun completes the purge, naming the latest version as the erase's rerun does (for
     # Iceberg, after the first run's replace commit, that is the replace snapshot).
-    purge_history(t, keep_version=t.latest_version(), force=True)
-    purge_indexes(t)
+    purge_history(t.context, keep_version=t.latest_version(), force=True)
+    purge_indexes(t.context)
     check_purged(case, t)
 
 
@@ -615,7 +615,7 @@ def test_delta_deletion_vectors_and_change_data_of_purged_versions_go(tmp_path: 
     cdc = {f"file://{p}" for p in (root / "_change_data").rglob("*.parquet")}
     assert kept_dvs and cdc and kept_dvs < on_disk_dvs
 
-    history = purge_history(t, keep_version=keep, force=bool(purge_blockers(t)))
+    history = purge_history(t.context, keep_version=keep, force=bool(purge_blockers(t.context)))
 
     assert set(history.removed.change_data) == cdc and not (root / "_change_data").exists()
     assert set(history.removed.deletes) == on_disk_dvs - kept_dvs
@@ -654,8 +654,8 @@ def test_iceberg_delete_files_stay_live_with_their_sequence_numbers(tmp_path: Pa
     want = Counter(r for r in multiset(inserted).elements() if r[1] not in [*SUBJECTS, "dave"])
     assert multiset(case.table.scan(use_indexes=False)) == want
 
-    history = purge_history(case.table, keep_version=keep)
-    purge_indexes(case.table)
+    history = purge_history(case.table.context, keep_version=keep)
+    purge_indexes(case.table.context)
 
     tbl = cat.load_table("db.t")
     assert tbl.current_snapshot().snapshot_id == history.kept_version
@@ -676,7 +676,7 @@ def _transient(t: li.Table, name: str, pid: int) -> None:
 
     from lakehouse_index.log.entry import IndexState, Operation
 
-    log = t._log(name)
+    log = t.context.log(name)
     stable = log.latest_stable()
     assert stable is not None
     log.write(
@@ -693,15 +693,15 @@ def test_an_index_operation_of_a_dead_process_is_cancelled_a_live_one_is_not(tmp
 
     case = delta_case(tmp_path, False)
     t = case.table
-    purge_history(t, keep_version=case.keep)
+    purge_history(t.context, keep_version=case.keep)
     _transient(t, "cov", os.getpid())  # alive: this process
     with pytest.raises(IndexBusyError):
-        purge_indexes(t)
+        purge_indexes(t.context)
     t.cancel_index("cov")
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     _transient(t, "by_k", dead.pid)
-    report = purge_indexes(t)
+    report = purge_indexes(t.context)
     assert {i.name: i.state for i in report.indexes} == dict.fromkeys(
         ("by_k", "cov", "skip_k"), li.IndexState.ACTIVE
     )
@@ -724,8 +724,8 @@ def test_soft_deleted_and_quick_indexes_are_purged_too(tmp_path: Path) -> None:
     case = Case(
         "delta", root, t, t.latest_version(), t.scan(use_indexes=False), list(range(t.latest_version()))
     )
-    purge_history(t, keep_version=case.keep)
-    report = purge_indexes(t)
+    purge_history(t.context, keep_version=case.keep)
+    report = purge_indexes(t.context)
     states = {i.name: i.state for i in report.indexes}
     assert states["gone"] is li.IndexState.DOES_NOT_EXIST and states["quick"] is li.IndexState.ACTIVE
     assert [i.name for i in t.indexes()] == ["by_k", "cov", "quick", "skip_k"]

@@ -28,7 +28,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 import lakehouse_index as li
-from lakehouse_index.workflows.erasure.residue import ResidueReport, find_residue
+from lakehouse_index.workflows.erasure.verify.residue import ResidueReport, find_residue
 from tests.support.paths import PEER_TABLES
 
 SUBJECT = "subject-7"

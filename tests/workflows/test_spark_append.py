@@ -72,7 +72,7 @@ def _check(t: li.Table, version: Any, oracle: pa.Table) -> None:
 def _index_files_sorted(t: li.Table) -> None:
     """Every index file the jobs wrote is in its layout's order (key, then row address)."""
     for name, key in (("by_k", ["k"]), ("by_kk", ["k", "k2"]), ("cov", ["k2"])):
-        log = t._log(name)
+        log = t.context.log(name)
         entry = log.latest_stable()
         assert entry is not None
         for f in entry.content.files:
@@ -232,7 +232,7 @@ def test_bad_input_changes_nothing(tmp_path: Path, spark: Any) -> None:
     _indexes(t)
 
     def state() -> tuple[int, dict[str, int], list[str]]:
-        logs = {name: len(t._log(name).entries()) for name in ("by_k", "by_kk", "cov", "skip_v")}
+        logs = {name: len(t.context.log(name).entries()) for name in ("by_k", "by_kk", "cov", "skip_v")}
         data = sorted(p.name for p in Path(path).glob("*.parquet"))
         return t.latest_version(), logs, data
 

@@ -59,10 +59,10 @@ def test_healthy_indexes_pass_at_every_version(tmp_path: Path, name: str) -> Non
 
 def _lose_key(t: li.Table, name: str, key: str) -> None:
     """Silently drop every entry of ``key`` from the index's base file (simulated data loss)."""
-    entry = t._log(name).latest_stable()
+    entry = t.context.log(name).latest_stable()
     assert entry is not None
     base = next(f for f in entry.content.files if f.level is Level.BASE)
-    fs, path = t.storage.arrow(join_uri(t._index_dir(name), base.path))
+    fs, path = t.storage.arrow(join_uri(t.context.index_dir(name), base.path))
     rows = pq.read_table(path, filesystem=fs)
     pq.write_table(rows.filter(pc.fill_null(pc.not_equal(rows["k"], key), True)), path, filesystem=fs)
 

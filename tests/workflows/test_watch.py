@@ -15,6 +15,7 @@ from deltalake import write_deltalake
 
 import lakehouse_index as li
 from lakehouse_index.errors import ConcurrentIndexUpdate
+from lakehouse_index.workflows import sync as sync_workflow
 from lakehouse_index.workflows.watch import StopFlag, WatchEvent, watch
 from tests.support.paths import code_env
 from tests.workflows.helpers import create_indexes, rows
@@ -34,16 +35,16 @@ def _table(tmp_path: Path) -> tuple[str, li.Table]:
 def test_a_lost_race_is_rechecked_on_the_next_poll(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path, t = _table(tmp_path)
     write_deltalake(path, rows([(3, "c", 2, 3, "x")]), mode="append")
-    real = li.Table.refresh_index
+    real = sync_workflow.refresh_index  # the action the sync runs
     calls = {"n": 0}
 
-    def racing(self, name, mode="incremental", **kw):  # type: ignore[no-untyped-def]
+    def racing(ctx, name, mode="incremental", **kw):  # type: ignore[no-untyped-def]
         calls["n"] += 1
         if calls["n"] == 1:  # another watcher won the log slot
             raise ConcurrentIndexUpdate("log slot taken")
-        return real(self, name, mode, **kw)
+        return real(ctx, name, mode, **kw)
 
-    monkeypatch.setattr(li.Table, "refresh_index", racing)
+    monkeypatch.setattr(sync_workflow, "refresh_index", racing)
     events: list[WatchEvent] = []
     stop = StopFlag()
 
@@ -52,7 +53,7 @@ def test_a_lost_race_is_rechecked_on_the_next_poll(tmp_path: Path, monkeypatch: 
         if e.report is not None and e.report.name == "by_k" and e.report.action.value == "incremental":
             stop.set()
 
-    watch([t], interval=0.01, on_event=on_event, stop=stop, handle_signals=False)
+    watch([t.context], interval=0.01, on_event=on_event, stop=stop, handle_signals=False)
     by_k = [e.report.action.value for e in events if e.report is not None and e.report.name == "by_k"]
     assert by_k[:2] == ["raced", "incremental"]
     assert {i.name: i.indexed_version for i in t.indexes()}["by_k"] == 1
@@ -60,10 +61,10 @@ def test_a_lost_race_is_rechecked_on_the_next_poll(tmp_path: Path, monkeypatch: 
 
 def test_idle_polls_do_nothing(tmp_path: Path) -> None:
     _, t = _table(tmp_path)
-    first = watch([t], once=True, handle_signals=False)
+    first = watch([t.context], once=True, handle_signals=False)
     assert {e.report.action.value for e in first if e.report} <= {"nothing", "reported"}
     logs = {i.name: i.log_entry for i in t.indexes()}
-    watch([t], once=True, handle_signals=False)
+    watch([t.context], once=True, handle_signals=False)
     assert {i.name: i.log_entry for i in t.indexes()} == logs
 
 
@@ -104,7 +105,7 @@ def test_watch_iceberg_through_its_catalog(tmp_path: Path) -> None:
     t = li.open_table("db.t", catalog=catalog)
     create_indexes(t)
     tbl.append(rows([(3, "c", 2, 3, "x")]))
-    events = watch([t], once=True, handle_signals=False)
+    events = watch([t.context], once=True, handle_signals=False)
     head = catalog.load_table("db.t").current_snapshot().snapshot_id
     by_name = {e.report.name: e.report for e in events if e.report}
     assert by_name["by_k"].indexed_version == head and by_name["by_kk"].seen_version == head

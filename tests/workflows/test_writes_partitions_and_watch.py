@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 from deltalake import DeltaTable, write_deltalake
 
 import lakehouse_index as li
+from lakehouse_index.workflows import sync as sync_workflow
 from tests.support.paths import code_env
 from tests.workflows.helpers import check_all, create_indexes, rows
 
@@ -56,14 +57,14 @@ def test_index_failure_keeps_the_commit_and_says_how_to_recover(tmp_path: Path, 
     write_deltalake(path, rows(FIRST), partition_by=["p"])
     t = li.open_table(path)
     create_indexes(t)
-    real = li.Table.refresh_index
+    real = sync_workflow.refresh_index  # the action the sync runs
 
-    def failing(self, name, mode="incremental", **kw):  # type: ignore[no-untyped-def]
+    def failing(ctx, name, mode="incremental", **kw):  # type: ignore[no-untyped-def]
         if name == "by_k":
             raise OSError("disk full")
-        return real(self, name, mode, **kw)
+        return real(ctx, name, mode, **kw)
 
-    monkeypatch.setattr(li.Table, "refresh_index", failing)
+    monkeypatch.setattr(sync_workflow, "refresh_index", failing)
     try:
         t.append(rows([(50, "c", 0, 5, "x")]))
         raise AssertionError("expected IndexMaintenanceError")
@@ -75,7 +76,7 @@ def test_index_failure_keeps_the_commit_and_says_how_to_recover(tmp_path: Path, 
     failed = {r.name: r for r in result.indexes}
     assert not failed["by_k"].ok and failed["by_kk"].ok
     assert failed["by_k"].indexed_version == 0
-    monkeypatch.setattr(li.Table, "refresh_index", real)
+    monkeypatch.setattr(sync_workflow, "refresh_index", real)
     # the failed index still answers correctly (hybrid scan), and the hint recovers it
     check_all(t, [0, 1], _read(path))
     t.refresh_index("by_k", "incremental")

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 import lakehouse_index as li
 from lakehouse_index.io import canonical_uri
-from lakehouse_index.kinds import secondary as sec
+from lakehouse_index.kinds.entries import FILE_ID, OP, ROW, VERSION
 from lakehouse_index.log.entry import IndexState, LogEntry, Operation
 from lakehouse_index.log.store import IndexCatalog
 from tests.support.paths import REPO_ROOT, code_env
@@ -231,7 +231,7 @@ def exactly_once(w: Watched, name: str) -> list[LogEntry]:
     keys: Counter[tuple[int, int, int, int]] = Counter()
     for index_file in final.content.files:
         fs, path = w.t.storage.arrow(log.uri(index_file.path))
-        table = pq.read_table(path, filesystem=fs, columns=[sec.FILE_ID, sec.ROW, sec.VERSION, sec.OP])
+        table = pq.read_table(path, filesystem=fs, columns=[FILE_ID, ROW, VERSION, OP])
         keys.update(zip(*(table[c].to_pylist() for c in table.column_names), strict=True))
     assert keys and max(keys.values()) == 1, [k for k, n in keys.items() if n > 1][:5]
     return active

@@ -20,12 +20,14 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakehouse_index.actions.cancel_index import cancel_index
+from lakehouse_index.actions.refresh_index import refresh_index
+from lakehouse_index.context import IndexContext
 from lakehouse_index.errors import (
     EraseRefusedError,
     ErasureVerificationError,
     IndexBusyError,
     IndexNotFoundError,
-    UnsupportedWriterFeatureError,
     WriteConflictError,
 )
 from lakehouse_index.faults import crash_point
@@ -34,12 +36,12 @@ from lakehouse_index.kinds.base import kind_of
 from lakehouse_index.log.entry import IndexState
 from lakehouse_index.log.lifecycle import writer_is_dead
 from lakehouse_index.maintenance.lineage import Rewritten
+from lakehouse_index.query import index_queries
+from lakehouse_index.sink.contract import Commit, Transaction, WriteOperation
+from lakehouse_index.sink.rewrite import plan_rewrite
 from lakehouse_index.source import Snapshot
 from lakehouse_index.workflows.erasure import audit
-from lakehouse_index.workflows.erasure.rewrite import FileRewrite, plan_rewrite
-from lakehouse_index.workflows.facade import IndexedTable
-from lakehouse_index.workflows.reports import Commit
-from lakehouse_index.workflows.writes import check_writable
+from lakehouse_index.workflows.writes import begin
 
 #: Targeted deletes retried after losing the table commit to another writer.
 ATTEMPTS = 4
@@ -121,11 +123,11 @@ class EraseResult:
         }
 
 
-def _check_index(table: IndexedTable, index: str, column: str | None) -> Any:
-    names = [i.name for i in table.indexes()]
+def _check_index(ctx: IndexContext, index: str, column: str | None) -> Any:
+    names = [i.name for i in ctx.indexes()]
     if index not in names:
-        raise IndexNotFoundError(f"no index {index!r} on {table.uri} (indexes: {names})")
-    entry = table._log(index).latest_stable()
+        raise IndexNotFoundError(f"no index {index!r} on {ctx.uri} (indexes: {names})")
+    entry = ctx.log(index).latest_stable()
     if entry is None:
         raise EraseRefusedError(f"index {index!r} has no usable snapshot; refresh or recreate it first")
     spec = entry.spec
@@ -179,7 +181,7 @@ def _check_keys(keys: Sequence[Any], key_columns: Sequence[str], snapshot: Snaps
         # NaN equals nothing: the residue scan and the audit could not name it (and it is no
         # person's key); refused before the commit, not after.
         raise EraseRefusedError("a subject key cannot be NaN")
-    from lakehouse_index.workflows.erasure.needles import Needles
+    from lakehouse_index.workflows.erasure.verify.needles import Needles
 
     try:  # the verification and the audit record look for these values: refused now, not after the commit
         Needles(_values(keys))
@@ -212,42 +214,8 @@ def _check_keys(keys: Sequence[Any], key_columns: Sequence[str], snapshot: Snaps
     return keys
 
 
-@dataclass(frozen=True)
-class _Target:
-    """What the commit needs to know of the table: its configuration and row tracking (Delta)."""
-
-    config: Mapping[str, str]
-    row_tracking: bool = False
-
-
-def _open_commit(table: IndexedTable) -> _Target:
-    """Check the format side before anything is written."""
-    if table.format == "delta":
-        from lakehouse_index.workflows.delta_commit import open_deltalake
-        from lakehouse_index.workflows.erasure.delta_commit import check_erasable
-
-        uri = table.uri
-        dtab = open_deltalake(uri, table.storage.options)
-        protocol = dtab.protocol()
-        config = dict(dtab.metadata().configuration)
-        features = check_erasable(uri, protocol.min_writer_version, protocol.writer_features, config)
-        return _Target(config, "rowTracking" in features)
-    if table.format == "iceberg":
-        from lakehouse_index.workflows.iceberg_commit import open_for_write
-
-        tbl = open_for_write(table.source, table.uri)
-        if tbl.format_version >= 3:
-            raise UnsupportedWriterFeatureError(
-                f"{table.uri}: erase of Iceberg format-version 3 tables is not supported yet: pyiceberg "
-                f"cannot write their manifests (table format-version {tbl.format_version}); nothing "
-                "was changed"
-            )
-        return _Target({})
-    raise EraseRefusedError(f"erase is not supported for {table.format} tables")
-
-
-def _locate(table: IndexedTable, index: str, keys: Sequence[Any], version: int) -> dict[str, np.ndarray]:
-    located = table.locate(index, keys, version_as_of=version)
+def _locate(ctx: IndexContext, index: str, keys: Sequence[Any], snap: Snapshot) -> dict[str, np.ndarray]:
+    located = index_queries.locate(ctx, index, keys, lambda: snap)
     out: dict[str, np.ndarray] = {}
     if located.num_rows == 0:
         return out
@@ -259,46 +227,8 @@ def _locate(table: IndexedTable, index: str, keys: Sequence[Any], version: int) 
     return out
 
 
-def _commit(
-    table: IndexedTable,
-    snap: Snapshot,
-    rewrites: Sequence[FileRewrite],
-    target: _Target,
-    subjects: int,
-) -> tuple[Commit, dict[str, str]]:
-    if table.format == "delta":
-        from lakehouse_index.workflows.erasure import delta_commit
-
-        return delta_commit.commit_erase(
-            table.source,
-            table.storage,
-            snapshot=snap,
-            rewrites=rewrites,
-            config=target.config,
-            row_tracking=target.row_tracking,
-            subjects=subjects,
-            engine=_engine(),
-        )
-    from lakehouse_index.workflows.erasure import iceberg_commit
-    from lakehouse_index.workflows.iceberg_commit import open_for_write
-
-    tbl = open_for_write(table.source, table.uri)
-    return iceberg_commit.commit_erase(
-        tbl, table.source, table.storage, version=snap.version, rewrites=rewrites, subjects=subjects
-    )
-
-
-def _engine() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return f"lakehouse-index/{version('lakehouse-index')}"
-    except PackageNotFoundError:
-        return "lakehouse-index"
-
-
 def erase(
-    table: IndexedTable,
+    ctx: IndexContext,
     index: str,
     keys: Sequence[Any],
     *,
@@ -309,132 +239,83 @@ def erase(
     column: str | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> EraseResult:
-    """Erase every row whose ``index`` key is one of ``keys``; see :meth:`lakehouse_index.Table.erase`."""
+    """Erase every row whose ``index`` key is one of ``keys``; see :meth:`lakehouse_index.Table.erase`.
+
+    Phases: check (nothing written when it fails), targeted delete (locate and one commit,
+    redone on a newer version after a lost race), refresh of every index, purge, verify,
+    audit record.
+    """
     say = progress or (lambda _msg: None)
-    timings: dict[str, float] = {}
-    t0 = time.perf_counter()
-
-    def lap(step: str, since: float) -> float:
-        now = time.perf_counter()
-        timings[step] = round(now - since, 6)
-        return now
-
-    check_writable(table)
-    spec = _check_index(table, index, column)
-    snap = table.snapshot()
-    keys = _check_keys(keys, list(spec.key), snap)
-    target = _open_commit(table)
+    clock = _Clock()
+    tx = begin(ctx, WriteOperation.ERASE)
+    spec = _check_index(ctx, index, column)
+    keys = _check_keys(keys, list(spec.key), tx.snapshot)
     if purge:
         from lakehouse_index.workflows.erasure.purge import purge_blockers
 
-        blockers = purge_blockers(table)
+        blockers = purge_blockers(ctx)
         if blockers and not force:
             raise EraseRefusedError(
                 "purge refused by the table's retention settings (pass force=True to purge anyway): "
                 + "; ".join(blockers)
             )
-    version_before = snap.version
-    now = lap("check", t0)
-
-    commit: Commit | None = None
-    ordinal: int | None = None
-    findings: list[FileFinding] = []
-    rewritten: dict[str, Rewritten] = {}  # the commit's new files: where their rows came from
-    rows_erased = bytes_rewritten = 0
-    for attempt in range(ATTEMPTS):
-        say(f"locating {len(keys)} subject(s) through index {index!r} at version {snap.version}")
-        where = _locate(table, index, keys, snap.version)
-        rewrites = each_file(
-            lambda item, snap=snap: plan_rewrite(table.source, snap, snap.files[item[0]], item[1]),  # type: ignore[misc]
-            sorted(where.items()),
-        )
-        now = lap("locate", now)
-        crash_point("erase.after_locate")
-        if dry_run or not rewrites:
-            findings = [
-                FileFinding(r.entry.path, r.live_rows, r.erased.num_rows, r.entry.size) for r in rewrites
-            ]
-            rows_erased = sum(f.rows_erased for f in findings)
-            break
-        say(f"rewriting {len(rewrites)} file(s) without {sum(r.erased.num_rows for r in rewrites)} row(s)")
-        try:
-            commit, replaced = _commit(table, snap, rewrites, target, len(keys))
-            ordinal = table.source.version_info(commit.version).ordinal  # before a purge expires it
-        except WriteConflictError:
-            if attempt == ATTEMPTS - 1:
-                raise
-            snap = table.snapshot(table.latest_version())
-            continue
-        rewritten = {
-            replaced[r.entry.path]: Rewritten(r.entry.path, r.kept_positions)
-            for r in rewrites
-            if r.entry.path in replaced
-        }
-        findings = [
-            FileFinding(
-                r.entry.path, r.live_rows, r.erased.num_rows, r.entry.size, replaced.get(r.entry.path)
-            )
-            for r in rewrites
-        ]
-        rows_erased = commit.rows_deleted or 0
-        bytes_rewritten = sum(r.entry.size for r in rewrites)
-        now = lap("delete", now)
-        crash_point("erase.after_delete")
-        break
+    version_before = tx.snapshot.version
+    clock.lap("check")
+    deleted = _targeted_delete(ctx, tx, index, keys, dry_run, say, clock)
 
     index_reports: dict[str, Any] = {}
     purge_report: dict[str, Any] | None = None
     verification: dict[str, Any] | None = None
     if not dry_run:
         say("refreshing every index of the table")
-        index_reports = _refresh_all(table, say, rewritten)
-        now = lap("refresh", now)
+        index_reports = _refresh_all(ctx, say, deleted.rewritten)
+        clock.lap("refresh")
         crash_point("erase.after_refresh")
-        leftover = table.locate(index, keys)
+        leftover = index_queries.locate(ctx, index, keys, ctx.latest_snapshot)
         if leftover.num_rows:
             raise ErasureVerificationError(
                 f"after the erase the index still locates {leftover.num_rows} subject row(s) in "
-                f"{table.uri}; nothing was purged. Rerun the erase"
+                f"{ctx.uri}; nothing was purged. Rerun the erase"
             )
         if purge:
-            purge_report = _purge(table, say, force)
-            now = lap("purge", now)
+            purge_report = _purge(ctx, say, force)
+            clock.lap("purge")
             crash_point("erase.after_purge")
-            verification = _verify(table, spec.key, keys, say)
-            now = lap("verify", now)
+            verification = _verify(ctx, spec.key, keys, say)
+            clock.lap("verify")
             crash_point("erase.after_verify")
     elif purge:
         from lakehouse_index.workflows.erasure.purge import purge_history
 
         purge_report = _as_json(
-            purge_history(table, keep_version=table.latest_version(), dry_run=True, force=force)
+            purge_history(ctx, keep_version=ctx.source.latest_version(), dry_run=True, force=force)
         )
 
-    timings["total"] = round(time.perf_counter() - t0, 6)
+    clock.timings["total"] = round(time.perf_counter() - clock.start, 6)
     result = EraseResult(
-        table_uri=table.uri,
+        table_uri=ctx.uri,
         index=index,
         subjects=len(keys),
         dry_run=dry_run,
         purge=purge,
         version_before=version_before,
-        version=commit.version if commit else None,
-        files=tuple(findings),
-        rows_erased=rows_erased,
-        bytes_rewritten=bytes_rewritten,
+        version=deleted.commit.version if deleted.commit else None,
+        files=tuple(deleted.findings),
+        rows_erased=deleted.rows_erased,
+        bytes_rewritten=deleted.bytes_rewritten,
         index_reports=index_reports,
         purge_report=purge_report,
         verification=verification,
         audit_uri=None,
-        timings=timings,
+        timings=clock.timings,
     )
     if retain_audit and not dry_run:
-        uri = _write_audit(table, result, keys, ordinal)
+        uri = _write_audit(ctx, result, keys, deleted.ordinal)
         result = EraseResult(**{**result.__dict__, "audit_uri": uri})
     if verification is not None and not verification["ok"]:
         hits = verification["hits"]
         raise ErasureVerificationError(
-            f"{table.uri}: {len(hits)} trace(s) of the subjects remain after the purge (audit record: "
+            f"{ctx.uri}: {len(hits)} trace(s) of the subjects remain after the purge (audit record: "
             f"{result.audit_uri}): "
             + "; ".join(f"{h['path']} ({h['decoder']} {h['location']})" for h in hits[:5]),
             verification,
@@ -442,8 +323,92 @@ def erase(
     return result
 
 
+class _Clock:
+    """The erase's timings: seconds of each phase since the previous one."""
+
+    def __init__(self) -> None:
+        self.start = self.last = time.perf_counter()
+        self.timings: dict[str, float] = {}
+
+    def lap(self, step: str) -> None:
+        now = time.perf_counter()
+        self.timings[step] = round(now - self.last, 6)
+        self.last = now
+
+
+@dataclass(frozen=True)
+class _Deleted:
+    """What the targeted delete did."""
+
+    commit: Commit | None
+    #: The commit's ordinal, read before a purge expires it.
+    ordinal: int | None
+    findings: list[FileFinding]
+    #: The commit's new files: where their rows came from.
+    rewritten: dict[str, Rewritten]
+    rows_erased: int
+    bytes_rewritten: int
+
+
+def _targeted_delete(
+    ctx: IndexContext,
+    tx: Transaction,
+    index: str,
+    keys: Sequence[Any],
+    dry_run: bool,
+    say: Callable[[str], None],
+    clock: _Clock,
+) -> _Deleted:
+    """Locate the subjects' rows at ``tx``'s version and commit the rewrites of their files
+    (a dry run only reports them); a lost race locates again on the newer version."""
+    for attempt in range(ATTEMPTS):
+        snap = tx.snapshot
+        say(f"locating {len(keys)} subject(s) through index {index!r} at version {snap.version}")
+        where = _locate(ctx, index, keys, snap)
+        rewrites = each_file(
+            lambda item, snap=snap: plan_rewrite(ctx.source, snap, snap.files[item[0]], item[1]),  # type: ignore[misc]
+            sorted(where.items()),
+        )
+        clock.lap("locate")
+        crash_point("erase.after_locate")
+        if dry_run or not rewrites:
+            findings = [
+                FileFinding(r.entry.path, r.live_rows, r.erased.num_rows, r.entry.size) for r in rewrites
+            ]
+            return _Deleted(None, None, findings, {}, sum(f.rows_erased for f in findings), 0)
+        say(f"rewriting {len(rewrites)} file(s) without {sum(r.erased.num_rows for r in rewrites)} row(s)")
+        try:
+            commit, replaced = tx.commit_erase(rewrites, len(keys))
+            ordinal = ctx.source.version_info(commit.version).ordinal
+        except WriteConflictError:
+            if attempt == ATTEMPTS - 1:
+                raise
+            tx = begin(ctx, WriteOperation.ERASE)
+            continue
+        clock.lap("delete")
+        crash_point("erase.after_delete")
+        return _Deleted(
+            commit,
+            ordinal,
+            [
+                FileFinding(
+                    r.entry.path, r.live_rows, r.erased.num_rows, r.entry.size, replaced.get(r.entry.path)
+                )
+                for r in rewrites
+            ],
+            {
+                replaced[r.entry.path]: Rewritten(r.entry.path, r.kept_positions)
+                for r in rewrites
+                if r.entry.path in replaced
+            },
+            commit.rows_deleted or 0,
+            sum(r.entry.size for r in rewrites),
+        )
+    raise AssertionError("unreachable")
+
+
 def _refresh_all(
-    table: IndexedTable, say: Callable[[str], None], rewritten: Mapping[str, Rewritten]
+    ctx: IndexContext, say: Callable[[str], None], rewritten: Mapping[str, Rewritten]
 ) -> dict[str, Any]:
     """Refresh every active index to the latest version, placing the erase's rewrites by ``rewritten``.
 
@@ -452,10 +417,10 @@ def _refresh_all(
     IndexBusyError (retry when it ends, or ``cancel_index`` it if its writer is gone).
     """
     out: dict[str, Any] = {}
-    for info in table.indexes():
+    for info in ctx.indexes():
         state = info.state
         if not state.is_stable:
-            latest = table._log(info.name).latest()
+            latest = ctx.log(info.name).latest()
             if latest is None or not writer_is_dead(latest.writer):
                 raise IndexBusyError(
                     f"index {info.name!r} is busy ({state.value}, by {latest.writer if latest else '?'}); "
@@ -463,10 +428,10 @@ def _refresh_all(
                     f"cancel_index({info.name!r}) if its writer is gone"
                 )
             say(f"index {info.name!r}: cancelling the operation left by dead process {latest.writer}")
-            state = table.cancel_index(info.name).state
+            state = cancel_index(ctx, info.name).state
         if state is not IndexState.ACTIVE:
             continue
-        refreshed = table.refresh_index(info.name, "incremental", rewritten=rewritten)
+        refreshed = ctx.info(refresh_index(ctx, info.name, "incremental", rewritten=rewritten))
         out[info.name] = {"indexedVersion": refreshed.indexed_version}
     return out
 
@@ -481,17 +446,17 @@ def _values(keys: Sequence[Any]) -> list[Any]:
     return [v for k in keys for v in (k if isinstance(k, tuple) else (k,))]
 
 
-def _purge(table: IndexedTable, say: Callable[[str], None], force: bool) -> dict[str, Any]:
+def _purge(ctx: IndexContext, say: Callable[[str], None], force: bool) -> dict[str, Any]:
     from lakehouse_index.workflows.erasure.purge import purge_history, purge_indexes
 
     say("purging older table versions and index data")
-    history = purge_history(table, keep_version=table.latest_version(), force=force)
-    indexes = purge_indexes(table)
+    history = purge_history(ctx, keep_version=ctx.source.latest_version(), force=force)
+    indexes = purge_indexes(ctx)
     return {"history": _as_json(history), "indexes": _as_json(indexes)}
 
 
 def _verify(
-    table: IndexedTable, key_columns: Sequence[str], keys: Sequence[Any], say: Callable[[str], None]
+    ctx: IndexContext, key_columns: Sequence[str], keys: Sequence[Any], say: Callable[[str], None]
 ) -> dict[str, Any]:
     """The residue scan of every file under the table and its index root, as JSON (``ok``, ``hits``).
 
@@ -503,14 +468,14 @@ def _verify(
     searched for; a hit's ``valueNumber`` indexes that list.
     """
     from lakehouse_index.read.scan import scan_snapshot
-    from lakehouse_index.workflows.erasure.residue import find_residue
+    from lakehouse_index.workflows.erasure.verify.residue import find_residue
 
     values = _values(keys)
     searched = list(range(len(values)))
     composite: dict[str, Any] = {}
     if len(key_columns) > 1:
         say("verifying: looking for the subjects' key combinations in the latest version")
-        live = scan_snapshot(table.source, table.snapshot(), columns=list(key_columns))
+        live = scan_snapshot(ctx.source, ctx.latest_snapshot(), columns=list(key_columns))
         subjects = pa.table(
             {c: pa.array([k[i] for k in keys], live.schema.field(c).type) for i, c in enumerate(key_columns)}
         )
@@ -533,7 +498,7 @@ def _verify(
             say(f"verified {done}/{total} files")
 
     report = find_residue(
-        [table.uri, table.index_root], [values[n] for n in searched], storage=table.storage, progress=progress
+        [ctx.uri, ctx.index_root], [values[n] for n in searched], storage=ctx.storage, progress=progress
     )
     out = _as_json(report)
     if composite:
@@ -541,10 +506,10 @@ def _verify(
     return out
 
 
-def _write_audit(table: IndexedTable, result: EraseResult, keys: Sequence[Any], ordinal: int | None) -> str:
-    from lakehouse_index.workflows.erasure.needles import Needles
+def _write_audit(ctx: IndexContext, result: EraseResult, keys: Sequence[Any], ordinal: int | None) -> str:
+    from lakehouse_index.workflows.erasure.verify.needles import Needles
 
-    salt = audit.table_salt(table.storage, table.index_root)
+    salt = audit.table_salt(ctx.storage, ctx.index_root)
     # Paths can spell a subject (a partition value): the record names it by number instead.
     needles = Needles(_values(keys))
 
@@ -558,8 +523,8 @@ def _write_audit(table: IndexedTable, result: EraseResult, keys: Sequence[Any], 
     kept = None if kept == result.version else kept
     record = audit.AuditRecord(
         id=uuid.uuid4().hex,
-        table_uri=table.uri,
-        table_format=table.format,
+        table_uri=ctx.uri,
+        table_format=ctx.format,
         index=result.index,
         subjects=tuple(audit.subject_hash(salt, k) for k in keys),
         purge=result.purge,
@@ -583,4 +548,4 @@ def _write_audit(table: IndexedTable, result: EraseResult, keys: Sequence[Any], 
         who=audit.who(),
         when=dt.datetime.now(dt.timezone.utc).isoformat(timespec="milliseconds"),
     )
-    return audit.write_record(table.storage, table.index_root, record)
+    return audit.write_record(ctx.storage, ctx.index_root, record)

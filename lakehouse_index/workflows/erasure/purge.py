@@ -5,9 +5,9 @@
   handle safely, whatever ``force`` says.
 * :func:`purge_history`: only the kept version stays readable; every older commit,
   checkpoint, snapshot, manifest, metadata file and unreferenced data/delete/change-data
-  file is removed (:mod:`.purge_delta`, :mod:`.purge_iceberg`). A record under
+  file is removed (the format writer's ``purge_history``). A record under
   ``<index_root>/_erasure/purges/`` makes time travel to a purged version raise
-  ``VersionPurgedError`` (:mod:`.purge_record`).
+  ``VersionPurgedError`` (:mod:`lakehouse_index.sink.purge_record`).
 * :func:`purge_indexes`: every index rewritten without removed data (full optimize: no
   tombstones, no removed files), its log cut to the newest stable entry and every
   unreferenced index data file deleted, regardless of retention.
@@ -23,25 +23,27 @@ VACUUM with zero retention). Example::
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
+from lakehouse_index.actions.optimize_index import optimize_index
+from lakehouse_index.actions.refresh_index import refresh_index
+from lakehouse_index.actions.vacuum_index import vacuum_index
+from lakehouse_index.context import IndexContext
 from lakehouse_index.errors import PurgeRefusedError
 from lakehouse_index.io import join_uri
 from lakehouse_index.log.entry import IndexState
+from lakehouse_index.sink.contract import TableWriter, open_writer
+from lakehouse_index.sink.history import HistoryPurge, pause_point
 from lakehouse_index.workflows import sync
-from lakehouse_index.workflows.erasure import purge_delta, purge_iceberg
-from lakehouse_index.workflows.erasure.history import HistoryPurge, pause_point
-from lakehouse_index.workflows.facade import IndexedTable
 
 __all__ = ["HistoryPurge", "IndexPurge", "IndexPurged", "purge_blockers", "purge_history", "purge_indexes"]
 
 
-def _format(table: IndexedTable) -> ModuleType:
-    return purge_iceberg if table.format == "iceberg" else purge_delta
+def _writer(ctx: IndexContext) -> TableWriter:
+    return open_writer(ctx.source, ctx.storage, ctx.index_root)
 
 
-def purge_blockers(table: IndexedTable) -> list[str]:
+def purge_blockers(ctx: IndexContext) -> list[str]:
     """Reasons, one sentence each naming the setting, why the table's retention forbids a purge.
 
     Delta: ``delta.logRetentionDuration`` / ``delta.deletedFileRetentionDuration`` set on the
@@ -49,16 +51,14 @@ def purge_blockers(table: IndexedTable) -> list[str]:
     ``history.expire.max-snapshot-age-ms`` set, tags and branches other than ``main``.
     Raises ``UnsupportedFeatureError`` (never overridable) for Delta tables with V2
     checkpoints the installed deltalake cannot checkpoint or whose latest checkpoint uses
-    sidecars (:func:`.purge_delta.check_supported`) and Iceberg tables of format v1 or v3,
-    and ``ReadOnlyTableError`` for an Iceberg table opened by path.
+    sidecars and Iceberg tables of format v1 or v3, and ``ReadOnlyTableError`` for an Iceberg
+    table opened by path (each format's writer: ``TableWriter.purge_blockers``).
     """
-    fmt = _format(table)
-    fmt.check_supported(table)
-    return list(fmt.blockers(table))
+    return _writer(ctx).purge_blockers()
 
 
 def purge_history(
-    table: IndexedTable, *, keep_version: int, dry_run: bool = False, force: bool = False
+    ctx: IndexContext, *, keep_version: int, dry_run: bool = False, force: bool = False
 ) -> HistoryPurge:
     """Make ``keep_version`` (the table's latest version) the only readable one; remove every older trace.
 
@@ -68,23 +68,27 @@ def purge_history(
     afterwards is a ``replace`` snapshot on top of ``keep_version`` with the same rows
     (``HistoryPurge.kept_version``). Rerunning after a crash completes the purge.
     """
-    reasons = purge_blockers(table)
+    writer = _writer(ctx)
+    reasons = writer.purge_blockers()
     if reasons and not force:
         raise PurgeRefusedError(
-            f"{table.uri}: purge refused, nothing changed: "
+            f"{ctx.uri}: purge refused, nothing changed: "
             + "; ".join(reasons)
             + ". Pass force=True to purge anyway"
         )
-    if table.format == "delta" and keep_version != table.latest_version():
-        raise PurgeRefusedError(
-            f"{table.uri}: version {keep_version} is not the latest ({table.latest_version()}); "
-            "a purge keeps only the latest version"
-        )
     try:
-        return _format(table).purge(table, keep_version, dry_run)
+        refresh = lambda: _refresh_active(ctx)  # noqa: E731 - the format's purge calls it mid-way
+        return writer.purge_history(keep_version, dry_run=dry_run, refresh_indexes=refresh)
     finally:
         if not dry_run:
-            table.source.forget()  # this process must not answer from what it cached of purged versions
+            ctx.source.forget()  # this process must not answer from what it cached of purged versions
+
+
+def _refresh_active(ctx: IndexContext) -> None:
+    """Every active index onto the latest version (a purge's own commit: no data change)."""
+    for info in ctx.indexes():
+        if info.state is IndexState.ACTIVE:
+            refresh_index(ctx, info.name)
 
 
 @dataclass(frozen=True)
@@ -128,7 +132,7 @@ class IndexPurge:
         }
 
 
-def purge_indexes(table: IndexedTable) -> IndexPurge:
+def purge_indexes(ctx: IndexContext) -> IndexPurge:
     """Rewrite every index of the table so nothing of removed data remains, and drop its history.
 
     For each index: an operation left in progress by a dead process of this host (a killed
@@ -140,22 +144,22 @@ def purge_indexes(table: IndexedTable) -> IndexPurge:
     stable one is expired and no data file outside it remains.
     """
     out = []
-    for info in table.indexes():
-        log = table._log(info.name)
-        index_dir = join_uri(table.index_root, info.name)
-        before = {s.path for s in table.storage.list_tree(join_uri(index_dir, "data"))}
-        sync.cancel_if_dead(table, log, info.name)  # left by a killed purge; a live operation is not
+    for info in ctx.indexes():
+        log = ctx.log(info.name)
+        index_dir = ctx.index_dir(info.name)
+        before = {s.path for s in ctx.storage.list_tree(join_uri(index_dir, "data"))}
+        sync.cancel_if_dead(ctx, log, info.name)  # left by a killed purge; a live operation is not
         stable = log.latest_stable()
         assert stable is not None
         if stable.state is IndexState.ACTIVE:
-            table.refresh_index(info.name)
-            table.optimize_index(info.name, "full")
+            refresh_index(ctx, info.name)
+            optimize_index(ctx, info.name, "full")
             pause_point("index-optimized")
-        table.vacuum_index(info.name, retention_hours=0)
+        vacuum_index(ctx, info.name, retention_hours=0)
         newest = log.latest_stable()
         assert newest is not None
         expired = log.expire([e.id for e in log.entries()], min_retention_s=0)
-        after = {s.path for s in table.storage.list_tree(join_uri(index_dir, "data"))}
+        after = {s.path for s in ctx.storage.list_tree(join_uri(index_dir, "data"))}
         out.append(
             IndexPurged(
                 info.name,

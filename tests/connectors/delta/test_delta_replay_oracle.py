@@ -243,9 +243,9 @@ def test_columnar_replay_and_backward_diff_match(
 def _check_backward_diff(history: _History, a: int, b: int) -> bool:
     """Backward diff by undoing commits (when possible) equals the forward rebuild; True if undone."""
     undoing = open_source(history.root)
-    undone = undoing._undo(undoing._state_at(a), b)
+    undone = undoing._replay.undo(undoing._replay.state_at(a), b)
     forward = open_source(history.root)
-    forward._state_at(b)  # cached: diff does not undo
+    forward._replay.state_at(b)  # cached: diff does not undo
     expected_diff = _by_path(forward.diff(a, b))
     assert _by_path(open_source(history.root).diff(a, b)) == expected_diff, (a, b)
     if undone is None:
@@ -262,7 +262,7 @@ def test_backward_diff_undoes_appends(tmp_path: Path) -> None:
         history.commit(["add", "add"] if v != 3 else ["add", "dv", "remove"])
         if v == 4:
             history.checkpoint(multi_part=False)
-    assert open_source(history.root)._undo_reads_less(11, 9)
+    assert open_source(history.root)._replay.undo_reads_less(11, 9)
     assert all(_check_backward_diff(history, 11, b) for b in range(3, 11))
     assert not _check_backward_diff(history, 11, 2)  # commit 3 removes files live at 2
 
@@ -283,7 +283,7 @@ def test_checkpoints_decoded_in_many_batches(tmp_path: Path, monkeypatch: Any) -
     for v in (4, 5, 9):
         source = open_source(history.root)
         snap = source.snapshot(v)
-        assert source._state_at(v).files.base is not None  # read from the checkpoint at 4 or 9
+        assert source._replay.state_at(v).files.base is not None  # read from the checkpoint at 4 or 9
         expected = _oracle(history, v)
         assert len(expected) > 3 * checkpoints._BATCH_ROWS
         assert _ours(source, snap.files.values()) == expected, v

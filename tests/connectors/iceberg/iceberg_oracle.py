@@ -95,7 +95,7 @@ def pyiceberg_files(table: Any, snapshot_id: int) -> set[str]:
 
 def row_ids(src: IcebergSource, entry: FileEntry, positions: Sequence[int]) -> list[int | None]:
     """v3 row ids of the given positions: the materialized ``_row_id`` else first_row_id + position."""
-    from lakehouse_index_iceberg.source import ROW_ID_FIELD_ID
+    from lakehouse_index_iceberg.schema import ROW_ID_FIELD_ID
 
     fs, p = src.io.arrow(entry.path)
     pf = pq.ParquetFile(p, filesystem=fs)

@@ -165,7 +165,7 @@ def test_spark_merge_on_read_table(spark_wh, version):
     for a, b in itertools.permutations([v.version for v in src.versions()], 2):
         fresh = open_path(path)
         assert fresh.diff(a, b) == diff_snapshots(src.snapshot(a), src.snapshot(b)), (a, b)
-        lists = [{m.path for m in fresh._manifest_list(fresh._snap(v))} for v in (a, b)]
+        lists = [{m.path for m in fresh._files.manifest_list(fresh._snap(v))} for v in (a, b)]
         assert len(lists[0] ^ lists[1]) <= fresh.reads["manifest"] <= len(lists[0] | lists[1])
         saved += fresh.reads["manifest"] < len(lists[0] | lists[1])
     assert saved

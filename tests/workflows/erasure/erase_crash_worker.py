@@ -14,8 +14,8 @@ from typing import Any
 
 import lakehouse_index as li
 from lakehouse_index.maintenance import refresh
+from lakehouse_index.sink import rewrite
 from lakehouse_index.workflows.erasure import erase as erase_mod
-from lakehouse_index.workflows.erasure import rewrite
 
 
 def die() -> None:

@@ -362,7 +362,7 @@ def test_erase_places_its_rewrites_without_aligning_them(
 
     assert _rows(uri) == Counter({r: c for r, c in before.items() if r[1] not in subjects})
     for name in ("by_email", "cov"):
-        entry = t._log(name).latest_stable()
+        entry = t.context.log(name).latest_stable()
         assert entry is not None and entry.source.version == result.version
         moved = [f for f in entry.source.files if f.moves]
         assert len(moved) == len(result.files)  # every rewritten file's rows moved, none re-indexed

@@ -118,7 +118,7 @@ def test_erase_places_its_rewrites_without_aligning_them(
     result = t.erase("by_email", subjects)
 
     assert _rows(catalog) == Counter({r: c for r, c in before.items() if r[1] not in subjects})
-    entry = t._log("by_email").latest_stable()
+    entry = t.context.log("by_email").latest_stable()
     assert entry is not None and len([f for f in entry.source.files if f.moves]) == len(result.files) > 1
     assert t.verify_index("by_email").ok
     new_files = _live_files(catalog) - old_files

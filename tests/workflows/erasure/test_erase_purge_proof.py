@@ -23,7 +23,7 @@ import pytest
 from deltalake import DeltaTable, write_deltalake
 
 import lakehouse_index as li
-from lakehouse_index.workflows.erasure.residue import find_residue
+from lakehouse_index.workflows.erasure.verify.residue import find_residue
 from tests.workflows.erasure import test_erase_delta as d
 from tests.workflows.erasure import test_erase_iceberg as ic
 

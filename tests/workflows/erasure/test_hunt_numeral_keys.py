@@ -20,7 +20,7 @@ from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField, StringType
 
 import lakehouse_index as li
-from lakehouse_index.workflows.erasure.residue import find_residue
+from lakehouse_index.workflows.erasure.verify.residue import find_residue
 from tests.api.iceberg_index_support import sql_catalog
 
 

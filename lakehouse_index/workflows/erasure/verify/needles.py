@@ -1,6 +1,6 @@
 """The values a residue scan looks for, in every form a file can hold them, and the matchers.
 
-The matching policy is described in :mod:`lakehouse_index.workflows.erasure.residue`; this
+The matching policy is described in :mod:`lakehouse_index.workflows.erasure.verify.residue`; this
 module implements it. Each value becomes:
 
 * a **typed key** (``("num", 12)``, ``("str", "a")``, ``("date", d)``, ``("ts", micros)`` …)

@@ -7,7 +7,7 @@
 It starts from the bound AST of :class:`lakehouse_index.expressions.Predicate`, so a
 ``where`` means the same rows for ``scan`` and deltalake. Iceberg writes need no
 rendering: they find the rows with this library's own reader and rewrite those files
-(:mod:`lakehouse_index.workflows.iceberg_commit`).
+(the Iceberg writer, ``lakehouse_index_iceberg.write``).
 """
 
 from __future__ import annotations

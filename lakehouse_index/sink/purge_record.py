@@ -18,7 +18,7 @@ from typing import Any
 
 from lakehouse_index.errors import IndexLogError, VersionPurgedError
 from lakehouse_index.io import ObjectExistsError, Storage, join_uri
-from lakehouse_index.workflows.erasure.history import PurgedVersion
+from lakehouse_index.sink.history import PurgedVersion
 
 #: Folder of the purge records, below the index root.
 PURGES_DIR = "_erasure/purges"

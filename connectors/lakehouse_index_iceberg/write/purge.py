@@ -26,15 +26,14 @@ from __future__ import annotations
 import time
 import uuid
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from lakehouse_index.errors import PurgeRefusedError, UnsupportedFeatureError
 from lakehouse_index.io.uri import canonical_uri
-from lakehouse_index.log.entry import IndexState
-from lakehouse_index.source import FileStatus
-from lakehouse_index.workflows import iceberg_commit
-from lakehouse_index.workflows.erasure import purge_record
-from lakehouse_index.workflows.erasure.history import (
+from lakehouse_index.sink import purge_record
+from lakehouse_index.sink.contract import TableWriter
+from lakehouse_index.sink.history import (
     HistoryPurge,
     PurgedVersion,
     RemovedFiles,
@@ -42,7 +41,8 @@ from lakehouse_index.workflows.erasure.history import (
     pause_point,
     remove_files,
 )
-from lakehouse_index.workflows.facade import IndexedTable
+from lakehouse_index.source import FileStatus
+from lakehouse_index_iceberg.write.pyiceberg_ops import open_for_write
 
 #: The summary property marking a purge's ``replace`` snapshot (value: the kept snapshot id).
 PURGE_OF = "lakehouse-index.purge-of"
@@ -50,8 +50,8 @@ MIN_SNAPSHOTS = "history.expire.min-snapshots-to-keep"
 MAX_SNAPSHOT_AGE = "history.expire.max-snapshot-age-ms"
 
 
-def _table(table: IndexedTable) -> Any:
-    return iceberg_commit.open_for_write(table.source, table.uri)
+def _table(table: TableWriter) -> Any:
+    return open_for_write(table.source, table.uri)
 
 
 #: Table properties that put files outside the table location, where the purge does not look.
@@ -63,7 +63,7 @@ OUTSIDE_LOCATION = (
 )
 
 
-def check_supported(table: IndexedTable) -> None:
+def check_supported(table: TableWriter) -> None:
     """UnsupportedFeatureError for a table this purge cannot rewrite (format v1 or v3) or
     cannot clean completely (files written outside the table location)."""
     tbl = _table(table)
@@ -82,7 +82,7 @@ def check_supported(table: IndexedTable) -> None:
         )
 
 
-def blockers(table: IndexedTable) -> list[str]:
+def blockers(table: TableWriter) -> list[str]:
     """Retention settings and references that ask to keep the snapshots a purge expires."""
     tbl = _table(table)
     props = tbl.metadata.properties
@@ -119,7 +119,7 @@ def _commit_replace(tbl: Any, keep: int, snapshot_id: int) -> None:
     from pyiceberg.table import TableProperties, snapshots, update
     from pyiceberg.table.refs import SnapshotRefType
 
-    from lakehouse_index.workflows.erasure.iceberg_manifests import DeleteManifestWriter
+    from lakehouse_index_iceberg.write.delete_manifests import DeleteManifestWriter
 
     # pyiceberg's metadata classes are pydantic models with aliased fields, which mypy reads badly.
     sn: Any = snapshots
@@ -177,13 +177,6 @@ def _commit_replace(tbl: Any, keep: int, snapshot_id: int) -> None:
     )
 
 
-def _refresh_indexes(table: IndexedTable) -> None:
-    """Step 2: active indexes onto the replace snapshot (no data change: nothing indexed)."""
-    for info in table.indexes():
-        if info.state is IndexState.ACTIVE:
-            table.refresh_index(info.name)
-
-
 def _expire(tbl: Any) -> Any:
     """Step 3: every reference but ``main`` removed, every snapshot but the head expired."""
     refs = sorted(name for name in tbl.metadata.refs if name != "main")
@@ -230,7 +223,7 @@ def _category(name: str) -> str:
     return "data"
 
 
-def _unreachable(table: IndexedTable, reachable: set[str]) -> list[tuple[str, FileStatus]]:
+def _unreachable(table: TableWriter, reachable: set[str]) -> list[tuple[str, FileStatus]]:
     root = table.uri.rstrip("/") + "/"
     index_root = table.index_root.rstrip("/") + "/"
     out = []
@@ -248,8 +241,11 @@ def _unreachable(table: IndexedTable, reachable: set[str]) -> list[tuple[str, Fi
     return sorted(out, key=lambda c: c[1].path)
 
 
-def purge(table: IndexedTable, keep: int, dry_run: bool) -> HistoryPurge:
-    """Make a ``replace`` copy of snapshot ``keep`` (the main head) the only snapshot; remove the rest."""
+def purge(table: TableWriter, keep: int, dry_run: bool, refresh_indexes: Callable[[], None]) -> HistoryPurge:
+    """Make a ``replace`` copy of snapshot ``keep`` (the main head) the only snapshot; remove the rest.
+
+    ``refresh_indexes`` brings the active indexes onto the replace snapshot (no data change:
+    nothing indexed) before the older snapshots expire."""
     check_supported(table)
     tbl = _table(table)
     head = tbl.current_snapshot()
@@ -286,7 +282,7 @@ def purge(table: IndexedTable, keep: int, dry_run: bool) -> HistoryPurge:
         _commit_replace(tbl, keep, record.kept_version)
         tbl = tbl.catalog.load_table(tbl.name())
     pause_point("replaced")
-    _refresh_indexes(table)
+    refresh_indexes()
     pause_point("indexes-refreshed")
     tbl = _expire(tbl)
     pause_point("expired")

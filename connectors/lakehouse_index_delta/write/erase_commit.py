@@ -32,50 +32,16 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakehouse_index.errors import UnsupportedWriterFeatureError, WriteConflictError, WriteRefusedError
+from lakehouse_index.errors import WriteConflictError
 from lakehouse_index.io import Storage
 from lakehouse_index.io.base import ObjectExistsError
 from lakehouse_index.io.parallel import each_file
 from lakehouse_index.io.uri import join_uri
 from lakehouse_index.read.row_ids import row_ids
+from lakehouse_index.sink.contract import Commit
+from lakehouse_index.sink.rewrite import FileRewrite, delete_quietly, sibling_uri, write_parquet
 from lakehouse_index.source import Snapshot, TableSource, relative_log_path
-from lakehouse_index.workflows.erasure.rewrite import FileRewrite, delete_quietly, sibling_uri, write_parquet
-from lakehouse_index.workflows.reports import Commit
 
-#: Writer features an erase commit honours: it only removes rows, keeps every column of
-#: the rows it keeps as it was (constraints, generated and identity values stay valid)
-#: and copies the physical schema (column mapping).
-ERASE_HONOURED = frozenset(
-    {
-        "appendOnly",  # refused below when delta.appendOnly is on
-        "invariants",
-        "checkConstraints",
-        "generatedColumns",
-        "identityColumns",
-        "columnMapping",
-        "deletionVectors",
-        "changeDataFeed",
-        "inCommitTimestamp",
-        "timestampNtz",
-        "variantType",
-        "variantType-preview",
-        "vacuumProtocolCheck",
-        "domainMetadata",
-        "clustering",
-        "typeWidening",
-        "typeWidening-preview",
-        "allowColumnDefaults",
-        "v2Checkpoint",
-        "rowTracking",
-    }
-)
-LEGACY_WRITER_FEATURES = {
-    2: ("appendOnly", "invariants"),
-    3: ("checkConstraints",),
-    4: ("changeDataFeed", "generatedColumns"),
-    5: ("columnMapping",),
-    6: ("identityColumns",),
-}
 CHANGE_TYPE = "_change_type"
 #: Fields of a live ``add`` that its ``remove`` repeats (the logical file is path + DV).
 REMOVE_FIELDS = ("path", "partitionValues", "size", "deletionVector", "baseRowId", "defaultRowCommitVersion")
@@ -86,35 +52,18 @@ DEFAULT_STATS_COLUMNS = 32
 STRING_PREFIX = 32
 
 
+def _engine() -> str:
+    """This project as the commit's ``engineInfo``."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"lakehouse-index/{version('lakehouse-index')}"
+    except PackageNotFoundError:
+        return "lakehouse-index"
+
+
 def _true(config: Mapping[str, str], key: str) -> bool:
     return str(config.get(key, "false")).lower() == "true"
-
-
-def check_erasable(
-    uri: str, min_writer_version: int, writer_features: Sequence[str] | None, config: Mapping[str, str]
-) -> list[str]:
-    """The table's writer features, after checking an erase commit can honour them.
-
-    UnsupportedWriterFeatureError / WriteRefusedError otherwise.
-    """
-    if min_writer_version > 7:
-        raise UnsupportedWriterFeatureError(f"{uri}: minWriterVersion {min_writer_version} is not supported")
-    if min_writer_version >= 7:
-        declared = list(writer_features or ())
-    else:
-        declared = [f for v, fs in LEGACY_WRITER_FEATURES.items() if v <= min_writer_version for f in fs]
-    refused = [f for f in declared if f not in ERASE_HONOURED]
-    if refused:
-        raise UnsupportedWriterFeatureError(
-            f"{uri}: the table declares writer feature(s) {refused} that an erase commit cannot honour "
-            "(icebergCompat: the Iceberg metadata would have to be regenerated); nothing was changed"
-        )
-    if _true(config, "delta.appendOnly"):
-        raise WriteRefusedError(
-            f"{uri}: the table is append-only (delta.appendOnly=true); rows cannot be erased. "
-            "Unset the property first (ALTER TABLE ... SET TBLPROPERTIES ('delta.appendOnly'='false'))"
-        )
-    return declared
 
 
 def _stat_value(v: Any) -> Any:
@@ -270,7 +219,6 @@ def commit_erase(
     config: Mapping[str, str],
     row_tracking: bool,
     subjects: int,
-    engine: str,
 ) -> tuple[Commit, dict[str, str]]:
     """Commit version ``version + 1``: the removes and rewrites of ``rewrites``.
 
@@ -359,7 +307,7 @@ def commit_erase(
             "readVersion": version,
             "isolationLevel": "Serializable",
             "isBlindAppend": False,
-            "engineInfo": engine,
+            "engineInfo": _engine(),
             "txnId": str(uuid.uuid4()),
         }
         log_dir = join_uri(root, "_delta_log")

@@ -57,7 +57,7 @@ Matching policy:
   (their binary forms are everywhere); typed decoding covers them.
 * Bookkeeping numbers of the formats' own metadata (sizes, counts, ids, versions,
   timestamps, row positions, bucket folders) are not matched: see
-  :mod:`lakehouse_index.workflows.erasure.decoders`.
+  :mod:`lakehouse_index.workflows.erasure.verify.decoders`.
 
 Not covered: bloom filters and sketches (hashes: they can only say a value *may* be
 present), encrypted Parquet files (reported as unreadable), compression other than the
@@ -87,7 +87,7 @@ from lakehouse_index.io import Storage, canonical_uri
 from lakehouse_index.io.parallel import CORES
 from lakehouse_index.io.uri import uri_scheme
 from lakehouse_index.workflows.erasure.audit import ERASURE_DIR
-from lakehouse_index.workflows.erasure.decoders import (
+from lakehouse_index.workflows.erasure.verify.decoders import (
     DATA,
     DECODE_ERRORS,
     ERASURE_RECORDS,
@@ -96,7 +96,7 @@ from lakehouse_index.workflows.erasure.decoders import (
     Findings,
     decode,
 )
-from lakehouse_index.workflows.erasure.needles import Needles
+from lakehouse_index.workflows.erasure.verify.needles import Needles
 
 __all__ = ["PATH_DECODER", "ResidueHit", "ResidueReport", "find_residue"]
 

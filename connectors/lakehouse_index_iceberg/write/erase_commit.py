@@ -17,9 +17,9 @@ from typing import Any
 from lakehouse_index.errors import WriteConflictError
 from lakehouse_index.io import Storage
 from lakehouse_index.io.parallel import each_file
+from lakehouse_index.sink.contract import Commit
+from lakehouse_index.sink.rewrite import FileRewrite, delete_quietly, write_parquet
 from lakehouse_index.source import TableSource, canonical_uri
-from lakehouse_index.workflows.erasure.rewrite import FileRewrite, delete_quietly, write_parquet
-from lakehouse_index.workflows.reports import Commit
 
 #: Snapshot summary properties naming the operation (counts only).
 SUMMARY_OPERATION = "lakehouse-index.operation"
@@ -55,7 +55,7 @@ def _field_ids(schema: Any) -> dict[str, int]:
     return out
 
 
-def _data_file(tbl: Any, old: Any, path: str, size: int, source: TableSource, uri: str) -> Any:
+def data_file(tbl: Any, old: Any, path: str, size: int, source: TableSource, uri: str) -> Any:
     import pyarrow.parquet as pq
     from pyiceberg.io.pyarrow import compute_statistics_plan, data_file_statistics_from_parquet_metadata
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
@@ -118,7 +118,7 @@ def commit_erase(
         written.append(uri)
         replaced[r.entry.path] = uri
         size = write_parquet(source, uri, r.kept, r.compression, int96=r.int96)
-        return _data_file(tbl, old, raw, size, source, uri)
+        return data_file(tbl, old, raw, size, source, uri)
 
     try:
         new_files = each_file(rewritten, [r for r in rewrites if r.kept.num_rows])

@@ -10,10 +10,8 @@ sets the columns and commits delete + append in one transaction.
 
 from __future__ import annotations
 
-import pickle
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -21,17 +19,16 @@ import pyarrow as pa
 
 from lakehouse_index.errors import ReadOnlyTableError, WriteConflictError
 from lakehouse_index.expressions import Predicate
+from lakehouse_index.expressions.matching import match_keys
 from lakehouse_index.io import Storage
 from lakehouse_index.io.parallel import each_file
 from lakehouse_index.io.uri import canonical_uri
 from lakehouse_index.read.datafiles import ROW_COLUMN
 from lakehouse_index.read.scan import scan_files
+from lakehouse_index.sink.contract import Commit
+from lakehouse_index.sink.rewrite import FileRewrite, delete_quietly, plan_rewrite, write_parquet
 from lakehouse_index.source import Snapshot, TableSource
-from lakehouse_index.workflows.append_task import NotDistributable, WrittenFile
-from lakehouse_index.workflows.data import match_keys
-from lakehouse_index.workflows.erasure.iceberg_commit import _data_file
-from lakehouse_index.workflows.erasure.rewrite import FileRewrite, delete_quietly, plan_rewrite, write_parquet
-from lakehouse_index.workflows.reports import Commit
+from lakehouse_index_iceberg.write.erase_commit import data_file
 
 ATTEMPTS = 4
 #: The lineage column ``scan_files(with_lineage=True)`` adds: the row's FileEntry path.
@@ -69,7 +66,8 @@ def _in_table_schema(tbl: Any, data: pa.Table) -> pa.Table:
     return data.select(target.names).cast(target)
 
 
-def _with_retries(tbl: Any, op: Callable[[Any], Commit]) -> Commit:
+def with_retries(tbl: Any, op: Callable[[Any], Commit]) -> Commit:
+    """``op(tbl)``, redone on the reloaded table after a lost commit race (up to :data:`ATTEMPTS` times)."""
     from pyiceberg.exceptions import CommitFailedException
 
     for attempt in range(ATTEMPTS):
@@ -84,27 +82,29 @@ def _with_retries(tbl: Any, op: Callable[[Any], Commit]) -> Commit:
     raise AssertionError("unreachable")
 
 
-def _head(tbl: Any) -> Any:
+def head(tbl: Any) -> Any:
+    """The current snapshot of ``tbl`` (None for a table without snapshots)."""
     return tbl.current_snapshot()
 
 
-def _version(tbl: Any, before: Any) -> int:
-    head = _head(tbl)
-    if head is None:
+def version_after(tbl: Any, before: Any) -> int:
+    """The table version after a commit of ``tbl`` (``before``: its head before it)."""
+    current = head(tbl)
+    if current is None:
         assert before is not None
         return int(before.snapshot_id)
-    return int(head.snapshot_id)
+    return int(current.snapshot_id)
 
 
 def append(tbl: Any, data: pa.Table) -> Commit:
     """Append ``data``."""
 
     def op(t: Any) -> Commit:
-        before = _head(t)
+        before = head(t)
         t.append(_in_table_schema(t, data))
-        return Commit(_version(t, before), rows_written=data.num_rows)
+        return Commit(version_after(t, before), rows_written=data.num_rows)
 
-    return _with_retries(tbl, op)
+    return with_retries(tbl, op)
 
 
 def _positions(hits: pa.Table) -> dict[str, np.ndarray]:
@@ -137,7 +137,7 @@ def _copy_on_write(
     The rows removed are exactly the ones named, found by this library's reader and
     evaluator: pyiceberg's predicate evaluation (its metrics pruning and its row filter
     disagree on -0.0, NaN and out-of-range literals) plays no part. The rewrites are the
-    erase's (:func:`.erasure.rewrite.plan_rewrite`): the old file's physical schema, its
+    erase's (:func:`lakehouse_index.sink.rewrite.plan_rewrite`): the old file's physical schema, its
     row-level deletes applied, so they need none.
     """
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
@@ -167,7 +167,7 @@ def _copy_on_write(
         uri = canonical_uri(raw, decoded=True)
         written.append(uri)
         size = write_parquet(source, uri, r.kept, r.compression)
-        return _data_file(t, old, raw, size, source, uri)
+        return data_file(t, old, raw, size, source, uri)
 
     try:
         kept_files = each_file(rewritten, [r for r in rewrites if r.kept.num_rows])
@@ -188,7 +188,7 @@ def _copy_on_write(
 
 def _head_snapshot(t: Any, source: TableSource) -> tuple[Any, Snapshot | None]:
     """The head of ``t`` and this library's view of it (None for a table without snapshots)."""
-    before = _head(t)
+    before = head(t)
     return before, (None if before is None else source.snapshot(int(before.snapshot_id)))
 
 
@@ -201,23 +201,23 @@ def overwrite(
     def op(t: Any) -> Commit:
         incoming = _in_table_schema(t, data)
         if predicate is None:
-            before = _head(t)
+            before = head(t)
             total_before = _live_total(before)
             t.overwrite(incoming, overwrite_filter=AlwaysTrue())
-            total_after = _live_total(_head(t))
+            total_after = _live_total(head(t))
             deleted = None
             if total_before is not None and total_after is not None:
                 deleted = total_before - (total_after - data.num_rows)
-            return Commit(_version(t, before), rows_written=data.num_rows, rows_deleted=deleted)
+            return Commit(version_after(t, before), rows_written=data.num_rows, rows_deleted=deleted)
         before, snap = _head_snapshot(t, source)
         if snap is None:
             t.append(incoming)
-            return Commit(_version(t, before), rows_written=data.num_rows, rows_deleted=0)
+            return Commit(version_after(t, before), rows_written=data.num_rows, rows_deleted=0)
         hits = _matching(source, snap, predicate, [snap.schema.names[0]])
         _copy_on_write(t, source, storage, snap, _positions(hits), incoming)
-        return Commit(_version(t, before), rows_written=data.num_rows, rows_deleted=hits.num_rows)
+        return Commit(version_after(t, before), rows_written=data.num_rows, rows_deleted=hits.num_rows)
 
-    return _with_retries(tbl, op)
+    return with_retries(tbl, op)
 
 
 def delete(tbl: Any, predicate: Predicate, source: TableSource, storage: Storage) -> Commit:
@@ -229,9 +229,9 @@ def delete(tbl: Any, predicate: Predicate, source: TableSource, storage: Storage
             return Commit(0, rows_deleted=0)
         hits = _matching(source, snap, predicate, [snap.schema.names[0]])
         _copy_on_write(t, source, storage, snap, _positions(hits), None)
-        return Commit(_version(t, before), rows_deleted=hits.num_rows)
+        return Commit(version_after(t, before), rows_deleted=hits.num_rows)
 
-    return _with_retries(tbl, op)
+    return with_retries(tbl, op)
 
 
 def update(
@@ -259,9 +259,9 @@ def update(
                 rows.schema.get_field_index(name), field, pa.array([value] * rows.num_rows, field.type)
             )
         _copy_on_write(t, source, storage, snap, _positions(hits), _in_table_schema(t, rows))
-        return Commit(_version(t, before), rows_updated=rows.num_rows)
+        return Commit(version_after(t, before), rows_updated=rows.num_rows)
 
-    return _with_retries(tbl, op)
+    return with_retries(tbl, op)
 
 
 def upsert(tbl: Any, data: pa.Table, on: Sequence[str], source: TableSource, storage: Storage) -> Commit:
@@ -280,7 +280,7 @@ def upsert(tbl: Any, data: pa.Table, on: Sequence[str], source: TableSource, sto
         before, snap = _head_snapshot(t, source)
         if snap is None:
             t.append(incoming)
-            return Commit(_version(t, before), rows_written=incoming.num_rows, rows_updated=0)
+            return Commit(version_after(t, before), rows_written=incoming.num_rows, rows_updated=0)
         current = _matching(source, snap, None, list(on))
         position = {key: i for i, key in enumerate(match_keys(incoming, on))}
         current_keys = match_keys(current, on)
@@ -298,118 +298,6 @@ def upsert(tbl: Any, data: pa.Table, on: Sequence[str], source: TableSource, sto
             [incoming.take(pa.array(matched_from, pa.int64())), incoming.take(pa.array(inserted, pa.int64()))]
         )
         _copy_on_write(t, source, storage, snap, _positions(hits), added)
-        return Commit(_version(t, before), rows_written=len(inserted), rows_updated=len(matched_from))
+        return Commit(version_after(t, before), rows_written=len(inserted), rows_updated=len(matched_from))
 
-    return _with_retries(tbl, op)
-
-
-# ---------------------------------------------------------------- distributed append
-
-
-class _IcebergFile:
-    """An Iceberg data file being written by a task: the table's field ids in its schema,
-    statistics (metrics) from its footer by pyiceberg's own helpers."""
-
-    def __init__(self, files: IcebergFiles, partition: tuple[tuple[str, Any], ...]) -> None:
-        from pyiceberg.io import load_file_io
-        from pyiceberg.io.fileformat import FileFormatFactory
-        from pyiceberg.io.pyarrow import schema_to_pyarrow
-        from pyiceberg.manifest import FileFormat
-        from pyiceberg.schema import sanitize_column_names
-        from pyiceberg.table.locations import load_location_provider
-
-        meta = files.metadata
-        self.files = files
-        self.file_schema = sanitize_column_names(meta.schema())
-        self.arrow = schema_to_pyarrow(self.file_schema, include_field_ids=True)
-        self.name = f"{uuid.uuid4().hex}.parquet"
-        provider = load_location_provider(table_location=meta.location, table_properties=meta.properties)
-        self.key = files.partition_key(partition)
-        self.path = provider.new_data_location(data_file_name=self.name, partition_key=self.key)
-        self.output = load_file_io(dict(files.io_properties), meta.location).new_output(self.path)
-        model = FileFormatFactory.get(FileFormat.PARQUET)
-        self.writer = model.create_writer(self.output, self.file_schema, meta.properties)
-        self.rows = 0
-
-    def write(self, rows: pa.Table) -> None:
-        # Columns by position: the file schema's names may be sanitized versions of the table's.
-        names = [f.name for f in self.files.metadata.schema().fields]
-        columns = [rows[n].cast(f.type) for n, f in zip(names, self.arrow, strict=True)]
-        self.writer.write(pa.Table.from_arrays(columns, schema=self.arrow))
-        self.rows += rows.num_rows
-
-    def close(self) -> WrittenFile:
-        from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
-        from pyiceberg.typedef import Record
-
-        stats = self.writer.close()
-        meta = self.files.metadata
-        size = len(self.output)
-        data_file = DataFile.from_args(
-            content=DataFileContent.DATA,
-            file_path=self.path,
-            file_format=FileFormat.PARQUET,
-            partition=self.key.partition if self.key is not None else Record(),
-            file_size_in_bytes=size,
-            sort_order_id=None,
-            spec_id=meta.default_spec_id,
-            equality_ids=None,
-            key_metadata=None,
-            **stats.to_serialized_dict(),
-        )
-        return WrittenFile(self.name, self.path, size, self.rows, (), pickle.dumps(data_file))
-
-
-@dataclass(frozen=True)
-class IcebergFiles:
-    """New data files of an Iceberg table partitioned by identity transforms (or not at
-    all), as tasks write them (``append_task.DataFileFormat``)."""
-
-    metadata: Any  # pyiceberg TableMetadata (pickles)
-    io_properties: Mapping[str, str]
-    partition_columns: tuple[str, ...]
-
-    def partition_key(self, partition: tuple[tuple[str, Any], ...]) -> Any:
-        """pyiceberg's PartitionKey of one partition's values (None: unpartitioned)."""
-        if not partition:
-            return None
-        from pyiceberg.partitioning import PartitionFieldValue, PartitionKey
-
-        spec, schema = self.metadata.spec(), self.metadata.schema()
-        values = dict(partition)
-        fields = [PartitionFieldValue(f, values[schema.find_column_name(f.source_id)]) for f in spec.fields]
-        return PartitionKey(field_values=fields, partition_spec=spec, schema=schema)
-
-    def open(self, partition: tuple[tuple[str, Any], ...]) -> _IcebergFile:
-        """A new data file for rows of ``partition``."""
-        return _IcebergFile(self, partition)
-
-
-def new_files(tbl: Any, uri: str) -> IcebergFiles:
-    """How tasks write data files into ``tbl``; NotDistributable for what they cannot write
-    (partition transforms other than identity, format version 3)."""
-    from pyiceberg.transforms import IdentityTransform
-
-    meta = tbl.metadata
-    spec, schema = meta.spec(), meta.schema()
-    if any(not isinstance(f.transform, IdentityTransform) for f in spec.fields):
-        raise NotDistributable(f"{uri} has partition transforms other than identity ({spec})")
-    if meta.format_version > 2:
-        raise NotDistributable(f"{uri} is format version {meta.format_version}")
-    columns = tuple(schema.find_column_name(f.source_id) for f in spec.fields)
-    return IcebergFiles(meta, dict(tbl.io.properties), columns)
-
-
-def append_data_files(tbl: Any, files: Sequence[WrittenFile]) -> Commit:
-    """One fast append of the data files tasks wrote (redone on the reloaded table after a lost race)."""
-    data_files = [pickle.loads(f.commit_info) for f in files]
-    rows = sum(f.rows for f in files)
-
-    def op(t: Any) -> Commit:
-        before = _head(t)
-        with t.transaction() as tx, tx.update_snapshot().fast_append() as append:
-            for d in data_files:
-                append.append_data_file(d)
-        return Commit(_version(t, before), rows_written=rows)
-
-    return _with_retries(tbl, op)
+    return with_retries(tbl, op)

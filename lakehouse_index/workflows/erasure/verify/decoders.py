@@ -5,7 +5,7 @@
 gzip / zstd / lz4-frame / bzip2 / xz / framed snappy wrappers around anything), then JSON
 or NDJSON, then UTF-8 text, else raw bytes. Everything decoded goes into a
 :class:`Findings`, which matches it against the
-:class:`~lakehouse_index.workflows.erasure.needles.Needles` (free text and raw bytes
+:class:`~lakehouse_index.workflows.erasure.verify.needles.Needles` (free text and raw bytes
 batched across files and matched columnar).
 
 Where a number is bookkeeping. A table's own metadata is full of counts, sizes, offsets,
@@ -47,8 +47,8 @@ import pyarrow.parquet as pq
 
 from lakehouse_index.read.thrift import Bytes, decode_struct
 from lakehouse_index.varint import read_uvarint
-from lakehouse_index.workflows.erasure import avro
-from lakehouse_index.workflows.erasure.needles import MIN_RAW_BYTES, Needles
+from lakehouse_index.workflows.erasure.verify import avro
+from lakehouse_index.workflows.erasure.verify.needles import MIN_RAW_BYTES, Needles
 
 __all__ = [
     "DATA",

@@ -40,10 +40,9 @@ import pyarrow.parquet as pq
 from lakehouse_index.errors import UnsupportedFeatureError
 from lakehouse_index.io import join_uri
 from lakehouse_index.io.uri import local_path
-from lakehouse_index.source import FileStatus
-from lakehouse_index.workflows.delta_commit import open_deltalake
-from lakehouse_index.workflows.erasure import purge_record
-from lakehouse_index.workflows.erasure.history import (
+from lakehouse_index.sink import purge_record
+from lakehouse_index.sink.contract import TableWriter
+from lakehouse_index.sink.history import (
     HistoryPurge,
     PurgedVersion,
     RemovedFiles,
@@ -51,7 +50,8 @@ from lakehouse_index.workflows.erasure.history import (
     pause_point,
     remove_files,
 )
-from lakehouse_index.workflows.facade import IndexedTable
+from lakehouse_index.source import FileStatus
+from lakehouse_index_delta.write.deltalake_ops import open_deltalake
 
 LOG_DIR = "_delta_log"
 #: The folder of V2 checkpoints' sidecar files, below ``_delta_log``.
@@ -62,7 +62,7 @@ RETENTION_SETTINGS = ("delta.logRetentionDuration", "delta.deletedFileRetentionD
 _VERSIONED = re.compile(r"^\.?(\d{20})\.(.+)$")
 
 
-def _deltalake(table: IndexedTable, version: int | None = None) -> Any:
+def _deltalake(table: TableWriter, version: int | None = None) -> Any:
     return open_deltalake(table.uri, table.storage.options, version)
 
 
@@ -71,7 +71,7 @@ def _deltalake(table: IndexedTable, version: int | None = None) -> Any:
 V2_CHECKPOINT_DELTALAKE = (1, 6, 6)
 
 
-def check_supported(table: IndexedTable) -> None:
+def check_supported(table: TableWriter) -> None:
     """UnsupportedFeatureError for a table whose history the purge cannot rewrite safely.
 
     A table with V2 checkpoints is purged when the installed deltalake writes V2 checkpoints
@@ -107,7 +107,7 @@ def _release(text: str) -> tuple[int, ...]:
     return tuple(int(re.sub(r"\D.*$", "", part) or 0) for part in text.split(".")[:3])
 
 
-def blockers(table: IndexedTable) -> list[str]:
+def blockers(table: TableWriter) -> list[str]:
     """Retention settings of the table that ask to keep the history a purge removes."""
     config = dict(_deltalake(table).metadata().configuration)
     return [
@@ -118,7 +118,7 @@ def blockers(table: IndexedTable) -> list[str]:
     ]
 
 
-def _log_uri(table: IndexedTable, name: str = "") -> str:
+def _log_uri(table: TableWriter, name: str = "") -> str:
     return join_uri(table.uri, LOG_DIR, name) if name else join_uri(table.uri, LOG_DIR)
 
 
@@ -128,7 +128,7 @@ def _kept_log_names(keep: int) -> set[str]:
     return {f"{v}.json", f".{v}.json.crc", f"{v}.crc", f".{v}.crc.crc", f"{v}.checkpoint.parquet"}
 
 
-def _old_log_files(table: IndexedTable, keep: int) -> list[FileStatus]:
+def _old_log_files(table: TableWriter, keep: int) -> list[FileStatus]:
     """``_delta_log`` files of versions before ``keep``, the kept version's other checkpoint
     files, and every sidecar file (V2 checkpoints of older versions hold their file actions
     there; the kept classic-named checkpoint has none, see :func:`check_supported`)."""
@@ -149,7 +149,7 @@ def _old_log_files(table: IndexedTable, keep: int) -> list[FileStatus]:
     return sorted(out, key=lambda s: s.path)
 
 
-def _table_files(table: IndexedTable, keep: int) -> list[tuple[str, FileStatus]]:
+def _table_files(table: TableWriter, keep: int) -> list[tuple[str, FileStatus]]:
     """Files under the table the kept version does not reference, with their category."""
     snap = table.source.snapshot(keep)
     referenced = set(snap.files)
@@ -180,11 +180,11 @@ def _table_files(table: IndexedTable, keep: int) -> list[tuple[str, FileStatus]]
     return sorted(out, key=lambda c: c[1].path)
 
 
-def _purged_versions(table: IndexedTable, keep: int) -> list[PurgedVersion]:
+def _purged_versions(table: TableWriter, keep: int) -> list[PurgedVersion]:
     return [PurgedVersion(v.version, v.timestamp_ms) for v in table.source.versions() if v.version < keep]
 
 
-def _replace(table: IndexedTable, name: str, data: bytes) -> None:
+def _replace(table: TableWriter, name: str, data: bytes) -> None:
     """Write ``_delta_log/<name>`` by renaming a complete temporary file over it (atomic)."""
     tmp = _log_uri(table, f".{name}.purge-tmp")
     table.storage.write_bytes(tmp, data)
@@ -193,7 +193,7 @@ def _replace(table: IndexedTable, name: str, data: bytes) -> None:
     table.storage.delete(_log_uri(table, f".{name}.crc"))  # a Hadoop checksum of the old content
 
 
-def _checkpoint(table: IndexedTable, keep: int) -> None:
+def _checkpoint(table: TableWriter, keep: int) -> None:
     """Steps 1 and 2: a checkpoint at ``keep`` without tombstones, and ``_last_checkpoint`` naming it."""
     name = f"{keep:020d}.checkpoint.parquet"
     if not table.storage.exists(_log_uri(table, name)):
@@ -229,7 +229,7 @@ def _traces(line: str) -> bool:
     return False
 
 
-def _scrub_kept_commit(table: IndexedTable, keep: int) -> None:
+def _scrub_kept_commit(table: TableWriter, keep: int) -> None:
     """Step 4: the kept commit without ``remove``/``cdc`` actions naming values.
 
     The erase's commit removes the subjects' files: for a table partitioned by a subject
@@ -250,7 +250,7 @@ def _scrub_kept_commit(table: IndexedTable, keep: int) -> None:
         os.utime(local_path(uri), ns=(mtime_ns, mtime_ns))
 
 
-def purge(table: IndexedTable, keep: int, dry_run: bool) -> HistoryPurge:
+def purge(table: TableWriter, keep: int, dry_run: bool) -> HistoryPurge:
     """Make ``keep`` (the latest version) the only readable version; remove every older trace."""
     check_supported(table)
     old_log = _old_log_files(table, keep)

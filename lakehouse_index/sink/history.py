@@ -1,7 +1,7 @@
 """What a purge of table history removes (:class:`HistoryPurge`), and its crash-test pause points.
 
-Both formats' purges (:mod:`.purge_delta`, :mod:`.purge_iceberg`) list the files they
-remove here, by category, so a dry run and a real run report the same thing.
+Every format writer's purge (``TableWriter.purge_history``) lists the files it removes
+here, by category, so a dry run and a real run report the same thing.
 """
 
 from __future__ import annotations

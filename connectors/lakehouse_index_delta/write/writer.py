@@ -1,0 +1,156 @@
+"""The Delta table writer: the write contract over deltalake and this package's own commits."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from lakehouse_index.errors import PurgeRefusedError, UnsupportedWriterFeatureError, WriteRefusedError
+from lakehouse_index.expressions import Predicate
+from lakehouse_index.expressions.datafusion import column_sql, sql_value, to_datafusion_sql
+from lakehouse_index.sink.contract import (
+    Commit,
+    DataFileFormat,
+    TableWriter,
+    Transaction,
+    WriteOperation,
+    WrittenFile,
+)
+from lakehouse_index.sink.history import HistoryPurge
+from lakehouse_index.sink.rewrite import FileRewrite
+from lakehouse_index.source import Snapshot
+from lakehouse_index_delta.features import MAX_WRITER_VERSION, declared_writer_features, refused_by_erase
+from lakehouse_index_delta.write import deltalake_ops as ops
+from lakehouse_index_delta.write import erase_commit, new_files, purge
+
+
+class DeltaWriter(TableWriter):
+    """Writes a Delta table: deltalake for row writes, this package's commits for erases and purges."""
+
+    def begin(self, operation: WriteOperation) -> Transaction:
+        """A transaction on the latest version; refused here for writer features the commit
+        cannot honour and for rewrites of an append-only table."""
+        options = self.storage.options
+        snap = self.source.snapshot(self.source.latest_version())
+        if operation is WriteOperation.ERASE:
+            dt = ops.open_deltalake(self.uri, options)
+            return DeltaTransaction(self, snap, dt, _erasable(self.uri, dt))
+        dt = ops.open_for_write(self.uri, operation.value, options, self.source.table_id, snap.version)
+        return DeltaTransaction(self, snap, dt)
+
+    def purge_blockers(self) -> list[str]:
+        """Retention settings that ask to keep history (``delta.logRetentionDuration``, ...)."""
+        purge.check_supported(self)
+        return purge.blockers(self)
+
+    def purge_history(
+        self, keep_version: int, *, dry_run: bool, refresh_indexes: Callable[[], None]
+    ) -> HistoryPurge:
+        """Checkpoint ``keep_version`` (the latest), then remove every older log and data file;
+        the purge commits nothing, so ``refresh_indexes`` is not needed."""
+        latest = self.source.latest_version()
+        if keep_version != latest:
+            raise PurgeRefusedError(
+                f"{self.uri}: version {keep_version} is not the latest ({latest}); "
+                "a purge keeps only the latest version"
+            )
+        return purge.purge(self, keep_version, dry_run)
+
+
+def _erasable(uri: str, dt: Any) -> list[str]:
+    """The table's writer features, after checking an erase commit can honour them."""
+    protocol = dt.protocol()
+    if protocol.min_writer_version > MAX_WRITER_VERSION:
+        raise UnsupportedWriterFeatureError(
+            f"{uri}: minWriterVersion {protocol.min_writer_version} is not supported"
+        )
+    refused = refused_by_erase(protocol.min_writer_version, protocol.writer_features)
+    if refused:
+        raise UnsupportedWriterFeatureError(
+            f"{uri}: the table declares writer feature(s) {refused} that an erase commit cannot honour "
+            "(icebergCompat: the Iceberg metadata would have to be regenerated); nothing was changed"
+        )
+    config = dict(dt.metadata().configuration)
+    if str(config.get("delta.appendOnly", "false")).lower() == "true":
+        raise WriteRefusedError(
+            f"{uri}: the table is append-only (delta.appendOnly=true); rows cannot be erased. "
+            "Unset the property first (ALTER TABLE ... SET TBLPROPERTIES ('delta.appendOnly'='false'))"
+        )
+    return declared_writer_features(protocol.min_writer_version, protocol.writer_features)
+
+
+class DeltaTransaction(Transaction):
+    """One write to a Delta table through ``dt`` (deltalake's table at ``snapshot``'s version or later).
+
+    After a successful commit ``dt`` is kept for the next write of this process
+    (:func:`~.deltalake_ops.keep`): catching a kept table up reads only the new commits.
+    """
+
+    def __init__(
+        self, writer: DeltaWriter, snapshot: Snapshot, dt: Any, erase_features: Sequence[str] = ()
+    ) -> None:
+        self.writer = writer
+        self.snapshot = snapshot
+        self.dt = dt
+        self.erase_features = tuple(erase_features)
+
+    def _kept(self, done: Commit) -> Commit:
+        ops.keep(self.writer.uri, self.writer.storage.options, self.dt)
+        return done
+
+    def _refuse_nan(self, predicate: Predicate | None, what: str) -> None:
+        ops.refuse_nan_rewrites(self.writer.source, self.snapshot, self.dt, predicate, what)
+
+    def append(self, rows: pa.Table) -> Commit:
+        """Append through deltalake."""
+        return self._kept(ops.append(self.dt, rows))
+
+    def overwrite(self, rows: pa.Table, predicate: Predicate | None) -> Commit:
+        """Replace every row, or the rows where ``predicate`` holds (a MERGE ``ON FALSE``)."""
+        self._refuse_nan(predicate, "overwrite")
+        sql = to_datafusion_sql(predicate) if predicate is not None else None
+        target = to_datafusion_sql(predicate, "t") if predicate is not None else None
+        return self._kept(ops.overwrite(self.dt, rows, sql, target))
+
+    def delete(self, predicate: Predicate) -> Commit:
+        """Delete through deltalake, the predicate rendered as DataFusion SQL."""
+        self._refuse_nan(predicate, "delete")
+        return self._kept(ops.delete(self.dt, to_datafusion_sql(predicate)))
+
+    def update(self, predicate: Predicate | None, values: Mapping[str, Any]) -> Commit:
+        """Update through deltalake, the values rendered as DataFusion SQL literals."""
+        self._refuse_nan(predicate, "update")
+        sql = to_datafusion_sql(predicate) if predicate is not None else "TRUE"
+        schema = self.snapshot.schema
+        # Quoted: deltalake reads an unquoted key with a dot as a path into a struct.
+        updates = {column_sql(c): sql_value(v, schema.field(c).type) for c, v in values.items()}
+        return self._kept(ops.update(self.dt, sql, updates))
+
+    def upsert(self, rows: pa.Table, on: Sequence[str]) -> Commit:
+        """MERGE through deltalake on the ``on`` columns."""
+        return self._kept(ops.upsert(self.dt, rows, on))
+
+    def data_files(self) -> DataFileFormat:
+        """Hive-style partition folders, Delta statistics (:mod:`.new_files`)."""
+        w = self.writer
+        return new_files.new_files(self.dt, w.storage, w.uri, self.snapshot.schema)
+
+    def commit_files(self, files: Sequence[WrittenFile]) -> Commit:
+        """One append of add actions through deltalake's write transaction."""
+        version = new_files.commit_files(self.dt, files)
+        return self._kept(Commit(version, rows_written=sum(f.rows for f in files)))
+
+    def commit_erase(self, rewrites: Sequence[FileRewrite], subjects: int) -> tuple[Commit, dict[str, str]]:
+        """The erase's own commit (:func:`.erase_commit.commit_erase`)."""
+        w = self.writer
+        return erase_commit.commit_erase(
+            w.source,
+            w.storage,
+            snapshot=self.snapshot,
+            rewrites=rewrites,
+            config=dict(self.dt.metadata().configuration),
+            row_tracking="rowTracking" in self.erase_features,
+            subjects=subjects,
+        )

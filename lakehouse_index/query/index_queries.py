@@ -1,0 +1,153 @@
+"""Queries of one table's indexes: which snapshot answers a lookup, lookups, locates, read plans.
+
+Every function takes the table's :class:`~lakehouse_index.context.IndexContext` and the
+target table version as a :class:`~lakehouse_index.source.Snapshot`, or as a function
+resolving it (``target``) where the index log is read while the table's log is.
+:func:`relisting` wraps a query so that an index file deleted under a stale view of
+the log (another process's vacuum) makes it relist the logs and answer again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+import pyarrow as pa
+
+from lakehouse_index import expressions as expr
+from lakehouse_index.context import IndexContext
+from lakehouse_index.errors import IllegalIndexStateError, IndexNotFoundError
+from lakehouse_index.io.parallel import shared_pool
+from lakehouse_index.kinds.base import kind_of
+from lakehouse_index.log.entry import IndexState, LogEntry
+from lakehouse_index.query import lookup as lk
+from lakehouse_index.query import planner
+from lakehouse_index.query.coverage import plain_scan
+from lakehouse_index.source import FileEntry, Snapshot
+
+_R = TypeVar("_R")
+
+#: A predicate as queries take it: SQL text, a parsed predicate, or a pyarrow Expression.
+Where = str | expr.Predicate | Any
+
+
+def relisting(ctx: IndexContext, query: Callable[[], _R]) -> _R:
+    """Run ``query``; if an index data file it needs is gone, relist the index logs and run it again.
+
+    This process's view of a log is relisted only every ``relist_after_s``; meanwhile
+    another process's zero-retention vacuum or erase purge may have expired the snapshot
+    the view still ends at, and deleted its data. The full listing finds the newer entries.
+    """
+    try:
+        return query()
+    except FileNotFoundError:
+        for log in ctx.logs():
+            log.refresh(full=True)
+        return query()
+
+
+def lookup_snapshots(ctx: IndexContext, name: str) -> list[LogEntry]:
+    """The retained ACTIVE snapshots of index ``name``; clear errors when it cannot answer lookups."""
+    log = ctx.log(name)
+    snapshots = log.active_snapshots()  # one probe of the log when warm
+    if not snapshots:
+        stable = log.latest_stable()
+        if stable is None or stable.state is IndexState.DOES_NOT_EXIST:
+            raise IndexNotFoundError(f"no index {name!r} on {ctx.uri}")
+        raise IllegalIndexStateError(f"index {name!r} is {stable.state.value}; restore it to query it")
+    spec = snapshots[-1].spec
+    if not kind_of(spec).answers_lookups:
+        raise IllegalIndexStateError(
+            f"index {name!r} is a {spec.kind} index: it prunes scans, it has no lookups"
+        )
+    return snapshots
+
+
+def plan(ctx: IndexContext, name: str, keys: Sequence[Any], target: Callable[[], Snapshot]) -> planner.Plan:
+    """The planner's choice of index snapshot (or plain scan) for a lookup of ``keys`` at ``target()``.
+
+    On an object store the index log and the table's log are read concurrently (one
+    round trip instead of two when warm); on local files, where a read costs less than
+    handing work to a thread, one after the other (``LogConfig.concurrent_reads``).
+    """
+    if not ctx.config.log.reads_concurrently(ctx.storage.concurrent_reads):
+        snapshots = lookup_snapshots(ctx, name)
+        return planner.plan(ctx.source, name, snapshots, target(), len(keys), ctx.config)
+    # The index's log is read while the table's log is (``IndexLog`` is thread-safe; the
+    # table source stays on the caller's thread).
+    pending = shared_pool("lakehouse-index-log", 4).submit(lookup_snapshots, ctx, name)
+    try:
+        snap = target()
+    except BaseException:
+        pending.result()  # the index's own error (no such index...) comes first
+        raise
+    return planner.plan(ctx.source, name, pending.result(), snap, len(keys), ctx.config)
+
+
+def lookup_plan(
+    ctx: IndexContext, name: str, keys: Sequence[Any], target: Callable[[], Snapshot]
+) -> lk.LookupPlan:
+    """What a lookup or locate of ``keys`` reads: the chosen snapshot and its repair to ``target()``."""
+    chosen = plan(ctx, name, keys, target)
+    best = chosen.chosen
+    entry = best.entry or ctx.log(name).latest_stable()
+    assert entry is not None
+    cov = best.coverage or plain_scan(chosen.target)
+    return lk.plan_lookup(ctx.source, entry, chosen.target, keys, cov, ctx.config.read)
+
+
+def lookup(
+    ctx: IndexContext,
+    name: str,
+    keys: Sequence[Any],
+    target: Callable[[], Snapshot],
+    columns: Sequence[str] | None = None,
+) -> pa.Table:
+    """The rows of ``target()`` whose index key is one of ``keys`` (see ``Table.lookup``)."""
+
+    def query() -> pa.Table:
+        found = lookup_plan(ctx, name, keys, target)
+        return lk.lookup(ctx.source, ctx.storage, ctx.index_dir(name), found, columns)
+
+    return relisting(ctx, query)
+
+
+def locate(ctx: IndexContext, name: str, keys: Sequence[Any], target: Callable[[], Snapshot]) -> pa.Table:
+    """Where the rows of ``target()`` with ``keys`` live (see ``Table.locate``)."""
+
+    def query() -> pa.Table:
+        found = lookup_plan(ctx, name, keys, target)
+        return lk.locate(ctx.source, ctx.storage, ctx.index_dir(name), found)
+
+    return relisting(ctx, query)
+
+
+def read_plan(ctx: IndexContext, snap: Snapshot, where: Where) -> planner.Plan:
+    """The planner's choice among every active index (and a plain scan) for ``where`` at ``snap``."""
+    predicate = expr.Predicate.of(where, snap.schema)
+    assert predicate is not None
+    indexes = [
+        planner.IndexHandle(
+            info.name,
+            kind_of(info.spec),
+            ctx.index_dir(info.name),
+            tuple(ctx.log(info.name).active_snapshots()),
+        )
+        for info in ctx.indexes()
+        if info.state is IndexState.ACTIVE
+    ]
+    text = where if isinstance(where, str) else str(where)
+    return planner.plan_read(
+        ctx.source, ctx.storage, f"read where {text}", indexes, snap, predicate, ctx.config
+    )
+
+
+def files_for(ctx: IndexContext, snap: Snapshot, where: Where) -> list[FileEntry] | None:
+    """The files the planner's choice says may hold rows of ``snap`` matching ``where`` (None: all),
+    relisting the index logs if a stale view named deleted data."""
+
+    def query() -> list[FileEntry] | None:
+        files = read_plan(ctx, snap, where).chosen.files
+        return None if files is None else list(files)
+
+    return relisting(ctx, query)

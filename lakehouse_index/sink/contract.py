@@ -1,0 +1,214 @@
+"""THE write contract: what a table format implements to be written (the read half is ``source.py``).
+
+A format's connector package ships a :class:`TableWriter` and registers it under the
+entry-point group ``lakehouse_index.writers`` with the format's name (the name its
+``TableSource`` reports as ``format_name``); :func:`open_writer` picks it once per write.
+The core writes through it and never branches on the format:
+
+* :meth:`TableWriter.begin` checks, before anything is written, that the operation may
+  commit to the table (writer features the format library cannot honour, append-only
+  tables, tables opened without an atomic commit) and returns a :class:`Transaction` on
+  the table's latest version (its ``snapshot``: the version the write builds on);
+* a transaction commits once: ``append`` / ``overwrite`` / ``delete`` / ``update`` /
+  ``upsert`` through the format library, ``commit_files`` of data files written by tasks
+  (:class:`DataFileFormat`), ``commit_erase`` of the GDPR erase's rewrites; each returns
+  the :class:`Commit` (a lost race the format cannot redo is ``WriteConflictError``);
+* :meth:`TableWriter.purge_blockers` and :meth:`TableWriter.purge_history` remove older
+  versions for the erase's purge.
+
+Writers may use the core's modules at or below this layer (io, read, expressions, sink);
+``tests/packaging/test_layers.py`` enforces it. Example (a third format)::
+
+    class HudiWriter(TableWriter):
+        def begin(self, operation): ...
+
+    # pyproject.toml: [project.entry-points."lakehouse_index.writers"] hudi = "my_pkg.write:HudiWriter"
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from functools import cache
+from importlib.metadata import EntryPoint
+from typing import Any, Protocol
+
+import pyarrow as pa
+
+from lakehouse_index.errors import ReadOnlyTableError
+from lakehouse_index.expressions import Predicate
+from lakehouse_index.io import Storage
+from lakehouse_index.sink.history import HistoryPurge
+from lakehouse_index.sink.rewrite import FileRewrite
+from lakehouse_index.source import Snapshot, TableSource
+
+#: The entry-point group of table writers (name: the format's name).
+ENTRY_POINT_GROUP = "lakehouse_index.writers"
+
+#: A partition: (column, value) pairs of the table's partition columns (empty: unpartitioned).
+PartitionKey = tuple[tuple[str, Any], ...]
+
+
+class WriteOperation(str, Enum):
+    """What a transaction is opened for (the checks of :meth:`TableWriter.begin` depend on it)."""
+
+    APPEND = "append"
+    OVERWRITE = "overwrite"
+    DELETE = "delete"
+    UPDATE = "update"
+    UPSERT = "upsert"
+    ERASE = "erase"
+
+
+@dataclass(frozen=True)
+class Commit:
+    """What one commit made: the new table version and the rows the format library reports
+    (None where it does not say)."""
+
+    version: int
+    rows_written: int | None = None
+    rows_deleted: int | None = None
+    rows_updated: int | None = None
+
+
+class NotDistributable(Exception):
+    """A table whose data files the tasks cannot write (the append then goes through the format library)."""
+
+
+@dataclass(frozen=True)
+class WrittenFile:
+    """One data file a task wrote, as the commit needs it.
+
+    ``path`` as the commit names it (Delta: relative to the table root, not URI-encoded;
+    Iceberg: the full location); ``name`` its unique file name (how the driver finds it
+    among the commit's files); ``commit_info`` the format's metadata of the file (Delta:
+    the add action's statistics JSON; Iceberg: a pickled ``DataFile``); ``file_ids`` the
+    id its entries carry, per index name.
+    """
+
+    name: str
+    path: str
+    size: int
+    rows: int
+    partition_values: tuple[tuple[str, str | None], ...]
+    commit_info: bytes
+    file_ids: tuple[tuple[str, int], ...] = ()
+
+
+class OpenDataFile(Protocol):
+    """A data file being written by a task."""
+
+    def write(self, rows: pa.Table) -> None:
+        """Append rows (in the table schema, partition columns included)."""
+
+    def close(self) -> WrittenFile:
+        """Finish the file; what the commit needs of it."""
+
+
+class DataFileFormat(Protocol):
+    """How a table format lays out new data files (picklable: tasks get a copy)."""
+
+    @property
+    def partition_columns(self) -> tuple[str, ...]:
+        """Columns whose values split rows into separate files."""
+
+    def open(self, partition: PartitionKey) -> OpenDataFile:
+        """A new data file for rows of ``partition``."""
+
+
+class Transaction(ABC):
+    """One write to a table, on :attr:`snapshot` (the version it builds on); each method commits once."""
+
+    snapshot: Snapshot
+
+    @abstractmethod
+    def append(self, rows: pa.Table) -> Commit:
+        """Append ``rows`` (already in the table schema)."""
+
+    @abstractmethod
+    def overwrite(self, rows: pa.Table, predicate: Predicate | None) -> Commit:
+        """Replace every row (``predicate`` None) or the rows where it is TRUE with ``rows``,
+        in one commit."""
+
+    @abstractmethod
+    def delete(self, predicate: Predicate) -> Commit:
+        """Delete the rows where ``predicate`` is TRUE (exactly the rows ``scan(where)`` returns)."""
+
+    @abstractmethod
+    def update(self, predicate: Predicate | None, values: Mapping[str, Any]) -> Commit:
+        """Set columns to Python literals (checked against the schema) on the rows where
+        ``predicate`` is TRUE (every row for None)."""
+
+    @abstractmethod
+    def upsert(self, rows: pa.Table, on: Sequence[str]) -> Commit:
+        """Update the rows matching a row of ``rows`` on the ``on`` columns, insert the others
+        (keys unique and not null in ``rows``)."""
+
+    @abstractmethod
+    def data_files(self) -> DataFileFormat:
+        """How tasks write new data files of this table; NotDistributable for a layout they cannot write."""
+
+    @abstractmethod
+    def commit_files(self, files: Sequence[WrittenFile]) -> Commit:
+        """Commit the data files tasks wrote as one append. The version returned may be
+        after commits of other writers (callers find their commit by its files)."""
+
+    @abstractmethod
+    def commit_erase(self, rewrites: Sequence[FileRewrite], subjects: int) -> tuple[Commit, dict[str, str]]:
+        """One commit removing every file of ``rewrites`` and adding its rewrite (when rows stay),
+        recording no erased value in the table's metadata; the commit and, per rewritten
+        file's URI, its replacement's URI. ``subjects``: how many data subjects (for the
+        commit's own description)."""
+
+
+class TableWriter(ABC):
+    """The write half of a table format for one table, over the core's storage of its indexes."""
+
+    def __init__(self, source: TableSource, storage: Storage, index_root: str) -> None:
+        self.source = source
+        self.storage = storage
+        self.index_root = index_root
+
+    @property
+    def uri(self) -> str:
+        """The table root URI."""
+        return self.source.uri
+
+    @abstractmethod
+    def begin(self, operation: WriteOperation) -> Transaction:
+        """A transaction for ``operation`` on the table's latest version, after every check that
+        can refuse it: nothing is written when this raises."""
+
+    @abstractmethod
+    def purge_blockers(self) -> list[str]:
+        """Reasons, one sentence each naming the setting, why the table's retention forbids a purge;
+        ``UnsupportedFeatureError`` for a table no purge can handle safely."""
+
+    @abstractmethod
+    def purge_history(
+        self, keep_version: int, *, dry_run: bool, refresh_indexes: Callable[[], None]
+    ) -> HistoryPurge:
+        """Make ``keep_version`` the only readable version and remove every older trace (after the
+        caller checked :meth:`purge_blockers`); ``refresh_indexes`` brings the indexes to a
+        version the purge commits, when it commits one. A rerun after a crash completes it."""
+
+
+@cache
+def _writers() -> dict[str, EntryPoint]:
+    from importlib.metadata import entry_points
+
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def open_writer(source: TableSource, storage: Storage, index_root: str) -> TableWriter:
+    """The writer of ``source``'s format (ReadOnlyTableError when no installed package writes it)."""
+    ep = _writers().get(source.format_name)
+    if ep is None:
+        raise ReadOnlyTableError(f"writes to {source.format_name} tables are not supported")
+    cls = ep.load()
+    if not (isinstance(cls, type) and issubclass(cls, TableWriter)):
+        raise TypeError(f"entry point {ep.value!r} in {ENTRY_POINT_GROUP} is not a TableWriter")
+    writer: TableWriter = cls(source, storage, index_root)
+    return writer
