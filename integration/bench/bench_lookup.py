@@ -418,7 +418,7 @@ def data_page_floor_kb(table: Any, keys: Sequence[str]) -> float:
     each file's offset index."""
     import pyarrow.parquet as pq
 
-    from lakehouse_index.read.parquet_pages import load_page_index
+    from lakehouse_index.read.page_index import load_page_index
 
     located = table.locate(INDEX, list(keys))
     sizes = []

@@ -270,7 +270,7 @@ def _page_size_run(
 
     import lakehouse_index as li
     from integration.bench.bench_lookup import count_lookup_io, data_page_floor_kb
-    from lakehouse_index.read.parquet_pages import load_page_index
+    from lakehouse_index.read.page_index import load_page_index
 
     every_file = [datagen.email_of(int(chunk[0])) for chunk in res.params.file_ids()]
     keys = [datagen.email_of(i) for i in ids]

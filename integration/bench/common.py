@@ -283,7 +283,7 @@ def clear_engine_caches() -> None:
     """Forget the engine's in-process caches of Parquet footers (data files and index files)."""
     from lakehouse_index.query import index_reader
     from lakehouse_index.query.lookup import clear_scan_cache
-    from lakehouse_index.read.datafiles import clear_footer_cache
+    from lakehouse_index.read.footers import clear_footer_cache
 
     clear_footer_cache()
     clear_scan_cache()

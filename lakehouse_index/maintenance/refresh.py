@@ -50,7 +50,8 @@ from lakehouse_index.kinds.entries import DEL, PUT
 from lakehouse_index.log.entry import Content, IndexFile, Level, LogEntry, Pending, SourceFile, SourceState
 from lakehouse_index.maintenance import lineage
 from lakehouse_index.maintenance.build import full_build, source_file
-from lakehouse_index.read.datafiles import ROW_COLUMN, equality_delete_mask, read_file
+from lakehouse_index.read.datafiles import ROW_COLUMN, read_file
+from lakehouse_index.read.deletes import equality_delete_mask
 from lakehouse_index.source import Change, FileEntry, Snapshot, TableSource
 from lakehouse_index.spec import IndexSpec
 

@@ -3,7 +3,7 @@
 ``locate`` answers *where* the rows with the given keys are (key, record key, file,
 row position); without a declared record key, on table versions with stable row ids, the
 record key is the row id (``_row_id``, computed from the row address: see
-:func:`lakehouse_index.read.datafiles.row_ids`). ``lookup`` fetches those rows from the data
+:func:`lakehouse_index.read.row_ids.row_ids`). ``lookup`` fetches those rows from the data
 files, reading only the row groups that hold them, with the target version's deletes
 applied and the key re-checked.
 Both repair the index snapshot's difference to the target version (see ``coverage``):
@@ -38,7 +38,10 @@ from lakehouse_index.query.index_reader import (
     Selection,
     read_entries,
 )
-from lakehouse_index.read.datafiles import FileLayout, file_key, read_file, resolve_columns, row_ids
+from lakehouse_index.read.columns import resolve_columns
+from lakehouse_index.read.datafiles import read_file
+from lakehouse_index.read.footers import FileLayout, file_key
+from lakehouse_index.read.row_ids import row_ids
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
 from lakehouse_index.spec import IndexSpec
 
@@ -358,7 +361,7 @@ def locate(
 
     When the index declares no record key and the target version has stable row ids
     (:func:`returns_row_ids`), ``_row_id`` (int64) stands in the record key's place: each
-    row's stable row id as its format defines it (:func:`~lakehouse_index.read.datafiles.row_ids`),
+    row's stable row id as its format defines it (:func:`~lakehouse_index.read.row_ids.row_ids`),
     computed from the row address, reading only the materialized row-id column at the
     located positions. ``with_row_ids=False`` leaves it out (callers that need files only).
     """

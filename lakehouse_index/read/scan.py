@@ -14,7 +14,8 @@ import pyarrow as pa
 from lakehouse_index.errors import QueryError
 from lakehouse_index.expressions import Predicate, Where
 from lakehouse_index.io.parallel import DECODE_THREADS
-from lakehouse_index.read.datafiles import ROW_COLUMN, FileAccess, read_file
+from lakehouse_index.read.datafiles import ROW_COLUMN, read_file
+from lakehouse_index.read.footers import FileAccess
 from lakehouse_index.source import FileEntry, Snapshot
 
 __all__ = ["prune_files", "scan_files", "scan_snapshot"]

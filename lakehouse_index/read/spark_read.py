@@ -6,7 +6,7 @@
 How the snapshot's logical schema is rebuilt on Spark:
 
 * **Columns.** Every file's footer is read once on the driver (cached, see
-  :mod:`lakehouse_index.read.datafiles`) and each logical column is resolved exactly as
+  :mod:`lakehouse_index.read.footers`) and each logical column is resolved exactly as
   the pyarrow reader does (field id, then stored name; absent → null). Files with the
   same resolution (stored names and types and, at every depth, which stored field each
   logical struct field comes from) are read together with an explicit read schema in
@@ -45,14 +45,10 @@ import pyarrow as pa
 from lakehouse_index.config import ReadConfig
 from lakehouse_index.errors import QueryError, UnsupportedFeatureError
 from lakehouse_index.expressions import Predicate, Where, quote_identifier, sql_literal
-from lakehouse_index.read.datafiles import (
-    ROW_COLUMN,
-    Conversion,
-    FileLayout,
-    deleted_positions_array,
-    file_layout,
-    resolve_columns,
-)
+from lakehouse_index.read.columns import Conversion, resolve_columns
+from lakehouse_index.read.datafiles import ROW_COLUMN
+from lakehouse_index.read.deletes import deleted_positions_array
+from lakehouse_index.read.footers import FileLayout, file_layout
 from lakehouse_index.read.scan import prune_files
 from lakehouse_index.source import EqualityDeletes, FileEntry, Snapshot, TableSource
 

@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 import lakehouse_index as li
 from lakehouse_index.query import lookup as lookup_module
-from lakehouse_index.read import datafiles
+from lakehouse_index.read import footers
 from tests.support.oracle import rows_multiset as multiset
 
 SCHEMA = pa.schema([("id", pa.int64()), ("k", pa.int64()), ("v", pa.string())])
@@ -73,7 +73,7 @@ OPS = st.lists(
 def test_hybrid_lookups_through_caches_equal_a_plain_read(
     first: list[int], ops: list[tuple[str, Any]]
 ) -> None:
-    datafiles.clear_footer_cache()
+    footers.clear_footer_cache()
     lookup_module.clear_scan_cache()
     with tempfile.TemporaryDirectory() as tmp:
         path = str(Path(tmp) / "t")

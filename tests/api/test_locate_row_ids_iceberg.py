@@ -159,7 +159,8 @@ def _has_materialized_row_ids(table: li.Table) -> bool:
     """Whether some live data file of the latest version stores non-null ``_row_id`` values."""
     import pyarrow.parquet as pq
 
-    from lakehouse_index.read.datafiles import file_layout, row_id_column
+    from lakehouse_index.read.footers import file_layout
+    from lakehouse_index.read.row_ids import row_id_column
 
     snap = table.snapshot()
     for fe in snap.files.values():

@@ -15,7 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakehouse_index.errors import QueryError, TableFormatError
-from lakehouse_index.read.datafiles import clear_footer_cache, file_layout, read_file
+from lakehouse_index.read.datafiles import read_file
+from lakehouse_index.read.footers import clear_footer_cache, file_layout
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -1,4 +1,4 @@
-"""Page-by-page point reads (lakehouse_index.read.parquet_pages) against whole row-group reads.
+"""Page-by-page point reads (lakehouse_index.read.page_reads) against whole row-group reads.
 
 The oracle is pyarrow itself: ``pf.read_row_group(g, columns).take(positions)`` on the
 same file, which the page path must match exactly (values, types, field metadata).
@@ -27,20 +27,17 @@ from lakehouse_index_delta import DeltaSource
 
 from lakehouse_index.config import ReadConfig
 from lakehouse_index.io import Storage
-from lakehouse_index.read import datafiles
+from lakehouse_index.read import footers
 from lakehouse_index.read.datafiles import read_file
-from lakehouse_index.read.parquet_pages import (
-    MAX_THRIFT_DEPTH,
+from lakehouse_index.read.page_index import (
     UNINDEXED,
     PageIndex,
     PageIndexError,
-    ThriftDecodeError,
-    decode_struct,
-    encode_struct,
     load_page_index,
-    read_group_rows,
     walk_page_headers,
 )
+from lakehouse_index.read.page_reads import read_group_rows
+from lakehouse_index.read.thrift import MAX_THRIFT_DEPTH, ThriftDecodeError, decode_struct, encode_struct
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -249,15 +246,15 @@ def test_lookups_walk_the_page_headers_of_files_without_offset_indexes(tmp_path:
     native.append(table)
     t = li.open_table("db.t", catalog=catalog)
     t.create_index(li.SecondaryIndex("by_s", key="s"))
-    datafiles.clear_footer_cache()
+    footers.clear_footer_cache()
     keys = [f"value-{i}" for i in (0, 7, n // 2, n - 1)]
     got = t.lookup("by_s", keys).sort_by("id")
     rows = catalog.load_table("db.t").scan().to_arrow()
     want = rows.filter(pc.is_in(rows["s"], pa.array(keys))).sort_by("id")
     assert got.select(want.column_names).equals(want)
-    unindexed = [k for k, v in datafiles._PAGES.items() if v is UNINDEXED]
+    unindexed = [k for k, v in footers.PAGE_INDEXES.items() if v is UNINDEXED]
     assert unindexed  # the file has no offset index...
-    walked = [v for k, v in datafiles._PAGES.items() if isinstance(k, tuple) and k[0] in unindexed]
+    walked = [v for k, v in footers.PAGE_INDEXES.items() if isinstance(k, tuple) and k[0] in unindexed]
     assert walked and all(v.chunks for v in walked)  # ...and was read page by page
 
 
@@ -314,13 +311,13 @@ def test_read_file_reads_pages(tmp_path: Path) -> None:
     path = _delta_table(str(tmp_path), rows, data_page_row_count_limit=1000)
     source = DeltaSource.open(path, Storage.for_uri(path))
     snap = source.snapshot()
-    datafiles.clear_footer_cache()
+    footers.clear_footer_cache()
     for entry in snap.files.values():
         whole = read_file(source, snap, entry, with_positions=True)
         positions = [0, 7777, whole.num_rows - 1]
         got = read_file(source, snap, entry, positions=positions, with_positions=True)
         assert got.equals(whole.take(positions))
-        index = datafiles._PAGES.get(datafiles.file_key(source, entry)[0])
+        index = footers.PAGE_INDEXES.get(footers.file_key(source, entry)[0])
         assert index is not None and index.chunks  # the point read went page by page
         assert read_file(source, snap, entry, ["email"], positions=[3]).equals(
             whole.select(["email"]).take([3])
@@ -405,12 +402,12 @@ def test_read_file_mixes_page_and_row_group_reads(tmp_path: Path) -> None:
     source = DeltaSource.open(str(tmp_path / "d"), Storage.for_uri(str(tmp_path / "d")))
     snap = source.snapshot()
     (entry,) = snap.files.values()
-    datafiles.clear_footer_cache()
+    footers.clear_footer_cache()
     positions = [0, 4097, n - 1]
     got = read_file(source, snap, entry, ["tags", "id", "name"], positions=positions, with_positions=True)
     whole = read_file(source, snap, entry, ["tags", "id", "name"], with_positions=True)
     assert got.equals(whole.take(positions))
-    index = datafiles._PAGES.get(datafiles.file_key(source, entry)[0])
+    index = footers.PAGE_INDEXES.get(footers.file_key(source, entry)[0])
     assert index is not None and {c for _, c in index.chunks} == {"id", "name"}
 
 
@@ -465,14 +462,15 @@ def test_corrupt_offset_index_falls_back_to_row_group_reads(tmp_path: Path, garb
     source = DeltaSource.open(path, Storage.for_uri(path))
     snap = source.snapshot()
     (entry,) = snap.files.values()
-    datafiles.clear_footer_cache()
+    footers.clear_footer_cache()
     want = pq.read_table(f)
     for positions in ([0], [5, 9_000, rows - 1], [rows // 2]):
         got = read_file(source, snap, entry, positions=positions)
         assert got.num_rows == len(positions)
         for name in want.column_names:
             assert got.column(name).to_pylist() == want.column(name).take(positions).to_pylist(), name
-    assert datafiles._PAGES.get(datafiles.file_key(source, entry)[0]) is not None  # the failure is remembered
+    # the failure is remembered
+    assert footers.PAGE_INDEXES.get(footers.file_key(source, entry)[0]) is not None
 
 
 @SETTINGS

@@ -1,4 +1,4 @@
-"""``datafiles.row_ids``: stable row ids at chosen positions, against values computed here.
+"""``read.row_ids.row_ids``: stable row ids at chosen positions, against values computed here.
 
 Real Parquet files written with pyarrow, described by hand as one snapshot (the
 ``MemSource`` contract double); the expected ids follow the formats' definition directly:
@@ -19,13 +19,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakehouse_index.errors import QueryError, TableFormatError
-from lakehouse_index.read.datafiles import (
-    ICEBERG_ROW_ID_FIELD_ID,
-    clear_footer_cache,
-    file_layout,
-    row_id_column,
-    row_ids,
-)
+from lakehouse_index.read.footers import clear_footer_cache, file_layout
+from lakehouse_index.read.row_ids import ICEBERG_ROW_ID_FIELD_ID, row_id_column, row_ids
 from lakehouse_index.source import Column, FileEntry, Snapshot
 
 FID = b"PARQUET:field_id"

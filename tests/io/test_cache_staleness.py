@@ -27,7 +27,7 @@ from lakehouse_index_delta import DeltaSource
 
 from lakehouse_index.config import ReadConfig, configure_caches
 from lakehouse_index.io import Storage
-from lakehouse_index.read import datafiles
+from lakehouse_index.read import footers
 from lakehouse_index.read.datafiles import read_file
 from lakehouse_index.source import FileEntry, Snapshot
 from tests.support.moto import moto_s3, s3_client
@@ -39,9 +39,9 @@ ROWS = ReadConfig().page_read_min_rows + 2_000
 @pytest.fixture(autouse=True)
 def fresh_caches() -> Iterator[None]:
     configure_caches()
-    datafiles.clear_footer_cache()
+    footers.clear_footer_cache()
     yield
-    datafiles.clear_footer_cache()
+    footers.clear_footer_cache()
 
 
 def _bytes(order: np.ndarray, tag: str) -> bytes:
@@ -103,7 +103,7 @@ def test_local_rewrite_with_the_same_size_misses(tmp_path: Path) -> None:
     positions = [3, ROWS // 2, ROWS - 1]
     _check(source, snap, logged, first, positions)
     _check(source, snap, logged, first, positions)  # warm: every cache hit
-    assert len(datafiles._DICTIONARIES) > 0
+    assert len(footers.DICTIONARIES) > 0
 
     second = _bytes(np.random.default_rng(1).permutation(ROWS), "b")
     assert len(second) == len(first) and second != first

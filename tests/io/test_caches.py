@@ -17,8 +17,9 @@ from lakehouse_index.config import CacheConfig, SizedCache, cache_config, config
 from lakehouse_index.io import Storage
 from lakehouse_index.kinds import moves
 from lakehouse_index.query import index_reader
-from lakehouse_index.read import datafiles
-from lakehouse_index.read.datafiles import file_layout, read_file
+from lakehouse_index.read import footers
+from lakehouse_index.read.datafiles import read_file
+from lakehouse_index.read.footers import file_layout
 
 
 @pytest.fixture(autouse=True)
@@ -50,7 +51,7 @@ def test_a_file_rewritten_in_place_is_not_served_from_the_cache(tmp_path: Path) 
     _rewrite(path, [10, 20, 30])
     size = os.path.getsize(path)
     first = dataclasses.replace(entry, size=size, mtime_ms=1_000)
-    datafiles.clear_footer_cache()
+    footers.clear_footer_cache()
     assert read_file(source, snap, first, positions=[2])["x"].to_pylist() == [30]
     assert file_layout(source, first) is file_layout(source, first)  # cached while unchanged
 
@@ -83,16 +84,16 @@ def test_configure_caches_resizes_live_caches() -> None:
     cache[5] = "5"
     assert sorted(cache) == [2, 4, 5]
     # The process-wide caches follow, and new caches start at the new sizes.
-    assert datafiles._FOOTERS.maxsize == 5
-    assert datafiles._PAGES.maxsize == CacheConfig().page_index_entries
+    assert footers.FOOTERS.maxsize == 5
+    assert footers.PAGE_INDEXES.maxsize == CacheConfig().page_index_entries
     assert moves._CACHE.maxsize == 3
     assert SizedCache("move_map_entries").maxsize == 3
 
     configure_caches(cache_config(), index_file_entries=7)  # keep the others
-    assert index_reader.FOOTERS._files.maxsize == 7 and datafiles._FOOTERS.maxsize == 5
+    assert index_reader.FOOTERS._files.maxsize == 7 and footers.FOOTERS.maxsize == 5
     configure_caches()
     assert cache.maxsize == CacheConfig().move_map_entries
-    assert datafiles._FOOTERS.maxsize == CacheConfig().footer_entries
+    assert footers.FOOTERS.maxsize == CacheConfig().footer_entries
 
 
 def test_connector_caches_follow_the_configuration(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ import lakehouse_index as li
 from integration.bench.latency import DelayProxy, RequestLog, rounds
 from lakehouse_index.config import Config
 from lakehouse_index.io import Storage
-from lakehouse_index.read.datafiles import clear_footer_cache
+from lakehouse_index.read.footers import clear_footer_cache
 from tests.support.moto import moto_s3, s3_client
 
 BUCKET = "round-trips"

@@ -63,8 +63,9 @@ from lakehouse_index.log.entry import (
     SourceState,
     data_file_path,
 )
-from lakehouse_index.read import datafiles
-from lakehouse_index.read.parquet_pages import PageIndexError, load_page_index, read_group_rows
+from lakehouse_index.read import datafiles, footers
+from lakehouse_index.read.page_index import PageIndexError, load_page_index
+from lakehouse_index.read.page_reads import read_group_rows
 from lakehouse_index.spec import SecondaryIndex
 
 EXAMPLES = int(os.environ.get("LAKEHOUSE_INDEX_FUZZ_EXAMPLES", "40"))
@@ -448,7 +449,7 @@ def test_parquet_data_file_footer(tmp_path_factory: pytest.TempPathFactory, data
     seed = Path(file).read_bytes()
     footer = int.from_bytes(seed[-8:-4], "little")
     Path(file).write_bytes(data.draw(mutated(seed, (len(seed) - 8 - footer, len(seed)))))
-    datafiles.clear_footer_cache()
+    footers.clear_footer_cache()
     try:
         want = pq.read_table(file)
     except Exception:  # pyarrow, the oracle, refuses it: so must we (any error of its own)

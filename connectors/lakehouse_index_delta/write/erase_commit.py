@@ -37,7 +37,7 @@ from lakehouse_index.io import Storage
 from lakehouse_index.io.base import ObjectExistsError
 from lakehouse_index.io.parallel import each_file
 from lakehouse_index.io.uri import join_uri
-from lakehouse_index.read.datafiles import row_ids
+from lakehouse_index.read.row_ids import row_ids
 from lakehouse_index.sink.contract import Commit
 from lakehouse_index.sink.rewrite import FileRewrite, delete_quietly, sibling_uri, write_parquet
 from lakehouse_index.source import Snapshot, TableSource, relative_log_path

@@ -16,7 +16,8 @@ import pytest
 from iceberg_oracle import open_path
 
 import lakehouse_index as li
-from lakehouse_index.read.datafiles import read_file, row_ids
+from lakehouse_index.read.datafiles import read_file
+from lakehouse_index.read.row_ids import row_ids
 
 pytestmark = [pytest.mark.spark, pytest.mark.iceberg_spark, pytest.mark.integration]
 

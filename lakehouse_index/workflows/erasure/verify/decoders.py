@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from lakehouse_index.read.parquet_pages import Bytes, decode_struct
+from lakehouse_index.read.thrift import Bytes, decode_struct
 from lakehouse_index.varint import read_uvarint
 from lakehouse_index.workflows.erasure.verify import avro
 from lakehouse_index.workflows.erasure.verify.needles import MIN_RAW_BYTES, Needles
