@@ -5,19 +5,32 @@ BIN := $(VENV)/bin
 # Test-only npm tools (Azurite, the Azure Storage emulator), pinned by tools/node/package-lock.json,
 # installed into the project (never globally).
 NODE_TOOLS := tools/node
+# Test-only JVM jars (delta-spark, Iceberg's Spark runtime, S3A), pinned by tools/jvm/pom.xml with one
+# Maven profile per Spark line, copied by mvn into tools/jvm/jars/spark-<line>/ (Spark takes them from
+# there: nothing is downloaded while tests run). SPARK_LINE / SPARK4_LINE: the pyspark lines of
+# constraints.txt / constraints-spark4.txt.
+JVM_TOOLS := tools/jvm
+SPARK_LINE := 3.5
+SPARK4_LINE := 4.1
+MVN ?= mvn
 
 .PHONY: setup demo test test-spark4 lint bench clean
 
-setup: $(VENV)/.installed $(NODE_TOOLS)/node_modules/.installed
+setup: $(VENV)/.installed $(NODE_TOOLS)/node_modules/.installed $(JVM_TOOLS)/jars/spark-$(SPARK_LINE)/.fetched
 
 $(NODE_TOOLS)/node_modules/.installed: $(NODE_TOOLS)/package.json $(NODE_TOOLS)/package-lock.json
 	cd $(NODE_TOOLS) && npm ci --no-audit --no-fund --loglevel=error
 	touch $@
 
+$(JVM_TOOLS)/jars/spark-%/.fetched: $(JVM_TOOLS)/pom.xml
+	rm -rf $(@D)
+	$(MVN) -B -q -Dstyle.color=never -f $(JVM_TOOLS)/pom.xml -P spark-$* dependency:copy-dependencies
+	touch $@
+
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[all,dev,spark-iceberg]'
+	$(BIN)/python -m pip install --quiet -c constraints.txt -e '.[all,dev]'
 	touch $@
 
 demo: setup
@@ -29,11 +42,11 @@ TEST_WORKERS ?= 2
 test: setup
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
-# pyspark 4.x in its own venv (the main one stays on 3.5: the Iceberg Spark jar is 3.5-only).
-# Runs the Spark tests that need no Iceberg Spark jar, including the lakehouse_index data source's.
+# pyspark 4.x in its own venv, with the jars of its line: every Spark test again, the
+# lakehouse_index data source's (pyspark >= 4.1) among them.
 VENV4 ?= .venv-spark4
 BIN4 := $(VENV4)/bin
-SPARK4_TESTS ?= spark and not iceberg_spark
+SPARK4_TESTS ?= spark
 
 $(VENV4)/.installed: pyproject.toml constraints-spark4.txt
 	rm -rf $(VENV4)
@@ -42,7 +55,7 @@ $(VENV4)/.installed: pyproject.toml constraints-spark4.txt
 	$(BIN4)/python -m pip install --quiet -c constraints-spark4.txt -e '.[all,dev]'
 	touch $@
 
-test-spark4: $(VENV4)/.installed $(NODE_TOOLS)/node_modules/.installed
+test-spark4: $(VENV4)/.installed $(NODE_TOOLS)/node_modules/.installed $(JVM_TOOLS)/jars/spark-$(SPARK4_LINE)/.fetched
 	$(BIN4)/python -m pytest -q -m '$(SPARK4_TESTS)'
 
 lint: setup
@@ -53,4 +66,4 @@ bench: setup
 	$(BIN)/python -m integration.bench.run_all
 
 clean:
-	rm -rf $(VENV) $(VENV4) $(NODE_TOOLS)/node_modules .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VENV4) $(NODE_TOOLS)/node_modules $(JVM_TOOLS)/jars .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,10 +1,10 @@
 """Shared fixtures: one local Spark session for the whole run.
 
-Every Spark session this test process starts carries Iceberg's Spark runtime (built once
-by ``tests.support.spark_iceberg`` and cached): jars can only be added when the JVM
-starts, and several test modules share one JVM. The runtime jar is built for Spark 3.5:
-under pyspark 4.x no jar is added, and the tests that need it (marker ``iceberg_spark``)
-are left out of that run (``make test-spark4``).
+Every Spark session this test process (and any subprocess) starts carries the jars
+``make setup`` fetched for the installed pyspark's line (``tests.support.jvm``): delta-spark,
+Iceberg's Spark runtime and S3A. They are handed to the session factory through
+``$LAKEHOUSE_INDEX_SPARK_JARS``, which also turns on the formats' SQL extensions: jars can
+only be added when the JVM starts, and several test modules share one JVM.
 
 The ``spark`` marker is true: a run that selects no ``spark`` test (``-m "not spark"``)
 starts no JVM. ``SPARK_HOME`` then points at a trap whose ``bin/spark-submit`` records the
@@ -14,6 +14,7 @@ it errors, whatever the code under test made of the failed launch.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
@@ -27,18 +28,14 @@ import pytest
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-ICEBERG_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
-
 
 def pytest_configure(config: pytest.Config) -> None:
-    from tests.support.spark_iceberg import iceberg_runtime_fits, spark_jars
+    from lakehouse_index.spark import JARS_ENV
+    from tests.support.jvm import JarsMissing, fetched_jars
 
-    if not iceberg_runtime_fits():
-        return  # pyspark 4.x (CI's second step): the ``iceberg_spark`` tests are deselected
-    jars = ",".join(str(p) for p in spark_jars())
-    os.environ["PYSPARK_SUBMIT_ARGS"] = (
-        f"--jars {jars} --conf spark.sql.extensions={ICEBERG_EXTENSIONS} pyspark-shell"
-    )
+    # Without them, the tests that need a runtime fail saying how to fetch it (fetched_jars).
+    with contextlib.suppress(JarsMissing):
+        os.environ.setdefault(JARS_ENV, str(fetched_jars()))
 
 
 #: Set while the JVM trap is armed: the file each trapped launch appends a line to.

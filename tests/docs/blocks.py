@@ -13,7 +13,7 @@ The convention (written for users in docs/guide/README.md):
 * an HTML comment ``<!-- docs-test: spark s3 iceberg_spark -->``, on a line of its own, names what the page
   needs: Spark (the test's local session is active, so the page's ``SparkSession.builder.getOrCreate()``
   returns it), the moto S3 server (the ``AWS_*`` variables point at it and the bucket
-  ``lakehouse-docs`` exists), the Iceberg Spark jar.
+  ``lakehouse-docs`` exists), Iceberg's Spark runtime or delta-spark in that session.
 """
 
 from __future__ import annotations
@@ -30,7 +30,10 @@ KNOWN = {PYTHON, TEXT, *CLI}
 #: The tags a block may carry after its language.
 TAGS = {"spark4"}
 #: What a page may ask for in its ``docs-test`` comment.
-NEEDS = {"spark", "s3", "iceberg_spark"}
+NEEDS = {"spark", "s3", "iceberg_spark", "delta_spark"}
+#: The needs that are a format's Spark runtime (a test marker each), and those that start Spark.
+RUNTIME_NEEDS = {"iceberg_spark", "delta_spark"}
+SPARK_NEEDS = {"spark", *RUNTIME_NEEDS}
 #: The bucket the moto server holds for pages that need ``s3``.
 BUCKET = "lakehouse-docs"
 PROGRAM = "lakehouse-index"

@@ -19,7 +19,21 @@ from typing import Any
 import pytest
 
 from lakehouse_index.cli import main as cli_main
-from tests.docs.blocks import BUCKET, CLI, KNOWN, NEEDS, PYTHON, TAGS, TEXT, Block, blocks, commands, needs
+from tests.docs.blocks import (
+    BUCKET,
+    CLI,
+    KNOWN,
+    NEEDS,
+    PYTHON,
+    RUNTIME_NEEDS,
+    SPARK_NEEDS,
+    TAGS,
+    TEXT,
+    Block,
+    blocks,
+    commands,
+    needs,
+)
 from tests.support.paths import REPO_ROOT
 
 GUIDE = REPO_ROOT / "docs" / "guide"
@@ -31,7 +45,7 @@ TEXT_BLOCKS = {  # by path under the repository
     "docs/guide/time-travel.md": 1,  # the printed answers
     "docs/guide/hybrid-scan.md": 1,  # the shape of explain output
     "docs/guide/object-stores-and-catalogs.md": 1,  # a pyiceberg config file and the CLI line using it
-    "docs/guide/spark.md": 2,  # the data source's log output; a cluster job's shell set-up
+    "docs/guide/spark.md": 3,  # spark-submit with the formats' runtimes; the data source's log; a cluster job
 }
 #: The guide pages the issue asks for (README links each).
 REQUIRED_PAGES = {
@@ -52,9 +66,8 @@ def _name(page: Path) -> str:
 
 def _marks(page: Path) -> list[pytest.MarkDecorator]:
     wanted = needs(page)
-    marks = [pytest.mark.spark] if wanted & {"spark", "iceberg_spark"} else []
-    if "iceberg_spark" in wanted:
-        marks.append(pytest.mark.iceberg_spark)
+    marks = [pytest.mark.spark] if wanted & SPARK_NEEDS else []
+    marks += [getattr(pytest.mark, need) for need in sorted(wanted & RUNTIME_NEEDS)]
     return marks
 
 
@@ -123,7 +136,7 @@ def test_page_runs(
     page: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, request: pytest.FixtureRequest
 ) -> None:
     wanted = needs(page)
-    if wanted & {"spark", "iceberg_spark"}:
+    if wanted & SPARK_NEEDS:
         request.getfixturevalue("spark")  # the shared session: the page's getOrCreate() returns it
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("TMPDIR", str(tmp_path))

@@ -26,10 +26,10 @@ NOTEBOOKS = sorted(NOTEBOOKS_DIR.glob("*.ipynb"))
 
 
 def _iceberg_spark_jars() -> str:
-    """The Spark part of the Iceberg notebook runs on the test suite's Iceberg runtime jars."""
-    from tests.support.spark_iceberg import spark_jars
+    """The Spark part of the Iceberg notebook runs on the test suite's Iceberg runtime jar."""
+    from tests.support.spark_iceberg import runtime_jar
 
-    return f"SPARK_JARS = {','.join(str(p) for p in spark_jars())!r}"
+    return f"SPARK_JARS = {str(runtime_jar())!r}"
 
 
 #: Code run right after a notebook's ``parameters`` cell in CI, per notebook.
@@ -37,7 +37,7 @@ CI_PARAMETERS: dict[str, Callable[[], str]] = {
     "04-benchmarks": lambda: 'RESULTS = Path("data/bench")',
     "02-iceberg": _iceberg_spark_jars,
 }
-#: Notebooks that start Spark with the Iceberg runtime jar (left out of pyspark 4 runs).
+#: Notebooks that start Spark with the Iceberg runtime jar.
 ICEBERG_SPARK = {"02-iceberg"}
 #: Besides ``lakehouse_index``, the one import a notebook may make from this repository: the benchmark
 #: suite's plotting module, which the benchmarks notebook shares with ``run_all``.

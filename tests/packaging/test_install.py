@@ -95,7 +95,7 @@ def test_wheel_holds_every_module(wheel: Path) -> None:
 
 
 #: Heavy dependencies: only in extras, never in the base install.
-HEAVY = {"pyspark", "pandas", "deltalake", "boto3", "delta-spark", "snowpark-connect-deps-iceberg"}
+HEAVY = {"pyspark", "pandas", "deltalake", "boto3", "delta-spark"}
 #: Extras a user picks (``lakehouse-index[spark,delta,iceberg,s3]``, ``[all]``) and what they bring.
 EXTRAS = {
     "spark": {"pyspark", "pandas"},

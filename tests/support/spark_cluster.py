@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from lakehouse_index.spark import JARS_ENV
 from tests.support.paths import code_env
 from tests.support.ports import free_port, wait_for_port
 
@@ -27,7 +28,7 @@ def _spark_class() -> Path:
 def cluster_env(**extra: str) -> dict[str, str]:
     """The environment of the daemons and of a driver process: loopback, this interpreter, this checkout."""
     env = code_env(SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable, **extra)
-    env.pop("PYSPARK_SUBMIT_ARGS", None)  # the test run's local jars are not the cluster's business
+    env.pop(JARS_ENV, None)  # the test run's local jars are not the cluster's business
     return env
 
 
