@@ -13,6 +13,12 @@ The core writes through it and never branches on the format:
   ``upsert`` through the format library, ``commit_files`` of data files written by tasks
   (:class:`DataFileFormat`), ``commit_erase`` of the GDPR erase's rewrites; each returns
   the :class:`Commit` (a lost race the format cannot redo is ``WriteConflictError``);
+* ``commit_row_changes`` commits a write whose rows the caller already found (an index
+  located them): exactly those rows of exactly those files are removed, by rewriting the
+  files (:attr:`WriteMode.COPY_ON_WRITE`) or by marking the rows deleted
+  (:attr:`WriteMode.MERGE_ON_READ`: Delta deletion vectors, Iceberg position deletes), and
+  new rows are added, in one commit; the result says where every rewritten file's rows came
+  from, so the indexes follow without reading them;
 * :meth:`TableWriter.purge_blockers` and :meth:`TableWriter.purge_history` remove older
   versions for the erase's purge.
 
@@ -35,13 +41,14 @@ from functools import cache
 from importlib.metadata import EntryPoint
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 
 from lakehouse_index.errors import ReadOnlyTableError
 from lakehouse_index.expressions import Predicate
 from lakehouse_index.io import Storage
 from lakehouse_index.sink.history import HistoryPurge
-from lakehouse_index.sink.rewrite import FileRewrite
+from lakehouse_index.sink.rewrite import FileRewrite, Rewritten
 from lakehouse_index.source import Snapshot, TableSource
 
 #: The entry-point group of table writers (name: the format's name).
@@ -62,6 +69,32 @@ class WriteOperation(str, Enum):
     ERASE = "erase"
 
 
+class WriteMode(str, Enum):
+    """How a write removes rows of files that stay: rewrite them, or mark the rows deleted."""
+
+    #: The files holding removed rows are rewritten without them.
+    COPY_ON_WRITE = "copy-on-write"
+    #: The removed rows are marked deleted (Delta deletion vectors, Iceberg position deletes);
+    #: no data file is rewritten.
+    MERGE_ON_READ = "merge-on-read"
+
+
+@dataclass(frozen=True)
+class RowChanges:
+    """A write whose rows are known: per data file of the transaction's snapshot, the positions
+    of the live rows it removes, and the rows it adds (in the table schema)."""
+
+    operation: WriteOperation
+    removed: Mapping[str, np.ndarray]
+    added: pa.Table | None
+    mode: WriteMode
+
+    @property
+    def rows_removed(self) -> int:
+        """How many live rows the write removes."""
+        return sum(len(p) for p in self.removed.values())
+
+
 @dataclass(frozen=True)
 class Commit:
     """What one commit made: the new table version and the rows the format library reports
@@ -71,6 +104,23 @@ class Commit:
     rows_written: int | None = None
     rows_deleted: int | None = None
     rows_updated: int | None = None
+
+
+@dataclass(frozen=True)
+class RowChangeCommit:
+    """What ``commit_row_changes`` committed: the commit, every rewritten data file (added path →
+    where its rows came from; empty for merge-on-read), the files whose rows were marked deleted,
+    and the data files holding the added rows."""
+
+    commit: Commit
+    rewritten: Mapping[str, Rewritten]
+    marked: tuple[str, ...]
+    added_files: tuple[str, ...]
+
+
+class RowChangesRefused(Exception):
+    """Raised by ``commit_row_changes`` before anything is written: the table holds something this
+    commit does not write (the write then goes through the format library, which may)."""
 
 
 class NotDistributable(Exception):
@@ -154,6 +204,18 @@ class Transaction(ABC):
     def commit_files(self, files: Sequence[WrittenFile]) -> Commit:
         """Commit the data files tasks wrote as one append. The version returned may be
         after commits of other writers (callers find their commit by its files)."""
+
+    @abstractmethod
+    def write_mode(self, operation: WriteOperation) -> WriteMode:
+        """How the table's own settings ask ``operation`` to remove rows (Delta: the
+        ``deletionVectors`` feature and ``delta.enableDeletionVectors``; Iceberg v2:
+        ``write.delete.mode`` / ``write.update.mode`` / ``write.merge.mode``)."""
+
+    @abstractmethod
+    def commit_row_changes(self, changes: RowChanges) -> RowChangeCommit:
+        """One commit removing exactly ``changes.removed`` (in ``changes.mode``) and adding
+        ``changes.added``; :class:`RowChangesRefused`, before anything is written, when the
+        table holds a writer feature this commit does not honour."""
 
     @abstractmethod
     def commit_erase(self, rewrites: Sequence[FileRewrite], subjects: int) -> tuple[Commit, dict[str, str]]:
