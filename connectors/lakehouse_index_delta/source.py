@@ -349,6 +349,7 @@ class DeltaSource(TableSource):
             delete_changes=tuple(delete_changes),
             data_change=any(f.data_change for f in file_actions) if file_actions else True,
             operation=actions.operation,
+            blind_append=actions.blind_append,
         )
 
     def _load_checkpoint(self, cp: Checkpoint) -> _State:

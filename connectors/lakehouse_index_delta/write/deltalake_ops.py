@@ -3,7 +3,8 @@
 deltalake makes each commit atomically (put-if-absent of the next log file, retried
 by its conflict checker); this module only chooses the deltalake call, refuses tables
 whose writer features a deltalake commit could break, and reads the row counts
-deltalake reports.
+deltalake reports. A commit deltalake's checker refuses is WriteConflictError, on which the
+writer asks the exact rules of :mod:`lakehouse_index.sink.conflicts`.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from lakehouse_index.expressions import Predicate
 from lakehouse_index.expressions.datafusion import column_sql
 from lakehouse_index.io.uri import local_path
 from lakehouse_index.read.datafiles import read_file
+from lakehouse_index.sink.conflicts import Isolation
 from lakehouse_index.sink.contract import Commit
 from lakehouse_index.source import Snapshot, TableSource
 from lakehouse_index_delta.features import refused_by_deltalake
@@ -103,6 +105,13 @@ def open_for_write(
     agrees with the reader.
     """
     dt = _kept(uri, storage_options, table_id, version) or open_deltalake(uri, storage_options)
+    check_writable(dt, uri, operation)
+    return dt
+
+
+def check_writable(dt: Any, uri: str, operation: str) -> None:
+    """Refuse ``operation`` on ``dt``'s version: writer features a deltalake commit could break,
+    rewrites of an append-only table, an isolation level this project does not know."""
     protocol = dt.protocol()
     config = dict(dt.metadata().configuration)
     schema = json.loads(dt.schema().to_json())
@@ -115,7 +124,30 @@ def open_for_write(
         )
     if operation != "append" and config.get("delta.appendOnly", "false").lower() == "true":
         raise WriteRefusedError(f"{uri}: the table is append-only (delta.appendOnly); {operation} refused")
-    return dt
+    isolation(config, uri)
+
+
+#: ``delta.isolationLevel`` values (case-insensitive), as Delta defines them.
+ISOLATION_LEVELS = {
+    "serializable": Isolation.SERIALIZABLE,
+    "writeserializable": Isolation.WRITE_SERIALIZABLE,
+}
+ISOLATION_PROPERTY = "delta.isolationLevel"
+
+
+def isolation(config: Mapping[str, str], uri: str) -> Isolation:
+    """The table's ``delta.isolationLevel`` (WriteSerializable when unset); WriteRefusedError for a
+    value Delta does not define (its rules could not be honoured)."""
+    raw = config.get(ISOLATION_PROPERTY)
+    if raw is None:
+        return Isolation.WRITE_SERIALIZABLE
+    level = ISOLATION_LEVELS.get(raw.lower())
+    if level is None:
+        raise WriteRefusedError(
+            f"{uri}: {ISOLATION_PROPERTY}={raw!r} is not one of Serializable, WriteSerializable; "
+            "nothing was written"
+        )
+    return level
 
 
 def _conflict(e: Exception) -> Exception:
@@ -127,7 +159,8 @@ def _conflict(e: Exception) -> Exception:
 
 
 def run(fn: Callable[[], Any]) -> Any:
-    """``fn()``, a lost commit race raised as WriteConflictError."""
+    """``fn()``, a lost commit race raised as WriteConflictError (the caller then asks the
+    conflict rules whether to run it again)."""
     try:
         return fn()
     except Exception as e:
