@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 
 from lakehouse_index.errors import UnsupportedWriterFeatureError, WriteConflictError, WriteRefusedError
 from lakehouse_index.expressions import Predicate
-from lakehouse_index.expressions.datafusion import column_sql
+from lakehouse_index.expressions.datafusion import column_sql, sql_value
 from lakehouse_index.io.uri import local_path
 from lakehouse_index.read.datafiles import read_file
 from lakehouse_index.sink.conflicts import Isolation
@@ -218,9 +218,46 @@ def update(dt: Any, where_sql: str, updates: Mapping[str, str]) -> Commit:
     return Commit(dt.version(), rows_updated=metrics.get("num_updated_rows"))
 
 
+#: Distinct values of a key column up to which an upsert names them in its MERGE condition
+#: (beyond: their range).
+KEYS_NAMED = 1000
+
+
+_BOUNDED_KEY_TYPES = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string, pa.types.is_date)
+
+
+def _key_bounds(data: pa.Table, on: Sequence[str]) -> list[str]:
+    """Conditions on the target's key columns that the MERGE's key equality implies: each key
+    column among the data's values (their range beyond :data:`KEYS_NAMED` of them), for columns
+    of integer, string and date types.
+
+    deltalake derives the MERGE's read predicate from them: it scans only the files whose
+    statistics may hold those keys, and its conflict checker commits past concurrent appends
+    whose files' statistics exclude them. Without them the MERGE reads the whole table and
+    conflicts with every concurrent append.
+    """
+    out = []
+    for c in on:
+        column = data.column(c)
+        t = column.type
+        if not any(is_type(t) for is_type in _BOUNDED_KEY_TYPES):
+            continue
+        target = column_sql(c, "t")
+        values = [v for v in pc.unique(column).to_pylist() if v is not None]
+        if len(values) <= KEYS_NAMED:
+            out.append(f"{target} IN ({', '.join(sql_value(v, t) for v in values)})")
+        else:
+            bounds = pc.min_max(column)
+            low, high = (sql_value(bounds[b].as_py(), t) for b in ("min", "max"))
+            out.append(f"{target} >= {low} AND {target} <= {high}")
+    return out
+
+
 def upsert(dt: Any, data: pa.Table, on: Sequence[str]) -> Commit:
-    """MERGE ``data`` on the ``on`` columns: matched rows updated, the rest inserted."""
-    predicate = " AND ".join(f"{column_sql(c, 't')} = {column_sql(c, 's')}" for c in on)
+    """MERGE ``data`` on the ``on`` columns: matched rows updated, the rest inserted (the
+    condition narrowed by :func:`_key_bounds`, which changes no match)."""
+    equal = [f"{column_sql(c, 't')} = {column_sql(c, 's')}" for c in on]
+    predicate = " AND ".join(equal + _key_bounds(data, on))
     metrics = run(
         lambda: (
             dt.merge(data, predicate=predicate, source_alias="s", target_alias="t")
