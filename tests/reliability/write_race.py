@@ -21,8 +21,8 @@ library's own read of that version.
 from __future__ import annotations
 
 import multiprocessing as mp
-import os
 import signal
+import threading
 import time
 import traceback
 from collections import Counter
@@ -87,8 +87,10 @@ def _open(fmt: str, env: dict[str, str]) -> tuple[li.Table, Any]:
         return li.open_table(path), lambda data: write_deltalake(path, data, mode="append")
     from pyiceberg.catalog import load_catalog
 
-    os.environ.update({k: v for k, v in env.items() if k.startswith("PYICEBERG_")})
-    catalog = load_catalog(CATALOG)
+    prefix = f"PYICEBERG_CATALOG__{CATALOG.upper()}__"
+    catalog = load_catalog(
+        CATALOG, **{k[len(prefix) :].lower(): v for k, v in env.items() if k.startswith(prefix)}
+    )
     return li.open_table("db.t", catalog=catalog), lambda data: catalog.load_table("db.t").append(data)
 
 
@@ -191,7 +193,11 @@ def run_write_race(tmp_path: Path, fmt: str, seconds: float) -> WriteRaceReport:
         p.start()
     try:
         assert watcher.first.wait(120), "the watcher made no first poll"
-        barrier.wait(timeout=300)
+        try:
+            barrier.wait(timeout=300)
+        except threading.BrokenBarrierError:  # a worker failed before it started: say why
+            failed = [results.get(timeout=60) for _ in procs if not results.empty()]
+            raise AssertionError(f"a worker did not start: {failed}") from None
         time.sleep(seconds)
         stop.set()
         outcomes = {role: (status, out) for role, status, out in (results.get(timeout=300) for _ in procs)}
