@@ -189,5 +189,5 @@ def refused_by_row_changes(
         return refused
     declared = declared_writer_features(min_writer_version, writer_features)
     in_use = [f for f in METADATA_FEATURES if f in declared and _in_use(f, schema, config)]
-    cdf = "changeDataFeed" if str(config.get("delta.enableChangeDataFeed", "false")).lower() == "true" else None
-    return in_use + ([cdf] if cdf else [])
+    cdf_on = str(config.get("delta.enableChangeDataFeed", "false")).lower() == "true"
+    return in_use + (["changeDataFeed"] if cdf_on else [])

@@ -12,7 +12,9 @@ The core writes through it and never branches on the format:
 * a transaction commits once: ``append`` / ``overwrite`` / ``delete`` / ``update`` /
   ``upsert`` through the format library, ``commit_files`` of data files written by tasks
   (:class:`DataFileFormat`), ``commit_erase`` of the GDPR erase's rewrites; each returns
-  the :class:`Commit` (a lost race the format cannot redo is ``WriteConflictError``);
+  the :class:`Commit`. A lost commit race runs the operation again on the newer version
+  unless the winning commits conflict with it (:mod:`lakehouse_index.sink.conflicts`, the
+  same rules for every format); a conflict is ``WriteConflictError``;
 * ``commit_row_changes`` commits a write whose rows the caller already found (an index
   located them): exactly those rows of exactly those files are removed, by rewriting the
   files (:attr:`WriteMode.COPY_ON_WRITE`) or by marking the rows deleted
@@ -48,6 +50,7 @@ from lakehouse_index.errors import ReadOnlyTableError
 from lakehouse_index.expressions import Predicate
 from lakehouse_index.io import Storage
 from lakehouse_index.sink.history import HistoryPurge
+from lakehouse_index.sink.read_set import ReadSet
 from lakehouse_index.sink.rewrite import FileRewrite, Rewritten
 from lakehouse_index.source import Snapshot, TableSource
 
@@ -82,12 +85,15 @@ class WriteMode(str, Enum):
 @dataclass(frozen=True)
 class RowChanges:
     """A write whose rows are known: per data file of the transaction's snapshot, the positions
-    of the live rows it removes, and the rows it adds (in the table schema)."""
+    of the live rows it removes, and the rows it adds (in the table schema); ``reads``: what
+    the rows were found by (after a lost commit race, the conflict rules decide by it whether
+    the same changes may commit on the newer version)."""
 
     operation: WriteOperation
     removed: Mapping[str, np.ndarray]
     added: pa.Table | None
     mode: WriteMode
+    reads: ReadSet
 
     @property
     def rows_removed(self) -> int:
@@ -98,12 +104,15 @@ class RowChanges:
 @dataclass(frozen=True)
 class Commit:
     """What one commit made: the new table version and the rows the format library reports
-    (None where it does not say)."""
+    (None where it does not say); ``retries``: how many times the write ran again on a newer
+    version after losing the commit race to commits it did not conflict with
+    (:mod:`lakehouse_index.sink.conflicts`)."""
 
     version: int
     rows_written: int | None = None
     rows_deleted: int | None = None
     rows_updated: int | None = None
+    retries: int = 0
 
 
 @dataclass(frozen=True)

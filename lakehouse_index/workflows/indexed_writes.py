@@ -31,6 +31,7 @@ from lakehouse_index.log.entry import IndexState
 from lakehouse_index.query import index_queries
 from lakehouse_index.read.datafiles import ROW_COLUMN, read_file
 from lakehouse_index.sink.contract import RowChanges, Transaction, WriteMode, WriteOperation
+from lakehouse_index.sink.read_set import ReadSet
 from lakehouse_index.source import Snapshot
 
 #: The columns a located row carries besides the table's: its data file and position.
@@ -136,8 +137,9 @@ def _changes(
     located: Located,
     added: pa.Table | None,
     mode: WriteMode | None,
+    reads: ReadSet,
 ) -> RowChanges:
-    return RowChanges(operation, located.positions(), added, mode or tx.write_mode(operation))
+    return RowChanges(operation, located.positions(), added, mode or tx.write_mode(operation), reads)
 
 
 def plan_delete(
@@ -148,7 +150,9 @@ def plan_delete(
     if pinned is None:
         return None
     located = locate(ctx, tx.snapshot, pinned[0], pinned[1], [], predicate)
-    return PlannedWrite(located, _changes(tx, WriteOperation.DELETE, located, None, mode))
+    return PlannedWrite(
+        located, _changes(tx, WriteOperation.DELETE, located, None, mode, ReadSet.where(predicate))
+    )
 
 
 def plan_update(
@@ -170,7 +174,7 @@ def plan_update(
         rows = rows.set_column(
             rows.schema.get_field_index(name), field, pa.array([value] * rows.num_rows, field.type)
         )
-    changes = _changes(tx, WriteOperation.UPDATE, located, rows, mode)
+    changes = _changes(tx, WriteOperation.UPDATE, located, rows, mode, ReadSet.where(predicate))
     return PlannedWrite(located, changes, rows_updated=rows.num_rows, rows_written=0)
 
 
@@ -189,7 +193,7 @@ def plan_upsert(
     used = set(matched)
     inserted = [i for i in range(data.num_rows) if i not in used]
     added = data.take(pa.array([*matched, *inserted], pa.int64()))
-    changes = _changes(tx, WriteOperation.UPSERT, located, added, mode)
+    changes = _changes(tx, WriteOperation.UPSERT, located, added, mode, ReadSet.matching(data, tuple(on)))
     return PlannedWrite(located, changes, rows_updated=len(matched), rows_written=len(inserted))
 
 
@@ -201,7 +205,7 @@ def plan_overwrite(
     if pinned is None:
         return None
     located = locate(ctx, tx.snapshot, pinned[0], pinned[1], [], predicate)
-    changes = _changes(tx, WriteOperation.OVERWRITE, located, data, mode)
+    changes = _changes(tx, WriteOperation.OVERWRITE, located, data, mode, ReadSet.where(predicate))
     return PlannedWrite(located, changes, rows_written=data.num_rows)
 
 

@@ -136,6 +136,8 @@ class WriteResult(_IndexReports):
     index, ``mode`` how the rows were removed (``"copy-on-write"``: ``files_rewritten`` were
     rewritten without them; ``"merge-on-read"``: ``files_marked`` got deletion vectors or
     position deletes) and ``files_added`` holds the written rows.
+    ``retries``: how many times the write ran again on a newer version after losing the
+    commit race to commits it did not conflict with (``lakehouse_index.sink.conflicts``).
     """
 
     operation: str
@@ -155,6 +157,7 @@ class WriteResult(_IndexReports):
     files_added: tuple[str, ...] = ()
     #: Why an index that could have found the rows did not (the format library did instead).
     note: str | None = None
+    retries: int = 0
 
 
 def failure_message(what: str, failed: tuple[IndexReport, ...]) -> str:

@@ -105,6 +105,7 @@ def _commit_and_sync(
         indexes=sync.indexes,
         seconds=time.perf_counter() - start,
         note=note,
+        retries=done.retries,
     )
     return _finish(ctx, operation, result)
 

@@ -3,7 +3,8 @@
 deltalake makes each commit atomically (put-if-absent of the next log file, retried
 by its conflict checker); this module only chooses the deltalake call, refuses tables
 whose writer features a deltalake commit could break, and reads the row counts
-deltalake reports.
+deltalake reports. A commit deltalake's checker refuses is WriteConflictError, on which the
+writer asks the exact rules of :mod:`lakehouse_index.sink.conflicts`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import pyarrow.compute as pc
 
 from lakehouse_index.errors import UnsupportedWriterFeatureError, WriteConflictError, WriteRefusedError
 from lakehouse_index.expressions import Predicate
-from lakehouse_index.expressions.datafusion import column_sql
+from lakehouse_index.expressions.datafusion import column_sql, sql_value
 from lakehouse_index.io.uri import local_path
 from lakehouse_index.read.datafiles import read_file
+from lakehouse_index.sink.conflicts import Isolation
 from lakehouse_index.sink.contract import Commit
 from lakehouse_index.source import Snapshot, TableSource
 from lakehouse_index_delta.features import refused_by_deltalake
@@ -96,13 +98,34 @@ def open_for_write(
     table_id: Callable[[int], str | None],
     version: int,
 ) -> Any:
-    """The deltalake DeltaTable at ``uri``, after checking that ``operation`` may commit to it.
+    """The deltalake DeltaTable at ``uri``, after checking that ``operation`` may commit to it
+    (:func:`check_operation`; an append also by deltalake: :func:`check_writable`).
 
     ``table_id`` (the reader's ``metaData`` id at a version) and ``version`` (the latest the
     reader sees): a table kept from an earlier write (:func:`keep`) is reused only if it
-    agrees with the reader.
+    agrees with the reader. Other operations are checked against deltalake's writer features
+    when they go through deltalake (a write an index planned commits by this package instead).
     """
     dt = _kept(uri, storage_options, table_id, version) or open_deltalake(uri, storage_options)
+    if operation == "append":
+        check_writable(dt, uri, operation)
+    else:
+        check_operation(dt, uri, operation)
+    return dt
+
+
+def check_operation(dt: Any, uri: str, operation: str) -> None:
+    """Refuse ``operation`` on ``dt``'s version whoever commits it: rewrites of an append-only
+    table, an isolation level this project does not know."""
+    config = dict(dt.metadata().configuration)
+    if operation != "append" and config.get("delta.appendOnly", "false").lower() == "true":
+        raise WriteRefusedError(f"{uri}: the table is append-only (delta.appendOnly); {operation} refused")
+    isolation(config, uri)
+
+
+def check_writable(dt: Any, uri: str, operation: str) -> None:
+    """Refuse ``operation`` through deltalake on ``dt``'s version: writer features a deltalake
+    commit could break, and everything :func:`check_operation` refuses."""
     protocol = dt.protocol()
     config = dict(dt.metadata().configuration)
     schema = json.loads(dt.schema().to_json())
@@ -113,9 +136,30 @@ def open_for_write(
             "honour; nothing was written. Write with an engine that supports them (e.g. Spark with "
             "delta-spark) and let `lakehouse-index watch` or `sync_indexes` maintain the indexes"
         )
-    if operation != "append" and config.get("delta.appendOnly", "false").lower() == "true":
-        raise WriteRefusedError(f"{uri}: the table is append-only (delta.appendOnly); {operation} refused")
-    return dt
+    check_operation(dt, uri, operation)
+
+
+#: ``delta.isolationLevel`` values (case-insensitive), as Delta defines them.
+ISOLATION_LEVELS = {
+    "serializable": Isolation.SERIALIZABLE,
+    "writeserializable": Isolation.WRITE_SERIALIZABLE,
+}
+ISOLATION_PROPERTY = "delta.isolationLevel"
+
+
+def isolation(config: Mapping[str, str], uri: str) -> Isolation:
+    """The table's ``delta.isolationLevel`` (WriteSerializable when unset); WriteRefusedError for a
+    value Delta does not define (its rules could not be honoured)."""
+    raw = config.get(ISOLATION_PROPERTY)
+    if raw is None:
+        return Isolation.WRITE_SERIALIZABLE
+    level = ISOLATION_LEVELS.get(raw.lower())
+    if level is None:
+        raise WriteRefusedError(
+            f"{uri}: {ISOLATION_PROPERTY}={raw!r} is not one of Serializable, WriteSerializable; "
+            "nothing was written"
+        )
+    return level
 
 
 def _conflict(e: Exception) -> Exception:
@@ -127,7 +171,8 @@ def _conflict(e: Exception) -> Exception:
 
 
 def run(fn: Callable[[], Any]) -> Any:
-    """``fn()``, a lost commit race raised as WriteConflictError."""
+    """``fn()``, a lost commit race raised as WriteConflictError (the caller then asks the
+    conflict rules whether to run it again)."""
     try:
         return fn()
     except Exception as e:
@@ -185,9 +230,46 @@ def update(dt: Any, where_sql: str, updates: Mapping[str, str]) -> Commit:
     return Commit(dt.version(), rows_updated=metrics.get("num_updated_rows"))
 
 
+#: Distinct values of a key column up to which an upsert names them in its MERGE condition
+#: (beyond: their range).
+KEYS_NAMED = 1000
+
+
+_BOUNDED_KEY_TYPES = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string, pa.types.is_date)
+
+
+def _key_bounds(data: pa.Table, on: Sequence[str]) -> list[str]:
+    """Conditions on the target's key columns that the MERGE's key equality implies: each key
+    column among the data's values (their range beyond :data:`KEYS_NAMED` of them), for columns
+    of integer, string and date types.
+
+    deltalake derives the MERGE's read predicate from them: it scans only the files whose
+    statistics may hold those keys, and its conflict checker commits past concurrent appends
+    whose files' statistics exclude them. Without them the MERGE reads the whole table and
+    conflicts with every concurrent append.
+    """
+    out = []
+    for c in on:
+        column = data.column(c)
+        t = column.type
+        if not any(is_type(t) for is_type in _BOUNDED_KEY_TYPES):
+            continue
+        target = column_sql(c, "t")
+        values = [v for v in pc.unique(column).to_pylist() if v is not None]
+        if len(values) <= KEYS_NAMED:
+            out.append(f"{target} IN ({', '.join(sql_value(v, t) for v in values)})")
+        else:
+            bounds = pc.min_max(column)
+            low, high = (sql_value(bounds[b].as_py(), t) for b in ("min", "max"))
+            out.append(f"{target} >= {low} AND {target} <= {high}")
+    return out
+
+
 def upsert(dt: Any, data: pa.Table, on: Sequence[str]) -> Commit:
-    """MERGE ``data`` on the ``on`` columns: matched rows updated, the rest inserted."""
-    predicate = " AND ".join(f"{column_sql(c, 't')} = {column_sql(c, 's')}" for c in on)
+    """MERGE ``data`` on the ``on`` columns: matched rows updated, the rest inserted (the
+    condition narrowed by :func:`_key_bounds`, which changes no match)."""
+    equal = [f"{column_sql(c, 't')} = {column_sql(c, 's')}" for c in on]
+    predicate = " AND ".join(equal + _key_bounds(data, on))
     metrics = run(
         lambda: (
             dt.merge(data, predicate=predicate, source_alias="s", target_alias="t")

@@ -41,8 +41,8 @@ from lakehouse_index.io.parallel import each_file
 from lakehouse_index.io.uri import join_uri
 from lakehouse_index.read.row_ids import row_ids
 from lakehouse_index.sink.contract import Commit
-from lakehouse_index.sink.rewrite import FileRewrite, delete_quietly, sibling_uri, write_parquet
 from lakehouse_index.sink.partitions import split
+from lakehouse_index.sink.rewrite import FileRewrite, delete_quietly, sibling_uri, write_parquet
 from lakehouse_index.source import Snapshot, TableSource, relative_log_path
 from lakehouse_index_delta.write.new_files import DeltaFiles
 
@@ -371,4 +371,5 @@ def commit_changes(
     except BaseException:
         delete_quietly(storage, written)
         raise
-    return Commit(version + 1, rows_written=added_rows, rows_deleted=removed_rows), replaced, tuple(added_uris)
+    done = Commit(version + 1, rows_written=added_rows, rows_deleted=removed_rows)
+    return done, replaced, tuple(added_uris)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -10,20 +11,32 @@ import pyarrow as pa
 from lakehouse_index.errors import PurgeRefusedError, UnsupportedWriterFeatureError, WriteRefusedError
 from lakehouse_index.expressions import Predicate
 from lakehouse_index.expressions.datafusion import column_sql, sql_value, to_datafusion_sql
+from lakehouse_index.io.parallel import each_file
+from lakehouse_index.sink.conflicts import commit_rebasing
 from lakehouse_index.sink.contract import (
     Commit,
     DataFileFormat,
+    RowChangeCommit,
+    RowChanges,
+    RowChangesRefused,
     TableWriter,
     Transaction,
+    WriteMode,
     WriteOperation,
     WrittenFile,
 )
 from lakehouse_index.sink.history import HistoryPurge
-from lakehouse_index.sink.rewrite import FileRewrite
+from lakehouse_index.sink.read_set import ReadSet
+from lakehouse_index.sink.rewrite import FileRewrite, Rewritten, plan_rewrite
 from lakehouse_index.source import Snapshot
-from lakehouse_index_delta.features import MAX_WRITER_VERSION, declared_writer_features, refused_by_erase
+from lakehouse_index_delta.features import (
+    MAX_WRITER_VERSION,
+    declared_writer_features,
+    refused_by_erase,
+    refused_by_row_changes,
+)
 from lakehouse_index_delta.write import deltalake_ops as ops
-from lakehouse_index_delta.write import erase_commit, new_files, purge
+from lakehouse_index_delta.write import log_commit, new_files, purge
 
 
 class DeltaWriter(TableWriter):
@@ -84,8 +97,11 @@ def _erasable(uri: str, dt: Any) -> list[str]:
 class DeltaTransaction(Transaction):
     """One write to a Delta table through ``dt`` (deltalake's table at ``snapshot``'s version or later).
 
-    After a successful commit ``dt`` is kept for the next write of this process
-    (:func:`~.deltalake_ops.keep`): catching a kept table up reads only the new commits.
+    A commit deltalake's checker refuses is decided by the conflict rules
+    (:func:`~lakehouse_index.sink.conflicts.commit_rebasing`): without a conflict, ``dt`` is
+    brought up to date (only the new commits are read), checked again, and the operation runs
+    again on it. After a successful commit ``dt`` is kept for the next write of this process
+    (:func:`~.deltalake_ops.keep`).
     """
 
     def __init__(
@@ -96,41 +112,72 @@ class DeltaTransaction(Transaction):
         self.dt = dt
         self.erase_features = tuple(erase_features)
 
-    def _kept(self, done: Commit) -> Commit:
-        ops.keep(self.writer.uri, self.writer.storage.options, self.dt)
+    def _commit(
+        self, operation: WriteOperation, reads: ReadSet, run: Callable[[Snapshot | None], Commit]
+    ) -> Commit:
+        """``run`` on the transaction's snapshot, again on newer versions after lost races the
+        rules let through; ``dt`` kept after the commit."""
+        w = self.writer
+
+        def catch_up() -> int:
+            self.dt.update_incremental()
+            ops.check_writable(self.dt, w.uri, operation.value)
+            return int(self.dt.version())
+
+        ops.check_writable(self.dt, w.uri, operation.value)
+        config = dict(self.dt.metadata().configuration)
+        done = commit_rebasing(
+            w.source, self.snapshot, reads, ops.isolation(config, w.uri), operation.value, run, catch_up
+        )
+        ops.keep(w.uri, w.storage.options, self.dt)
         return done
 
-    def _refuse_nan(self, predicate: Predicate | None, what: str) -> None:
-        ops.refuse_nan_rewrites(self.writer.source, self.snapshot, self.dt, predicate, what)
+    def _refuse_nan(self, snap: Snapshot | None, predicate: Predicate | None, what: str) -> None:
+        if snap is not None:
+            ops.refuse_nan_rewrites(self.writer.source, snap, self.dt, predicate, what)
 
     def append(self, rows: pa.Table) -> Commit:
         """Append through deltalake."""
-        return self._kept(ops.append(self.dt, rows))
+        return self._commit(WriteOperation.APPEND, ReadSet.nothing(), lambda _: ops.append(self.dt, rows))
 
     def overwrite(self, rows: pa.Table, predicate: Predicate | None) -> Commit:
         """Replace every row, or the rows where ``predicate`` holds (a MERGE ``ON FALSE``)."""
-        self._refuse_nan(predicate, "overwrite")
         sql = to_datafusion_sql(predicate) if predicate is not None else None
         target = to_datafusion_sql(predicate, "t") if predicate is not None else None
-        return self._kept(ops.overwrite(self.dt, rows, sql, target))
+
+        def run(snap: Snapshot | None) -> Commit:
+            self._refuse_nan(snap, predicate, "overwrite")
+            return ops.overwrite(self.dt, rows, sql, target)
+
+        return self._commit(WriteOperation.OVERWRITE, ReadSet.where(predicate), run)
 
     def delete(self, predicate: Predicate) -> Commit:
         """Delete through deltalake, the predicate rendered as DataFusion SQL."""
-        self._refuse_nan(predicate, "delete")
-        return self._kept(ops.delete(self.dt, to_datafusion_sql(predicate)))
+        sql = to_datafusion_sql(predicate)
+
+        def run(snap: Snapshot | None) -> Commit:
+            self._refuse_nan(snap, predicate, "delete")
+            return ops.delete(self.dt, sql)
+
+        return self._commit(WriteOperation.DELETE, ReadSet.where(predicate), run)
 
     def update(self, predicate: Predicate | None, values: Mapping[str, Any]) -> Commit:
         """Update through deltalake, the values rendered as DataFusion SQL literals."""
-        self._refuse_nan(predicate, "update")
         sql = to_datafusion_sql(predicate) if predicate is not None else "TRUE"
         schema = self.snapshot.schema
         # Quoted: deltalake reads an unquoted key with a dot as a path into a struct.
         updates = {column_sql(c): sql_value(v, schema.field(c).type) for c, v in values.items()}
-        return self._kept(ops.update(self.dt, sql, updates))
+
+        def run(snap: Snapshot | None) -> Commit:
+            self._refuse_nan(snap, predicate, "update")
+            return ops.update(self.dt, sql, updates)
+
+        return self._commit(WriteOperation.UPDATE, ReadSet.where(predicate), run)
 
     def upsert(self, rows: pa.Table, on: Sequence[str]) -> Commit:
         """MERGE through deltalake on the ``on`` columns."""
-        return self._kept(ops.upsert(self.dt, rows, on))
+        reads = ReadSet.matching(rows, tuple(on))
+        return self._commit(WriteOperation.UPSERT, reads, lambda _: ops.upsert(self.dt, rows, on))
 
     def data_files(self) -> DataFileFormat:
         """Hive-style partition folders, Delta statistics (:mod:`.new_files`)."""
@@ -139,18 +186,101 @@ class DeltaTransaction(Transaction):
 
     def commit_files(self, files: Sequence[WrittenFile]) -> Commit:
         """One append of add actions through deltalake's write transaction."""
-        version = new_files.commit_files(self.dt, files)
-        return self._kept(Commit(version, rows_written=sum(f.rows for f in files)))
+        rows = sum(f.rows for f in files)
+        return self._commit(
+            WriteOperation.APPEND,
+            ReadSet.nothing(),
+            lambda _: Commit(new_files.commit_files(self.dt, files), rows_written=rows),
+        )
+
+    def write_mode(self, operation: WriteOperation) -> WriteMode:
+        """Copy-on-write: this writer rewrites the files holding the rows it removes."""
+        return WriteMode.COPY_ON_WRITE
+
+    def commit_row_changes(self, changes: RowChanges) -> RowChangeCommit:
+        """This package's own commit (:func:`.log_commit.commit_changes`): the files holding
+        removed rows rewritten without them, the added rows in new files; after a lost race the
+        same changes commit on the newer version when the conflict rules let them."""
+        w = self.writer
+        if changes.mode is not WriteMode.COPY_ON_WRITE:
+            raise RowChangesRefused(f"this writer does not write {changes.mode.value} changes")
+        protocol, config = self.dt.protocol(), dict(self.dt.metadata().configuration)
+        adds = changes.added is not None and changes.added.num_rows > 0
+        refused = refused_by_row_changes(
+            protocol.min_writer_version,
+            protocol.writer_features,
+            json.loads(self.dt.schema().to_json()),
+            config,
+            adds_rows=adds,
+        )
+        if refused:
+            raise RowChangesRefused(f"its commit does not honour the table's writer feature(s) {refused}")
+        tracking = "rowTracking" in declared_writer_features(
+            protocol.min_writer_version, protocol.writer_features
+        )
+        rewrites = each_file(
+            lambda item: plan_rewrite(w.source, self.snapshot, self.snapshot.files[item[0]], item[1]),
+            sorted(changes.removed.items()),
+        )
+        what = log_commit.LogCommit(
+            _LOG_OPERATIONS[changes.operation], {"lakehouse-index": "indexed"}, changes.added
+        )
+        out: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {}
+
+        def run(snap: Snapshot | None) -> Commit:
+            assert snap is not None
+            done, replaced, added = log_commit.commit_changes(
+                w.source,
+                w.storage,
+                snapshot=snap,
+                rewrites=rewrites,
+                what=what,
+                config=config,
+                row_tracking=tracking,
+            )
+            out["last"] = (replaced, added)
+            return done
+
+        def catch_up() -> int:
+            self.dt.update_incremental()
+            ops.check_operation(self.dt, w.uri, changes.operation.value)
+            return int(self.dt.version())
+
+        done = commit_rebasing(
+            w.source,
+            self.snapshot,
+            changes.reads,
+            ops.isolation(config, w.uri),
+            changes.operation.value,
+            run,
+            catch_up,
+        )
+        replaced, added = out["last"]
+        by_old = {r.entry.path: r for r in rewrites}
+        rewritten = {new: Rewritten(old, by_old[old].kept_positions) for old, new in replaced.items()}
+        return RowChangeCommit(done, rewritten, (), added)
 
     def commit_erase(self, rewrites: Sequence[FileRewrite], subjects: int) -> tuple[Commit, dict[str, str]]:
-        """The erase's own commit (:func:`.erase_commit.commit_erase`)."""
+        """The erase's own commit (:func:`.log_commit.commit_changes`): no predicate, no key recorded."""
         w = self.writer
-        return erase_commit.commit_erase(
+        what = log_commit.LogCommit("DELETE", {"erasure": "lakehouse-index", "subjects": str(subjects)})
+        done, replaced, _ = log_commit.commit_changes(
             w.source,
             w.storage,
             snapshot=self.snapshot,
             rewrites=rewrites,
+            what=what,
             config=dict(self.dt.metadata().configuration),
             row_tracking="rowTracking" in self.erase_features,
-            subjects=subjects,
         )
+        return done, replaced
+
+
+#: How ``commitInfo`` names each operation the project commits itself (as delta-spark does).
+_LOG_OPERATIONS = {
+    WriteOperation.DELETE: "DELETE",
+    WriteOperation.UPDATE: "UPDATE",
+    WriteOperation.UPSERT: "MERGE",
+    WriteOperation.OVERWRITE: "WRITE",
+    WriteOperation.ERASE: "DELETE",
+}

@@ -12,8 +12,12 @@ from lakehouse_index.expressions import Predicate
 from lakehouse_index.sink.contract import (
     Commit,
     DataFileFormat,
+    RowChangeCommit,
+    RowChanges,
+    RowChangesRefused,
     TableWriter,
     Transaction,
+    WriteMode,
     WriteOperation,
     WrittenFile,
 )
@@ -62,24 +66,28 @@ class IcebergTransaction(Transaction):
 
     def append(self, rows: pa.Table) -> Commit:
         """A pyiceberg append."""
-        return ops.append(self.tbl, rows)
+        return ops.append(self.tbl, rows, self.writer.source)
 
     def overwrite(self, rows: pa.Table, predicate: Predicate | None) -> Commit:
         """Every row (pyiceberg's overwrite), or the matching rows' files rewritten without
         them, plus ``rows``."""
-        return ops.overwrite(self.tbl, rows, predicate, self.writer.source, self.writer.storage)
+        return ops.overwrite(
+            self.tbl, rows, predicate, self.writer.source, self.writer.storage, self.writer.uri
+        )
 
     def delete(self, predicate: Predicate) -> Commit:
         """The matching rows' files rewritten without them."""
-        return ops.delete(self.tbl, predicate, self.writer.source, self.writer.storage)
+        return ops.delete(self.tbl, predicate, self.writer.source, self.writer.storage, self.writer.uri)
 
     def update(self, predicate: Predicate | None, values: Mapping[str, Any]) -> Commit:
         """The matching rows' files rewritten without them, the updated rows written anew."""
-        return ops.update(self.tbl, predicate, values, self.writer.source, self.writer.storage)
+        return ops.update(
+            self.tbl, predicate, values, self.writer.source, self.writer.storage, self.writer.uri
+        )
 
     def upsert(self, rows: pa.Table, on: Sequence[str]) -> Commit:
         """The matched rows' files rewritten without them, ``rows`` written anew."""
-        return ops.upsert(self.tbl, rows, on, self.writer.source, self.writer.storage)
+        return ops.upsert(self.tbl, rows, on, self.writer.source, self.writer.storage, self.writer.uri)
 
     def data_files(self) -> DataFileFormat:
         """pyiceberg's file layout (identity partitions, format version ≤ 2)."""
@@ -87,7 +95,19 @@ class IcebergTransaction(Transaction):
 
     def commit_files(self, files: Sequence[WrittenFile]) -> Commit:
         """One fast append of the tasks' data files."""
-        return new_files.append_data_files(self.tbl, files)
+        return new_files.append_data_files(self.tbl, files, self.writer.source)
+
+    def write_mode(self, operation: WriteOperation) -> WriteMode:
+        """Copy-on-write: this writer rewrites the files holding the rows it removes."""
+        return WriteMode.COPY_ON_WRITE
+
+    def commit_row_changes(self, changes: RowChanges) -> RowChangeCommit:
+        """The files holding removed rows rewritten without them, the added rows appended, in one
+        overwrite snapshot (:func:`.pyiceberg_ops.row_changes`)."""
+        if changes.mode is not WriteMode.COPY_ON_WRITE:
+            raise RowChangesRefused(f"this writer does not write {changes.mode.value} changes")
+        w = self.writer
+        return ops.row_changes(self.tbl, changes, w.source, w.storage, w.uri)
 
     def commit_erase(self, rewrites: Sequence[FileRewrite], subjects: int) -> tuple[Commit, dict[str, str]]:
         """The erase's overwrite snapshot on the table as the catalog has it now."""
