@@ -101,10 +101,17 @@ class UnsupportedWriterFeatureError(UnsupportedFeatureError, WriteRefusedError):
 
 
 class WriteConflictError(LakehouseIndexError):
-    """Another writer won the table commit and the format library's retries gave up.
+    """Another writer won the table commit with a change this write conflicts with (it removed,
+    rewrote or added rows the write reads, or changed the schema), or the race was lost too
+    often in a row (``lakehouse_index.sink.conflicts``).
 
-    Nothing of this write was committed; re-run it against the new table state.
+    Nothing of this write was committed; re-run it against the new table state. ``version``:
+    the winning commit the write conflicts with (None when the race was lost too often).
     """
+
+    def __init__(self, message: str, version: int | None = None) -> None:
+        super().__init__(message)
+        self.version = version
 
 
 class IndexMaintenanceError(LakehouseIndexError):

@@ -359,7 +359,9 @@ class Change:
 
     ``removed`` entries are as they were live just before the commit (with their
     deletes). ``data_change`` is False when the commit only rearranged rows
-    (OPTIMIZE, compaction): the same rows live on in ``added``.
+    (OPTIMIZE, compaction): the same rows live on in ``added``. ``blind_append`` is True
+    when the commit declares it only added rows without reading the table (Delta
+    ``commitInfo.isBlindAppend``; False where the format does not say).
     """
 
     version: int
@@ -370,6 +372,7 @@ class Change:
     delete_changes: tuple[DeleteChange, ...] = ()
     data_change: bool = True
     operation: str | None = None
+    blind_append: bool = False
 
 
 def diff_snapshots(a: Snapshot, b: Snapshot) -> Diff:

@@ -123,6 +123,12 @@ class Actions:
         op = self.commit_info.get("operation")
         return str(op) if op is not None else None
 
+    @property
+    def blind_append(self) -> bool:
+        """``commitInfo.isBlindAppend``: the commit only added rows, without reading the table
+        (Spark writes it; deltalake does not, and an absent flag means False, as in Delta)."""
+        return self.commit_info is not None and self.commit_info.get("isBlindAppend") is True
+
 
 def _as_map(value: Any) -> dict[str, Any]:
     """A JSON object, or a pyarrow map (list of key/value tuples), as a dict."""

@@ -92,6 +92,7 @@ def commit_change(
         delete_changes=tuple(delete_changes),
         data_change=any(f.data_change for f in file_actions) if file_actions else True,
         operation=actions.operation,
+        blind_append=actions.blind_append,
     )
 
 

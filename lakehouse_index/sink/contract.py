@@ -12,7 +12,9 @@ The core writes through it and never branches on the format:
 * a transaction commits once: ``append`` / ``overwrite`` / ``delete`` / ``update`` /
   ``upsert`` through the format library, ``commit_files`` of data files written by tasks
   (:class:`DataFileFormat`), ``commit_erase`` of the GDPR erase's rewrites; each returns
-  the :class:`Commit` (a lost race the format cannot redo is ``WriteConflictError``);
+  the :class:`Commit`. A lost commit race runs the operation again on the newer version
+  unless the winning commits conflict with it (:mod:`lakehouse_index.sink.conflicts`, the
+  same rules for every format); a conflict is ``WriteConflictError``;
 * :meth:`TableWriter.purge_blockers` and :meth:`TableWriter.purge_history` remove older
   versions for the erase's purge.
 
@@ -65,12 +67,15 @@ class WriteOperation(str, Enum):
 @dataclass(frozen=True)
 class Commit:
     """What one commit made: the new table version and the rows the format library reports
-    (None where it does not say)."""
+    (None where it does not say); ``retries``: how many times the write ran again on a newer
+    version after losing the commit race to commits it did not conflict with
+    (:mod:`lakehouse_index.sink.conflicts`)."""
 
     version: int
     rows_written: int | None = None
     rows_deleted: int | None = None
     rows_updated: int | None = None
+    retries: int = 0
 
 
 class NotDistributable(Exception):

@@ -188,9 +188,9 @@ def append_files(
         outputs = job(tuple(h.share for h in held))
         written = [w for out in outputs for w in out.files]
         rows = sum(w.rows for w in written)
-        version = snap.version
+        version, retries = snap.version, 0
         if written:
-            tx.commit_files(written)
+            retries = tx.commit_files(written).retries
             change, commits = _our_change(ctx, snap.version, written)
             version = change.version
             for h in held:
@@ -222,6 +222,7 @@ def append_files(
         rows_updated=None,
         indexes=reports,
         seconds=time.perf_counter() - start,
+        retries=retries,
     )
     if not result.ok:
         raise IndexMaintenanceError(

@@ -123,6 +123,8 @@ class WriteResult(_IndexReports):
     ``table_version`` is the version this write committed (for Iceberg writes that make
     several snapshots in one transaction, the last); ``previous_version`` the latest
     version before it. Row counts are None where the format library does not report them.
+    ``retries``: how many times the write ran again on a newer version after losing the
+    commit race to commits it did not conflict with (``lakehouse_index.sink.conflicts``).
     """
 
     operation: str
@@ -134,6 +136,7 @@ class WriteResult(_IndexReports):
     rows_updated: int | None
     indexes: tuple[IndexReport, ...]
     seconds: float
+    retries: int = 0
 
 
 def failure_message(what: str, failed: tuple[IndexReport, ...]) -> str:

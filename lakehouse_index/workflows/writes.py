@@ -84,6 +84,7 @@ def _commit_and_sync(
         rows_updated=done.rows_updated,
         indexes=sync.indexes,
         seconds=time.perf_counter() - start,
+        retries=done.retries,
     )
     if not result.ok:
         raise IndexMaintenanceError(

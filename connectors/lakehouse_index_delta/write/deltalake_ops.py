@@ -3,7 +3,8 @@
 deltalake makes each commit atomically (put-if-absent of the next log file, retried
 by its conflict checker); this module only chooses the deltalake call, refuses tables
 whose writer features a deltalake commit could break, and reads the row counts
-deltalake reports.
+deltalake reports. A commit deltalake's checker refuses is WriteConflictError, on which the
+writer asks the exact rules of :mod:`lakehouse_index.sink.conflicts`.
 """
 
 from __future__ import annotations
@@ -18,9 +19,10 @@ import pyarrow.compute as pc
 
 from lakehouse_index.errors import UnsupportedWriterFeatureError, WriteConflictError, WriteRefusedError
 from lakehouse_index.expressions import Predicate
-from lakehouse_index.expressions.datafusion import column_sql
+from lakehouse_index.expressions.datafusion import column_sql, sql_value
 from lakehouse_index.io.uri import local_path
 from lakehouse_index.read.datafiles import read_file
+from lakehouse_index.sink.conflicts import Isolation
 from lakehouse_index.sink.contract import Commit
 from lakehouse_index.source import Snapshot, TableSource
 from lakehouse_index_delta.features import refused_by_deltalake
@@ -103,6 +105,13 @@ def open_for_write(
     agrees with the reader.
     """
     dt = _kept(uri, storage_options, table_id, version) or open_deltalake(uri, storage_options)
+    check_writable(dt, uri, operation)
+    return dt
+
+
+def check_writable(dt: Any, uri: str, operation: str) -> None:
+    """Refuse ``operation`` on ``dt``'s version: writer features a deltalake commit could break,
+    rewrites of an append-only table, an isolation level this project does not know."""
     protocol = dt.protocol()
     config = dict(dt.metadata().configuration)
     schema = json.loads(dt.schema().to_json())
@@ -115,7 +124,30 @@ def open_for_write(
         )
     if operation != "append" and config.get("delta.appendOnly", "false").lower() == "true":
         raise WriteRefusedError(f"{uri}: the table is append-only (delta.appendOnly); {operation} refused")
-    return dt
+    isolation(config, uri)
+
+
+#: ``delta.isolationLevel`` values (case-insensitive), as Delta defines them.
+ISOLATION_LEVELS = {
+    "serializable": Isolation.SERIALIZABLE,
+    "writeserializable": Isolation.WRITE_SERIALIZABLE,
+}
+ISOLATION_PROPERTY = "delta.isolationLevel"
+
+
+def isolation(config: Mapping[str, str], uri: str) -> Isolation:
+    """The table's ``delta.isolationLevel`` (WriteSerializable when unset); WriteRefusedError for a
+    value Delta does not define (its rules could not be honoured)."""
+    raw = config.get(ISOLATION_PROPERTY)
+    if raw is None:
+        return Isolation.WRITE_SERIALIZABLE
+    level = ISOLATION_LEVELS.get(raw.lower())
+    if level is None:
+        raise WriteRefusedError(
+            f"{uri}: {ISOLATION_PROPERTY}={raw!r} is not one of Serializable, WriteSerializable; "
+            "nothing was written"
+        )
+    return level
 
 
 def _conflict(e: Exception) -> Exception:
@@ -127,7 +159,8 @@ def _conflict(e: Exception) -> Exception:
 
 
 def run(fn: Callable[[], Any]) -> Any:
-    """``fn()``, a lost commit race raised as WriteConflictError."""
+    """``fn()``, a lost commit race raised as WriteConflictError (the caller then asks the
+    conflict rules whether to run it again)."""
     try:
         return fn()
     except Exception as e:
@@ -145,24 +178,51 @@ def append(dt: Any, data: pa.Table) -> Commit:
     return Commit(dt.version(), rows_written=data.num_rows)
 
 
-def overwrite(dt: Any, data: pa.Table, where_sql: str | None, where_target_sql: str | None) -> Commit:
-    """Replace every row (``where_sql`` None) or the rows matching it with ``data``, in one commit.
+#: The column that marks the MERGE source's sentinel row in an overwrite with a predicate.
+SENTINEL = "__lakehouse_index_sentinel"
 
-    With a predicate, a MERGE ``ON FALSE`` deletes the target rows matching it (files
-    without a matching row are kept as they are) and inserts every data row, so the
-    data need not match the predicate (deltalake's replaceWhere would insist).
+
+def _with_sentinel(data: pa.Table) -> tuple[pa.Table, str]:
+    """``data`` (every column made nullable), a False marker column, and one more row: nulls
+    marked True; the marker's name (one the table does not use)."""
+    marker = SENTINEL
+    while marker in data.column_names:
+        marker += "_"
+    schema = pa.schema([f.with_nullable(True) for f in data.schema])
+    rows = data.cast(schema).append_column(marker, pa.array([False] * data.num_rows, pa.bool_()))
+    sentinel = pa.table(
+        {**{f.name: pa.nulls(1, f.type) for f in schema}, marker: pa.array([True])},
+        schema=rows.schema,
+    )
+    return pa.concat_tables([rows, sentinel]), marker
+
+
+def overwrite(dt: Any, data: pa.Table, where_target_sql: str | None) -> Commit:
+    """Replace every row (``where_target_sql`` None) or the rows where it (the predicate on the
+    target alias ``t``) is TRUE with ``data``, in one commit.
+
+    With a predicate, one MERGE of the data plus a sentinel row: ``ON where(t) AND s.sentinel``
+    matches every target row where the predicate is TRUE to the sentinel, and deletes it (files
+    without a matching row are kept as they are); the data rows match nothing and are inserted
+    (the sentinel is not), so the data need not match the predicate (deltalake's replaceWhere
+    would insist). deltalake takes the predicate as the MERGE's read predicate: it scans only
+    the files that may hold matching rows, and its conflict checker commits past concurrent
+    appends whose statistics exclude them (a MERGE ``ON FALSE`` with a not-matched-by-source
+    delete reads, and conflicts over, the whole table).
     """
     from deltalake import write_deltalake
 
-    if where_sql is None:
+    if where_target_sql is None:
         run(lambda: write_deltalake(dt, data, mode="overwrite"))
         return Commit(dt.version(), rows_written=data.num_rows)
-    assert where_target_sql is not None
+    source, marker = _with_sentinel(data)
+    mark = column_sql(marker, "s")
+    values = {column_sql(c): column_sql(c, "s") for c in data.column_names}
     metrics = run(
         lambda: (
-            dt.merge(data, predicate="FALSE", source_alias="s", target_alias="t")
-            .when_not_matched_by_source_delete(predicate=where_target_sql)
-            .when_not_matched_insert_all()
+            dt.merge(source, predicate=f"({where_target_sql}) AND {mark}", source_alias="s", target_alias="t")
+            .when_matched_delete()
+            .when_not_matched_insert(updates=values, predicate=f"NOT {mark}")
             .execute()
         ),
     )
@@ -185,9 +245,46 @@ def update(dt: Any, where_sql: str, updates: Mapping[str, str]) -> Commit:
     return Commit(dt.version(), rows_updated=metrics.get("num_updated_rows"))
 
 
+#: Distinct values of a key column up to which an upsert names them in its MERGE condition
+#: (beyond: their range).
+KEYS_NAMED = 1000
+
+
+_BOUNDED_KEY_TYPES = (pa.types.is_integer, pa.types.is_string, pa.types.is_large_string, pa.types.is_date)
+
+
+def _key_bounds(data: pa.Table, on: Sequence[str]) -> list[str]:
+    """Conditions on the target's key columns that the MERGE's key equality implies: each key
+    column among the data's values (their range beyond :data:`KEYS_NAMED` of them), for columns
+    of integer, string and date types.
+
+    deltalake derives the MERGE's read predicate from them: it scans only the files whose
+    statistics may hold those keys, and its conflict checker commits past concurrent appends
+    whose files' statistics exclude them. Without them the MERGE reads the whole table and
+    conflicts with every concurrent append.
+    """
+    out = []
+    for c in on:
+        column = data.column(c)
+        t = column.type
+        if not any(is_type(t) for is_type in _BOUNDED_KEY_TYPES):
+            continue
+        target = column_sql(c, "t")
+        values = [v for v in pc.unique(column).to_pylist() if v is not None]
+        if len(values) <= KEYS_NAMED:
+            out.append(f"{target} IN ({', '.join(sql_value(v, t) for v in values)})")
+        else:
+            bounds = pc.min_max(column)
+            low, high = (sql_value(bounds[b].as_py(), t) for b in ("min", "max"))
+            out.append(f"{target} >= {low} AND {target} <= {high}")
+    return out
+
+
 def upsert(dt: Any, data: pa.Table, on: Sequence[str]) -> Commit:
-    """MERGE ``data`` on the ``on`` columns: matched rows updated, the rest inserted."""
-    predicate = " AND ".join(f"{column_sql(c, 't')} = {column_sql(c, 's')}" for c in on)
+    """MERGE ``data`` on the ``on`` columns: matched rows updated, the rest inserted (the
+    condition narrowed by :func:`_key_bounds`, which changes no match)."""
+    equal = [f"{column_sql(c, 't')} = {column_sql(c, 's')}" for c in on]
+    predicate = " AND ".join(equal + _key_bounds(data, on))
     metrics = run(
         lambda: (
             dt.merge(data, predicate=predicate, source_alias="s", target_alias="t")

@@ -10,6 +10,7 @@ import pyarrow as pa
 from lakehouse_index.errors import PurgeRefusedError, UnsupportedWriterFeatureError, WriteRefusedError
 from lakehouse_index.expressions import Predicate
 from lakehouse_index.expressions.datafusion import column_sql, sql_value, to_datafusion_sql
+from lakehouse_index.sink.conflicts import ReadSet, commit_rebasing
 from lakehouse_index.sink.contract import (
     Commit,
     DataFileFormat,
@@ -84,8 +85,11 @@ def _erasable(uri: str, dt: Any) -> list[str]:
 class DeltaTransaction(Transaction):
     """One write to a Delta table through ``dt`` (deltalake's table at ``snapshot``'s version or later).
 
-    After a successful commit ``dt`` is kept for the next write of this process
-    (:func:`~.deltalake_ops.keep`): catching a kept table up reads only the new commits.
+    A commit deltalake's checker refuses is decided by the conflict rules
+    (:func:`~lakehouse_index.sink.conflicts.commit_rebasing`): without a conflict, ``dt`` is
+    brought up to date (only the new commits are read), checked again, and the operation runs
+    again on it. After a successful commit ``dt`` is kept for the next write of this process
+    (:func:`~.deltalake_ops.keep`).
     """
 
     def __init__(
@@ -96,41 +100,70 @@ class DeltaTransaction(Transaction):
         self.dt = dt
         self.erase_features = tuple(erase_features)
 
-    def _kept(self, done: Commit) -> Commit:
-        ops.keep(self.writer.uri, self.writer.storage.options, self.dt)
+    def _commit(
+        self, operation: WriteOperation, reads: ReadSet, run: Callable[[Snapshot | None], Commit]
+    ) -> Commit:
+        """``run`` on the transaction's snapshot, again on newer versions after lost races the
+        rules let through; ``dt`` kept after the commit."""
+        w = self.writer
+
+        def catch_up() -> int:
+            self.dt.update_incremental()
+            ops.check_writable(self.dt, w.uri, operation.value)
+            return int(self.dt.version())
+
+        config = dict(self.dt.metadata().configuration)
+        done = commit_rebasing(
+            w.source, self.snapshot, reads, ops.isolation(config, w.uri), operation.value, run, catch_up
+        )
+        ops.keep(w.uri, w.storage.options, self.dt)
         return done
 
-    def _refuse_nan(self, predicate: Predicate | None, what: str) -> None:
-        ops.refuse_nan_rewrites(self.writer.source, self.snapshot, self.dt, predicate, what)
+    def _refuse_nan(self, snap: Snapshot | None, predicate: Predicate | None, what: str) -> None:
+        if snap is not None:
+            ops.refuse_nan_rewrites(self.writer.source, snap, self.dt, predicate, what)
 
     def append(self, rows: pa.Table) -> Commit:
         """Append through deltalake."""
-        return self._kept(ops.append(self.dt, rows))
+        return self._commit(WriteOperation.APPEND, ReadSet.nothing(), lambda _: ops.append(self.dt, rows))
 
     def overwrite(self, rows: pa.Table, predicate: Predicate | None) -> Commit:
-        """Replace every row, or the rows where ``predicate`` holds (a MERGE ``ON FALSE``)."""
-        self._refuse_nan(predicate, "overwrite")
-        sql = to_datafusion_sql(predicate) if predicate is not None else None
+        """Replace every row, or the rows where ``predicate`` holds (one MERGE: ``ops.overwrite``)."""
         target = to_datafusion_sql(predicate, "t") if predicate is not None else None
-        return self._kept(ops.overwrite(self.dt, rows, sql, target))
+
+        def run(snap: Snapshot | None) -> Commit:
+            self._refuse_nan(snap, predicate, "overwrite")
+            return ops.overwrite(self.dt, rows, target)
+
+        return self._commit(WriteOperation.OVERWRITE, ReadSet.where(predicate), run)
 
     def delete(self, predicate: Predicate) -> Commit:
         """Delete through deltalake, the predicate rendered as DataFusion SQL."""
-        self._refuse_nan(predicate, "delete")
-        return self._kept(ops.delete(self.dt, to_datafusion_sql(predicate)))
+        sql = to_datafusion_sql(predicate)
+
+        def run(snap: Snapshot | None) -> Commit:
+            self._refuse_nan(snap, predicate, "delete")
+            return ops.delete(self.dt, sql)
+
+        return self._commit(WriteOperation.DELETE, ReadSet.where(predicate), run)
 
     def update(self, predicate: Predicate | None, values: Mapping[str, Any]) -> Commit:
         """Update through deltalake, the values rendered as DataFusion SQL literals."""
-        self._refuse_nan(predicate, "update")
         sql = to_datafusion_sql(predicate) if predicate is not None else "TRUE"
         schema = self.snapshot.schema
         # Quoted: deltalake reads an unquoted key with a dot as a path into a struct.
         updates = {column_sql(c): sql_value(v, schema.field(c).type) for c, v in values.items()}
-        return self._kept(ops.update(self.dt, sql, updates))
+
+        def run(snap: Snapshot | None) -> Commit:
+            self._refuse_nan(snap, predicate, "update")
+            return ops.update(self.dt, sql, updates)
+
+        return self._commit(WriteOperation.UPDATE, ReadSet.where(predicate), run)
 
     def upsert(self, rows: pa.Table, on: Sequence[str]) -> Commit:
         """MERGE through deltalake on the ``on`` columns."""
-        return self._kept(ops.upsert(self.dt, rows, on))
+        reads = ReadSet.matching(rows, tuple(on))
+        return self._commit(WriteOperation.UPSERT, reads, lambda _: ops.upsert(self.dt, rows, on))
 
     def data_files(self) -> DataFileFormat:
         """Hive-style partition folders, Delta statistics (:mod:`.new_files`)."""
@@ -139,8 +172,12 @@ class DeltaTransaction(Transaction):
 
     def commit_files(self, files: Sequence[WrittenFile]) -> Commit:
         """One append of add actions through deltalake's write transaction."""
-        version = new_files.commit_files(self.dt, files)
-        return self._kept(Commit(version, rows_written=sum(f.rows for f in files)))
+        rows = sum(f.rows for f in files)
+        return self._commit(
+            WriteOperation.APPEND,
+            ReadSet.nothing(),
+            lambda _: Commit(new_files.commit_files(self.dt, files), rows_written=rows),
+        )
 
     def commit_erase(self, rewrites: Sequence[FileRewrite], subjects: int) -> tuple[Commit, dict[str, str]]:
         """The erase's own commit (:func:`.erase_commit.commit_erase`)."""

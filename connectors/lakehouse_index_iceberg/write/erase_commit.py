@@ -93,7 +93,7 @@ def commit_erase(
     """Commit one overwrite snapshot on top of snapshot ``version``; the commit and the files written."""
     import uuid
 
-    from pyiceberg.exceptions import CommitFailedException
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
 
     head = tbl.current_snapshot()
     if head is None or int(head.snapshot_id) != version:
@@ -128,7 +128,7 @@ def commit_erase(
                 ow.delete_data_file(originals[r.entry.path])
             for df in new_files:
                 ow.append_data_file(df)
-    except CommitFailedException as e:
+    except (CommitFailedException, ValidationException) as e:
         delete_quietly(storage, written)
         raise WriteConflictError(f"{source.uri}: another writer committed first: {e}") from e
     except BaseException:

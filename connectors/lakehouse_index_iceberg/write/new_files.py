@@ -15,7 +15,9 @@ from typing import Any
 
 import pyarrow as pa
 
+from lakehouse_index.sink.conflicts import Isolation, ReadSet
 from lakehouse_index.sink.contract import Commit, NotDistributable, WrittenFile
+from lakehouse_index.source import TableSource
 from lakehouse_index_iceberg.write.pyiceberg_ops import head, version_after, with_retries
 
 
@@ -113,7 +115,7 @@ def new_files(tbl: Any, uri: str) -> IcebergFiles:
     return IcebergFiles(meta, dict(tbl.io.properties), columns)
 
 
-def append_data_files(tbl: Any, files: Sequence[WrittenFile]) -> Commit:
+def append_data_files(tbl: Any, files: Sequence[WrittenFile], source: TableSource) -> Commit:
     """One fast append of the data files tasks wrote (redone on the reloaded table after a lost race)."""
     data_files = [pickle.loads(f.commit_info) for f in files]
     rows = sum(f.rows for f in files)
@@ -125,4 +127,4 @@ def append_data_files(tbl: Any, files: Sequence[WrittenFile]) -> Commit:
                 append.append_data_file(d)
         return Commit(version_after(t, before), rows_written=rows)
 
-    return with_retries(tbl, op)
+    return with_retries(tbl, source, ReadSet.nothing(), Isolation.SERIALIZABLE, "append", op)

@@ -1,10 +1,11 @@
 """Iceberg commits through pyiceberg, loaded through the table's catalog.
 
 pyiceberg commits each transaction atomically through the catalog (the commit asserts
-that the branch head did not move); a lost race raises ``CommitFailedException`` and
-the operation is redone on the reloaded table, up to :data:`ATTEMPTS` times. Every
-operation here is a function of the table state it runs on, so redoing it is the
-format's rule for a retry. ``update`` (pyiceberg has none) reads the matching rows,
+that the branch head did not move); a lost race raises ``CommitFailedException`` (or,
+after pyiceberg's own retries, ``ValidationException``), and the conflict rules of
+:mod:`lakehouse_index.sink.conflicts` decide whether the operation runs again on the
+reloaded table. Every operation here is a function of the table state it runs on, so
+running it again is rebasing it. ``update`` (pyiceberg has none) reads the matching rows,
 sets the columns and commits delete + append in one transaction.
 """
 
@@ -17,7 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lakehouse_index.errors import ReadOnlyTableError, WriteConflictError
+from lakehouse_index.errors import ReadOnlyTableError, WriteConflictError, WriteRefusedError
 from lakehouse_index.expressions import Predicate
 from lakehouse_index.expressions.matching import match_keys
 from lakehouse_index.io import Storage
@@ -25,12 +26,12 @@ from lakehouse_index.io.parallel import each_file
 from lakehouse_index.io.uri import canonical_uri
 from lakehouse_index.read.datafiles import ROW_COLUMN
 from lakehouse_index.read.scan import scan_files
+from lakehouse_index.sink.conflicts import Isolation, ReadSet, commit_rebasing
 from lakehouse_index.sink.contract import Commit
 from lakehouse_index.sink.rewrite import FileRewrite, delete_quietly, plan_rewrite, write_parquet
 from lakehouse_index.source import Snapshot, TableSource
 from lakehouse_index_iceberg.write.erase_commit import data_file
 
-ATTEMPTS = 4
 #: The lineage column ``scan_files(with_lineage=True)`` adds: the row's FileEntry path.
 FILE_PATH_COLUMN = "_file_path"
 
@@ -66,20 +67,69 @@ def _in_table_schema(tbl: Any, data: pa.Table) -> pa.Table:
     return data.select(target.names).cast(target)
 
 
-def with_retries(tbl: Any, op: Callable[[Any], Commit]) -> Commit:
-    """``op(tbl)``, redone on the reloaded table after a lost commit race (up to :data:`ATTEMPTS` times)."""
-    from pyiceberg.exceptions import CommitFailedException
+#: Iceberg's isolation properties (values ``serializable``, the default, and ``snapshot``),
+#: by the operation they govern, as Iceberg's Spark writes read them; an overwrite deletes
+#: rows by a filter, so it follows the delete's.
+ISOLATION_PROPERTIES = {
+    "overwrite": "write.delete.isolation-level",
+    "delete": "write.delete.isolation-level",
+    "update": "write.update.isolation-level",
+    "upsert": "write.merge.isolation-level",
+}
+ISOLATION_LEVELS = {"serializable": Isolation.SERIALIZABLE, "snapshot": Isolation.SNAPSHOT}
 
-    for attempt in range(ATTEMPTS):
+
+def isolation(tbl: Any, operation: str, uri: str) -> Isolation:
+    """The isolation level the table's properties set for ``operation`` (serializable when unset;
+    appends and erases read no such property); WriteRefusedError for a value Iceberg does not define."""
+    prop = ISOLATION_PROPERTIES.get(operation)
+    raw = None if prop is None else tbl.properties.get(prop)
+    if raw is None:
+        return Isolation.SERIALIZABLE
+    level = ISOLATION_LEVELS.get(str(raw).lower())
+    if level is None:
+        raise WriteRefusedError(
+            f"{uri}: {prop}={raw!r} is not one of serializable, snapshot; nothing was written"
+        )
+    return level
+
+
+def lost_race() -> tuple[type[Exception], ...]:
+    """pyiceberg's errors of a commit that lost the race and did not land: the catalog's refusal,
+    and its own validation of a retried commit (which refuses any concurrently added file)."""
+    from pyiceberg.exceptions import CommitFailedException, ValidationException
+
+    return CommitFailedException, ValidationException
+
+
+def with_retries(
+    tbl: Any,
+    source: TableSource,
+    reads: ReadSet,
+    isolation: Isolation,
+    what: str,
+    op: Callable[[Any], Commit],
+) -> Commit:
+    """``op(tbl)``; after a lost commit race the conflict rules decide, and without a conflict
+    ``op`` runs again on the table reloaded from the catalog
+    (:func:`~lakehouse_index.sink.conflicts.commit_rebasing`). ``op`` builds on the head of
+    the table it is given, whose version the rules take as the write's base."""
+    current = [tbl]
+
+    def run(_: Snapshot | None) -> Commit:
         try:
-            return op(tbl)
-        except CommitFailedException as e:
-            if attempt == ATTEMPTS - 1:
-                raise WriteConflictError(
-                    f"the Iceberg commit lost to concurrent writers {ATTEMPTS} times: {e}"
-                ) from e
-            tbl = tbl.catalog.load_table(tbl.name())
-    raise AssertionError("unreachable")
+            return op(current[0])
+        except lost_race() as e:
+            raise WriteConflictError(f"the Iceberg commit lost to a concurrent writer: {e}") from e
+
+    def catch_up() -> int | None:
+        current[0] = tbl.catalog.load_table(tbl.name())
+        now = head(current[0])
+        return None if now is None else int(now.snapshot_id)
+
+    start = head(tbl)
+    base = None if start is None else source.snapshot(int(start.snapshot_id))
+    return commit_rebasing(source, base, reads, isolation, what, run, catch_up)
 
 
 def head(tbl: Any) -> Any:
@@ -96,7 +146,7 @@ def version_after(tbl: Any, before: Any) -> int:
     return int(current.snapshot_id)
 
 
-def append(tbl: Any, data: pa.Table) -> Commit:
+def append(tbl: Any, data: pa.Table, source: TableSource) -> Commit:
     """Append ``data``."""
 
     def op(t: Any) -> Commit:
@@ -104,7 +154,7 @@ def append(tbl: Any, data: pa.Table) -> Commit:
         t.append(_in_table_schema(t, data))
         return Commit(version_after(t, before), rows_written=data.num_rows)
 
-    return with_retries(tbl, op)
+    return with_retries(tbl, source, ReadSet.nothing(), Isolation.SERIALIZABLE, "append", op)
 
 
 def _positions(hits: pa.Table) -> dict[str, np.ndarray]:
@@ -193,7 +243,7 @@ def _head_snapshot(t: Any, source: TableSource) -> tuple[Any, Snapshot | None]:
 
 
 def overwrite(
-    tbl: Any, data: pa.Table, predicate: Predicate | None, source: TableSource, storage: Storage
+    tbl: Any, data: pa.Table, predicate: Predicate | None, source: TableSource, storage: Storage, uri: str
 ) -> Commit:
     """Replace every row (``predicate`` None) or the rows where it is TRUE with ``data``, in one commit."""
     from pyiceberg.expressions import AlwaysTrue
@@ -217,10 +267,11 @@ def overwrite(
         _copy_on_write(t, source, storage, snap, _positions(hits), incoming)
         return Commit(version_after(t, before), rows_written=data.num_rows, rows_deleted=hits.num_rows)
 
-    return with_retries(tbl, op)
+    level = isolation(tbl, "overwrite", uri)
+    return with_retries(tbl, source, ReadSet.where(predicate), level, "overwrite", op)
 
 
-def delete(tbl: Any, predicate: Predicate, source: TableSource, storage: Storage) -> Commit:
+def delete(tbl: Any, predicate: Predicate, source: TableSource, storage: Storage, uri: str) -> Commit:
     """Delete the rows where ``predicate`` is TRUE: exactly the rows ``scan(where)`` returns."""
 
     def op(t: Any) -> Commit:
@@ -231,11 +282,17 @@ def delete(tbl: Any, predicate: Predicate, source: TableSource, storage: Storage
         _copy_on_write(t, source, storage, snap, _positions(hits), None)
         return Commit(version_after(t, before), rows_deleted=hits.num_rows)
 
-    return with_retries(tbl, op)
+    level = isolation(tbl, "delete", uri)
+    return with_retries(tbl, source, ReadSet.where(predicate), level, "delete", op)
 
 
 def update(
-    tbl: Any, predicate: Predicate | None, values: Mapping[str, Any], source: TableSource, storage: Storage
+    tbl: Any,
+    predicate: Predicate | None,
+    values: Mapping[str, Any],
+    source: TableSource,
+    storage: Storage,
+    uri: str,
 ) -> Commit:
     """Set ``values`` (Python literals) on the rows where ``predicate`` is TRUE (every row for None).
 
@@ -261,10 +318,13 @@ def update(
         _copy_on_write(t, source, storage, snap, _positions(hits), _in_table_schema(t, rows))
         return Commit(version_after(t, before), rows_updated=rows.num_rows)
 
-    return with_retries(tbl, op)
+    level = isolation(tbl, "update", uri)
+    return with_retries(tbl, source, ReadSet.where(predicate), level, "update", op)
 
 
-def upsert(tbl: Any, data: pa.Table, on: Sequence[str], source: TableSource, storage: Storage) -> Commit:
+def upsert(
+    tbl: Any, data: pa.Table, on: Sequence[str], source: TableSource, storage: Storage, uri: str
+) -> Commit:
     """Rows matching a data row on ``on`` become that data row, other data rows are inserted.
 
     One commit: the key columns of every live row are read (as ``scan`` reads them); the
@@ -300,4 +360,5 @@ def upsert(tbl: Any, data: pa.Table, on: Sequence[str], source: TableSource, sto
         _copy_on_write(t, source, storage, snap, _positions(hits), added)
         return Commit(version_after(t, before), rows_written=len(inserted), rows_updated=len(matched_from))
 
-    return with_retries(tbl, op)
+    reads = ReadSet.matching(data, tuple(on))
+    return with_retries(tbl, source, reads, isolation(tbl, "upsert", uri), "upsert", op)

@@ -62,24 +62,28 @@ class IcebergTransaction(Transaction):
 
     def append(self, rows: pa.Table) -> Commit:
         """A pyiceberg append."""
-        return ops.append(self.tbl, rows)
+        return ops.append(self.tbl, rows, self.writer.source)
 
     def overwrite(self, rows: pa.Table, predicate: Predicate | None) -> Commit:
         """Every row (pyiceberg's overwrite), or the matching rows' files rewritten without
         them, plus ``rows``."""
-        return ops.overwrite(self.tbl, rows, predicate, self.writer.source, self.writer.storage)
+        return ops.overwrite(
+            self.tbl, rows, predicate, self.writer.source, self.writer.storage, self.writer.uri
+        )
 
     def delete(self, predicate: Predicate) -> Commit:
         """The matching rows' files rewritten without them."""
-        return ops.delete(self.tbl, predicate, self.writer.source, self.writer.storage)
+        return ops.delete(self.tbl, predicate, self.writer.source, self.writer.storage, self.writer.uri)
 
     def update(self, predicate: Predicate | None, values: Mapping[str, Any]) -> Commit:
         """The matching rows' files rewritten without them, the updated rows written anew."""
-        return ops.update(self.tbl, predicate, values, self.writer.source, self.writer.storage)
+        return ops.update(
+            self.tbl, predicate, values, self.writer.source, self.writer.storage, self.writer.uri
+        )
 
     def upsert(self, rows: pa.Table, on: Sequence[str]) -> Commit:
         """The matched rows' files rewritten without them, ``rows`` written anew."""
-        return ops.upsert(self.tbl, rows, on, self.writer.source, self.writer.storage)
+        return ops.upsert(self.tbl, rows, on, self.writer.source, self.writer.storage, self.writer.uri)
 
     def data_files(self) -> DataFileFormat:
         """pyiceberg's file layout (identity partitions, format version ≤ 2)."""
@@ -87,7 +91,7 @@ class IcebergTransaction(Transaction):
 
     def commit_files(self, files: Sequence[WrittenFile]) -> Commit:
         """One fast append of the tasks' data files."""
-        return new_files.append_data_files(self.tbl, files)
+        return new_files.append_data_files(self.tbl, files, self.writer.source)
 
     def commit_erase(self, rewrites: Sequence[FileRewrite], subjects: int) -> tuple[Commit, dict[str, str]]:
         """The erase's overwrite snapshot on the table as the catalog has it now."""

@@ -37,14 +37,13 @@ from lakehouse_index.log.entry import IndexState
 from lakehouse_index.log.lifecycle import writer_is_dead
 from lakehouse_index.maintenance.lineage import Rewritten
 from lakehouse_index.query import index_queries
+from lakehouse_index.sink.conflicts import RETRIES, Isolation, ReadSet, find_conflict
 from lakehouse_index.sink.contract import Commit, Transaction, WriteOperation
-from lakehouse_index.sink.rewrite import plan_rewrite
+from lakehouse_index.sink.rewrite import FileRewrite, plan_rewrite
 from lakehouse_index.source import Snapshot
 from lakehouse_index.workflows.erasure import audit
 from lakehouse_index.workflows.writes import begin
 
-#: Targeted deletes retried after losing the table commit to another writer.
-ATTEMPTS = 4
 FILE_COLUMN = "_file"
 ROW_COLUMN = "_row"
 
@@ -242,7 +241,8 @@ def erase(
     """Erase every row whose ``index`` key is one of ``keys``; see :meth:`lakehouse_index.Table.erase`.
 
     Phases: check (nothing written when it fails), targeted delete (locate and one commit,
-    redone on a newer version after a lost race), refresh of every index, purge, verify,
+    committed again on a newer version after a lost race, located again there when the
+    winning commits touched the subjects' rows), refresh of every index, purge, verify,
     audit record.
     """
     say = progress or (lambda _msg: None)
@@ -261,7 +261,7 @@ def erase(
             )
     version_before = tx.snapshot.version
     clock.lap("check")
-    deleted = _targeted_delete(ctx, tx, index, keys, dry_run, say, clock)
+    deleted = _targeted_delete(ctx, tx, index, spec.key, keys, dry_run, say, clock)
 
     index_reports: dict[str, Any] = {}
     purge_report: dict[str, Any] | None = None
@@ -350,40 +350,66 @@ class _Deleted:
     bytes_rewritten: int
 
 
+def _subjects(key_columns: Sequence[str], keys: Sequence[Any], snap: Snapshot) -> ReadSet:
+    """The rows the erase reads: those holding a subject's key (as the index matches keys)."""
+    values = [[k[i] if len(key_columns) > 1 else k for k in keys] for i in range(len(key_columns))]
+    rows = pa.table(
+        {c: pa.array(v, snap.schema.field(c).type) for c, v in zip(key_columns, values, strict=True)}
+    )
+    return ReadSet.matching(rows, tuple(key_columns))
+
+
 def _targeted_delete(
     ctx: IndexContext,
     tx: Transaction,
     index: str,
+    key_columns: Sequence[str],
     keys: Sequence[Any],
     dry_run: bool,
     say: Callable[[str], None],
     clock: _Clock,
 ) -> _Deleted:
     """Locate the subjects' rows at ``tx``'s version and commit the rewrites of their files
-    (a dry run only reports them); a lost race locates again on the newer version."""
-    for attempt in range(ATTEMPTS):
+    (a dry run only reports them).
+
+    After a lost race the conflict rules decide (:func:`~lakehouse_index.sink.conflicts.find_conflict`,
+    Serializable whatever the table's isolation setting: every row of a subject must go,
+    including rows appended meanwhile): when no winning commit added a file holding a
+    subject's row, or removed or changed a file holding one, the rewrites still hold and are
+    committed again on the newer version; otherwise the subjects are located there again.
+    Bounded attempts with jittered backoff (:data:`~lakehouse_index.sink.conflicts.RETRIES`).
+    """
+    reads = _subjects(key_columns, keys, tx.snapshot)
+    rewrites: list[FileRewrite] | None = None
+    for attempt in range(RETRIES.attempts):
         snap = tx.snapshot
-        say(f"locating {len(keys)} subject(s) through index {index!r} at version {snap.version}")
-        where = _locate(ctx, index, keys, snap)
-        rewrites = each_file(
-            lambda item, snap=snap: plan_rewrite(ctx.source, snap, snap.files[item[0]], item[1]),  # type: ignore[misc]
-            sorted(where.items()),
-        )
-        clock.lap("locate")
-        crash_point("erase.after_locate")
-        if dry_run or not rewrites:
-            findings = [
-                FileFinding(r.entry.path, r.live_rows, r.erased.num_rows, r.entry.size) for r in rewrites
-            ]
-            return _Deleted(None, None, findings, {}, sum(f.rows_erased for f in findings), 0)
-        say(f"rewriting {len(rewrites)} file(s) without {sum(r.erased.num_rows for r in rewrites)} row(s)")
+        if rewrites is None:
+            say(f"locating {len(keys)} subject(s) through index {index!r} at version {snap.version}")
+            where = _locate(ctx, index, keys, snap)
+            rewrites = each_file(
+                lambda item, snap=snap: plan_rewrite(ctx.source, snap, snap.files[item[0]], item[1]),  # type: ignore[misc]
+                sorted(where.items()),
+            )
+            clock.lap("locate")
+            crash_point("erase.after_locate")
+            if dry_run or not rewrites:
+                findings = [
+                    FileFinding(r.entry.path, r.live_rows, r.erased.num_rows, r.entry.size) for r in rewrites
+                ]
+                return _Deleted(None, None, findings, {}, sum(f.rows_erased for f in findings), 0)
+            say(
+                f"rewriting {len(rewrites)} file(s) without {sum(r.erased.num_rows for r in rewrites)} row(s)"
+            )
         try:
             commit, replaced = tx.commit_erase(rewrites, len(keys))
             ordinal = ctx.source.version_info(commit.version).ordinal
         except WriteConflictError:
-            if attempt == ATTEMPTS - 1:
+            if attempt == RETRIES.attempts - 1:
                 raise
             tx = begin(ctx, WriteOperation.ERASE)
+            if find_conflict(ctx.source, snap, tx.snapshot, reads, Isolation.SERIALIZABLE) is not None:
+                rewrites = None  # the winners touched the subjects' rows: locate again
+            RETRIES.wait(attempt)
             continue
         clock.lap("delete")
         crash_point("erase.after_delete")
