@@ -53,9 +53,10 @@ if TYPE_CHECKING:
     )
     from lakehouse_index.kinds.base import IndexKind
     from lakehouse_index.log.entry import IndexState
+    from lakehouse_index.sink.contract import WriteMode
     from lakehouse_index.spark_source import SourceRead, explain_spark_source, register_spark_source
     from lakehouse_index.spec import AutoRefresh, CoveringIndex, IndexSpec, SecondaryIndex, SkippingIndex
-    from lakehouse_index.workflows.reports import IndexReport, SyncResult, WriteResult
+    from lakehouse_index.workflows.reports import IndexReport, SyncResult, WritePath, WriteResult
     from lakehouse_index.workflows.verify import Mismatch, VerifyReport
 
 __version__ = "0.1.0"
@@ -97,8 +98,9 @@ _MODULES = {
     "lakehouse_index.kinds.base": ("IndexKind",),
     "lakehouse_index.log.entry": ("IndexState",),
     "lakehouse_index.spark_source": ("SourceRead", "explain_spark_source", "register_spark_source"),
+    "lakehouse_index.sink.contract": ("WriteMode",),
     "lakehouse_index.spec": ("AutoRefresh", "CoveringIndex", "IndexSpec", "SecondaryIndex", "SkippingIndex"),
-    "lakehouse_index.workflows.reports": ("IndexReport", "SyncResult", "WriteResult"),
+    "lakehouse_index.workflows.reports": ("IndexReport", "SyncResult", "WritePath", "WriteResult"),
     "lakehouse_index.workflows.verify": ("Mismatch", "VerifyReport"),
 }
 _MODULE_OF = {name: module for module, names in _MODULES.items() for name in names}
@@ -146,6 +148,8 @@ __all__ = [
     "IndexReport",
     "SyncResult",
     "WriteResult",
+    "WritePath",
+    "WriteMode",
     "watch",
     "Mismatch",
     "VerifyReport",

@@ -35,11 +35,12 @@ from lakehouse_index.context import IndexContext, IndexInfo, IndexStatus
 from lakehouse_index.errors import QueryError
 from lakehouse_index.io import Storage, join_uri, normalize_uri
 from lakehouse_index.log.store import INDEX_DIR_NAME
-from lakehouse_index.maintenance.lineage import Rewritten
 from lakehouse_index.query import index_queries, planner
 from lakehouse_index.query.index_queries import Where
 from lakehouse_index.read.scan import scan_files, scan_snapshot
 from lakehouse_index.registry import open_source
+from lakehouse_index.sink.contract import WriteMode
+from lakehouse_index.sink.rewrite import Rewritten
 from lakehouse_index.source import Snapshot, TableSource
 from lakehouse_index.spec import IndexSpec
 from lakehouse_index.workflows import sync, verify, versions, writes
@@ -245,7 +246,7 @@ class Table:
           aligned with the files they replace and only their changed rows indexed (the
           lineage remap; ``remap=False`` indexes them whole); a caller that rewrote files
           itself may pass ``rewritten`` (added file path →
-          :class:`~lakehouse_index.maintenance.lineage.Rewritten`: the old file and the
+          :class:`~lakehouse_index.sink.rewrite.Rewritten`: the old file and the
           positions its rows came from) and those files are placed
           without reading them (the GDPR erase does);
         * ``quick`` only records what changed (no index data written); queries repair
@@ -416,24 +417,66 @@ class Table:
         """
         return writes.append(self.context, data)
 
-    def overwrite(self, data: Any, where: str | None = None) -> WriteResult:
-        """Replace every row (``where`` None) or the rows matching ``where`` with ``data``, in one commit."""
-        return writes.overwrite(self.context, data, where)
+    def overwrite(
+        self,
+        data: Any,
+        where: str | None = None,
+        *,
+        mode: WriteMode | str | None = None,
+        use_indexes: bool = True,
+    ) -> WriteResult:
+        """Replace every row (``where`` None) or the rows matching ``where`` with ``data``, in one commit.
 
-    def delete(self, where: str) -> WriteResult:
-        """Delete the rows matching ``where`` (SQL text, as :meth:`scan` accepts)."""
-        return writes.delete(self.context, where)
+        A ``where`` an index pins is planned by the index, as for :meth:`delete`.
+        """
+        return writes.overwrite(self.context, data, where, mode=mode, use_indexes=use_indexes)
 
-    def update(self, where: str | None, set: Mapping[str, Any]) -> WriteResult:
-        """Set columns to Python literals (``set={"status": "closed"}``) on the rows matching ``where``."""
-        return writes.update(self.context, where, set)
+    def delete(
+        self, where: str, *, mode: WriteMode | str | None = None, use_indexes: bool = True
+    ) -> WriteResult:
+        """Delete the rows matching ``where`` (SQL text, as :meth:`scan` accepts).
 
-    def upsert(self, data: Any, on: str | Sequence[str]) -> WriteResult:
+        When an active secondary or covering index answers lookups on a key ``where`` pins
+        (``=`` / ``IN`` on the index key, under AND / OR), the index locates the rows and
+        only the files holding them are touched: rewritten without them
+        (``mode="copy-on-write"``) or, where the table's own settings ask for it, the rows
+        marked deleted (``"merge-on-read"``: Delta deletion vectors, Iceberg position
+        deletes). ``mode`` overrides the table's choice; ``use_indexes=False`` hands the
+        write to the format library. ``WriteResult.path`` says which path the write took and
+        which files it touched (docs/guide/writes-and-watcher.md).
+        """
+        return writes.delete(self.context, where, mode=mode, use_indexes=use_indexes)
+
+    def update(
+        self,
+        where: str | None,
+        set: Mapping[str, Any],
+        *,
+        mode: WriteMode | str | None = None,
+        use_indexes: bool = True,
+    ) -> WriteResult:
+        """Set columns to Python literals (``set={"status": "closed"}``) on the rows matching ``where``.
+
+        A ``where`` an index pins is planned by the index, as for :meth:`delete`.
+        """
+        return writes.update(self.context, where, set, mode=mode, use_indexes=use_indexes)
+
+    def upsert(
+        self,
+        data: Any,
+        on: str | Sequence[str],
+        *,
+        mode: WriteMode | str | None = None,
+        use_indexes: bool = True,
+    ) -> WriteResult:
         """Update the rows whose ``on`` columns match a row of ``data``, insert the others.
 
-        Keys must be unique and not null in ``data``.
+        Keys must be unique and not null in ``data``. With an active secondary or covering index
+        keyed on ``on``, the index locates the target rows and only their files are touched
+        (``mode`` and ``use_indexes`` as for :meth:`delete`).
         """
-        return writes.upsert(self.context, data, [on] if isinstance(on, str) else list(on))
+        keys = [on] if isinstance(on, str) else list(on)
+        return writes.upsert(self.context, data, keys, mode=mode, use_indexes=use_indexes)
 
     def sync_indexes(self, *, raise_on_error: bool = True) -> SyncResult:
         """Apply every index's ``auto_refresh`` policy to the table commits it has not seen.

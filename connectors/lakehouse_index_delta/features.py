@@ -167,3 +167,27 @@ def refused_by_erase(min_writer_version: int, writer_features: Sequence[str] | N
         return [f"minWriterVersion {min_writer_version}"]
     declared = declared_writer_features(min_writer_version, writer_features)
     return [f for f in declared if f not in ERASE_HONOURED]
+
+
+def refused_by_row_changes(
+    min_writer_version: int,
+    writer_features: Sequence[str] | None,
+    schema: Mapping[str, Any],
+    config: Mapping[str, str],
+    *,
+    adds_rows: bool,
+) -> list[str]:
+    """The writer features (or version) of a table the project's own row-change commit cannot honour.
+
+    Removing rows honours what an erase commit honours. Adding rows also writes new values:
+    constraints, invariants, generation and identity rules would have to hold for them and
+    column mapping would need the physical schema, so those are refused while in use, as is
+    the change data feed when on (its update pre- and post-images are not written here).
+    """
+    refused = refused_by_erase(min_writer_version, writer_features)
+    if not adds_rows or refused:
+        return refused
+    declared = declared_writer_features(min_writer_version, writer_features)
+    in_use = [f for f in METADATA_FEATURES if f in declared and _in_use(f, schema, config)]
+    cdf_on = str(config.get("delta.enableChangeDataFeed", "false")).lower() == "true"
+    return in_use + (["changeDataFeed"] if cdf_on else [])

@@ -14,7 +14,7 @@ from lakehouse_index.log.entry import LogEntry, Operation
 from lakehouse_index.log.lifecycle import OpContext, OpResult, run_operation
 from lakehouse_index.maintenance import refresh
 from lakehouse_index.maintenance.build import full_build
-from lakehouse_index.maintenance.lineage import Rewritten
+from lakehouse_index.sink.rewrite import Rewritten
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

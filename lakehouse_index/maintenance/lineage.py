@@ -36,6 +36,7 @@ from lakehouse_index.kinds.base import IndexKind
 from lakehouse_index.kinds.entries import PUT, ROW
 from lakehouse_index.log.entry import Move
 from lakehouse_index.read.datafiles import read_file
+from lakehouse_index.sink.rewrite import Rewritten
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
 from lakehouse_index.spec import IndexSpec
 
@@ -49,18 +50,6 @@ class Remap:
     placed: frozenset[str] = frozenset()
     #: PUT entries for the rows of placed files that matched no removed row.
     entries: tuple[pa.Table, ...] = ()
-
-
-@dataclass(frozen=True)
-class Rewritten:
-    """A data file a writer rewrote itself: its rows are rows ``kept`` of file ``old``, in that order.
-
-    ``old`` is the removed file's path as the table names it; ``kept`` the physical row
-    positions (in the old file) of the new file's rows, ascending.
-    """
-
-    old: str
-    kept: np.ndarray
 
 
 def known_remap(

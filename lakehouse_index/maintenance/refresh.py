@@ -52,6 +52,7 @@ from lakehouse_index.maintenance import lineage
 from lakehouse_index.maintenance.build import full_build, source_file
 from lakehouse_index.read.datafiles import ROW_COLUMN, read_file
 from lakehouse_index.read.deletes import equality_delete_mask
+from lakehouse_index.sink.rewrite import Rewritten
 from lakehouse_index.source import Change, FileEntry, Snapshot, TableSource
 from lakehouse_index.spec import IndexSpec
 
@@ -80,7 +81,7 @@ def replay(
     remap: bool = True,
     config: ExecutorConfig = ExecutorConfig(),
     written: Mapping[str, int] | None = None,
-    rewritten: Mapping[str, lineage.Rewritten] | None = None,
+    rewritten: Mapping[str, Rewritten] | None = None,
 ) -> _Replay:
     """Apply ``changes`` to the stable entry's file map; collect index jobs and row-level entries.
 
@@ -296,7 +297,7 @@ def incremental(
     *,
     remap: bool = True,
     written: Written | None = None,
-    rewritten: Mapping[str, lineage.Rewritten] | None = None,
+    rewritten: Mapping[str, Rewritten] | None = None,
 ) -> tuple[SourceState, Content]:
     """Apply every commit in (indexed version, target] to the index as new delta files.
 
@@ -307,7 +308,7 @@ def incremental(
     ``written``: entries of added files already written by the write that added them;
     those files are recorded in the file-id map under the ids the entries carry and not
     read again. ``rewritten``: files the caller rewrote itself, with their alignment
-    (:class:`lineage.Rewritten`, by added path): placed without reading (see :func:`replay`).
+    (:class:`Rewritten`, by added path): placed without reading (see :func:`replay`).
     """
     spec = stable.spec
     kind = kind_of(spec)

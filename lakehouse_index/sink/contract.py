@@ -15,6 +15,12 @@ The core writes through it and never branches on the format:
   the :class:`Commit`. A lost commit race runs the operation again on the newer version
   unless the winning commits conflict with it (:mod:`lakehouse_index.sink.conflicts`, the
   same rules for every format); a conflict is ``WriteConflictError``;
+* ``commit_row_changes`` commits a write whose rows the caller already found (an index
+  located them): exactly those rows of exactly those files are removed, by rewriting the
+  files (:attr:`WriteMode.COPY_ON_WRITE`) or by marking the rows deleted
+  (:attr:`WriteMode.MERGE_ON_READ`: Delta deletion vectors, Iceberg position deletes), and
+  new rows are added, in one commit; the result says where every rewritten file's rows came
+  from, so the indexes follow without reading them;
 * :meth:`TableWriter.purge_blockers` and :meth:`TableWriter.purge_history` remove older
   versions for the erase's purge.
 
@@ -37,13 +43,15 @@ from functools import cache
 from importlib.metadata import EntryPoint
 from typing import Any, Protocol
 
+import numpy as np
 import pyarrow as pa
 
 from lakehouse_index.errors import ReadOnlyTableError
 from lakehouse_index.expressions import Predicate
 from lakehouse_index.io import Storage
 from lakehouse_index.sink.history import HistoryPurge
-from lakehouse_index.sink.rewrite import FileRewrite
+from lakehouse_index.sink.read_set import ReadSet
+from lakehouse_index.sink.rewrite import FileRewrite, Rewritten
 from lakehouse_index.source import Snapshot, TableSource
 
 #: The entry-point group of table writers (name: the format's name).
@@ -64,6 +72,35 @@ class WriteOperation(str, Enum):
     ERASE = "erase"
 
 
+class WriteMode(str, Enum):
+    """How a write removes rows of files that stay: rewrite them, or mark the rows deleted."""
+
+    #: The files holding removed rows are rewritten without them.
+    COPY_ON_WRITE = "copy-on-write"
+    #: The removed rows are marked deleted (Delta deletion vectors, Iceberg position deletes);
+    #: no data file is rewritten.
+    MERGE_ON_READ = "merge-on-read"
+
+
+@dataclass(frozen=True)
+class RowChanges:
+    """A write whose rows are known: per data file of the transaction's snapshot, the positions
+    of the live rows it removes, and the rows it adds (in the table schema); ``reads``: what
+    the rows were found by (after a lost commit race, the conflict rules decide by it whether
+    the same changes may commit on the newer version)."""
+
+    operation: WriteOperation
+    removed: Mapping[str, np.ndarray]
+    added: pa.Table | None
+    mode: WriteMode
+    reads: ReadSet
+
+    @property
+    def rows_removed(self) -> int:
+        """How many live rows the write removes."""
+        return sum(len(p) for p in self.removed.values())
+
+
 @dataclass(frozen=True)
 class Commit:
     """What one commit made: the new table version and the rows the format library reports
@@ -76,6 +113,23 @@ class Commit:
     rows_deleted: int | None = None
     rows_updated: int | None = None
     retries: int = 0
+
+
+@dataclass(frozen=True)
+class RowChangeCommit:
+    """What ``commit_row_changes`` committed: the commit, every rewritten data file (added path →
+    where its rows came from; empty for merge-on-read), the files whose rows were marked deleted,
+    and the data files holding the added rows."""
+
+    commit: Commit
+    rewritten: Mapping[str, Rewritten]
+    marked: tuple[str, ...]
+    added_files: tuple[str, ...]
+
+
+class RowChangesRefused(Exception):
+    """Raised by ``commit_row_changes`` before anything is written: the table holds something this
+    commit does not write (the write then goes through the format library, which may)."""
 
 
 class NotDistributable(Exception):
@@ -159,6 +213,18 @@ class Transaction(ABC):
     def commit_files(self, files: Sequence[WrittenFile]) -> Commit:
         """Commit the data files tasks wrote as one append. The version returned may be
         after commits of other writers (callers find their commit by its files)."""
+
+    @abstractmethod
+    def write_mode(self, operation: WriteOperation) -> WriteMode:
+        """How the table's own settings ask ``operation`` to remove rows (Delta: the
+        ``deletionVectors`` feature and ``delta.enableDeletionVectors``; Iceberg v2:
+        ``write.delete.mode`` / ``write.update.mode`` / ``write.merge.mode``)."""
+
+    @abstractmethod
+    def commit_row_changes(self, changes: RowChanges) -> RowChangeCommit:
+        """One commit removing exactly ``changes.removed`` (in ``changes.mode``) and adding
+        ``changes.added``; :class:`RowChangesRefused`, before anything is written, when the
+        table holds a writer feature this commit does not honour."""
 
     @abstractmethod
     def commit_erase(self, rewrites: Sequence[FileRewrite], subjects: int) -> tuple[Commit, dict[str, str]]:

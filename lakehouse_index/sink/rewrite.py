@@ -24,6 +24,19 @@ from lakehouse_index.source import FileEntry, Snapshot, TableSource
 
 
 @dataclass(frozen=True)
+class Rewritten:
+    """A data file a writer rewrote itself: its rows are rows ``kept`` of file ``old``, in that order.
+
+    ``old`` is the removed file's path as the table names it; ``kept`` the physical row
+    positions (in the old file) of the new file's rows, ascending. A refresh handed these
+    places the new file's entries without reading it (the lineage remap's known case).
+    """
+
+    old: str
+    kept: np.ndarray
+
+
+@dataclass(frozen=True)
 class FileRewrite:
     """One data file holding subjects: what stays, what goes.
 

@@ -24,13 +24,13 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.executors.writer import write_entries
 from lakehouse_index.kinds.base import WriteTarget, WriteTimeEntries
 from lakehouse_index.kinds.entries import ROW
 from lakehouse_index.sink.contract import DataFileFormat, OpenDataFile, PartitionKey, WrittenFile
+from lakehouse_index.sink.partitions import split
 from lakehouse_index.workflows.data import conform
 
 #: The one column of the row a task returns: its pickled :class:`TaskOutput`.
@@ -61,33 +61,6 @@ class IndexShare:
     def file_id(self, task: int, tasks: int, seq: int) -> int:
         """The id of the ``seq``-th file of task ``task`` of ``tasks``."""
         return self.first_id + seq * tasks + task
-
-
-def split(rows: pa.Table, columns: tuple[str, ...]) -> Iterator[tuple[PartitionKey, pa.Table]]:
-    """``rows`` grouped by the values of ``columns`` (nulls form their own group), each group
-    in its rows' original order: one stable sort of the combined partition codes, then slices."""
-    if not columns:
-        yield (), rows
-        return
-    if rows.num_rows == 0:
-        return
-    codes = np.zeros(rows.num_rows, dtype=np.int64)
-    for c in columns:
-        encoded = pc.dictionary_encode(rows[c], null_encoding="encode").combine_chunks()
-        width = max(1, len(encoded.dictionary))
-        codes = codes * width + encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        if len(columns) > 1:  # renumber densely (below the row count), so the next product cannot overflow
-            codes = np.unique(codes, return_inverse=True)[1].astype(np.int64)
-    order = np.argsort(codes, kind="stable")
-    starts = np.flatnonzero(np.diff(codes[order], prepend=-1))
-    if len(starts) == 1:
-        yield tuple((c, rows[c][0].as_py()) for c in columns), rows
-        return
-    grouped = rows.take(pa.array(order))
-    ends = [*starts[1:].tolist(), rows.num_rows]
-    for start, end in zip(starts.tolist(), ends, strict=True):
-        part = grouped.slice(start, end - start)
-        yield tuple((c, part[c][0].as_py()) for c in columns), part
 
 
 #: Rows a task gathers before handing them to a data file's writer (one row group each

@@ -116,6 +116,15 @@ class SyncResult(_IndexReports):
     seconds: float
 
 
+class WritePath(str, Enum):
+    """How a write found the rows it changes."""
+
+    #: An index located them; only the files holding them were touched.
+    INDEX = "index"
+    #: The format library (deltalake, pyiceberg) scanned for them.
+    FORMAT_LIBRARY = "format library"
+
+
 @dataclass(frozen=True)
 class WriteResult(_IndexReports):
     """A write through the API: the commit and what each index did after it.
@@ -123,6 +132,10 @@ class WriteResult(_IndexReports):
     ``table_version`` is the version this write committed (for Iceberg writes that make
     several snapshots in one transaction, the last); ``previous_version`` the latest
     version before it. Row counts are None where the format library does not report them.
+    ``path`` says how the rows were found; for :attr:`WritePath.INDEX`, ``index`` names the
+    index, ``mode`` how the rows were removed (``"copy-on-write"``: ``files_rewritten`` were
+    rewritten without them; ``"merge-on-read"``: ``files_marked`` got deletion vectors or
+    position deletes) and ``files_added`` holds the written rows.
     ``retries``: how many times the write ran again on a newer version after losing the
     commit race to commits it did not conflict with (``lakehouse_index.sink.conflicts``).
     """
@@ -136,6 +149,14 @@ class WriteResult(_IndexReports):
     rows_updated: int | None
     indexes: tuple[IndexReport, ...]
     seconds: float
+    path: WritePath = WritePath.FORMAT_LIBRARY
+    index: str | None = None
+    mode: str | None = None
+    files_rewritten: tuple[str, ...] = ()
+    files_marked: tuple[str, ...] = ()
+    files_added: tuple[str, ...] = ()
+    #: Why an index that could have found the rows did not (the format library did instead).
+    note: str | None = None
     retries: int = 0
 
 

@@ -23,9 +23,17 @@ from lakehouse_index.context import IndexContext
 from lakehouse_index.errors import IndexMaintenanceError, WriteRefusedError
 from lakehouse_index.expressions import Predicate
 from lakehouse_index.faults import crash_point
-from lakehouse_index.sink.contract import Commit, Transaction, WriteOperation, open_writer
+from lakehouse_index.sink.contract import (
+    Commit,
+    RowChangesRefused,
+    Transaction,
+    WriteMode,
+    WriteOperation,
+    open_writer,
+)
 from lakehouse_index.workflows import data as inputs
-from lakehouse_index.workflows.reports import WriteResult, failure_message
+from lakehouse_index.workflows import indexed_writes as indexed
+from lakehouse_index.workflows.reports import WritePath, WriteResult, failure_message
 from lakehouse_index.workflows.sync import sync_indexes
 
 
@@ -66,10 +74,22 @@ def _set_values(values: Mapping[str, Any], schema: pa.Schema) -> dict[str, Any]:
     return out
 
 
+def _finish(ctx: IndexContext, operation: WriteOperation, result: WriteResult) -> WriteResult:
+    if not result.ok:
+        what = f"{operation.value} committed version {result.table_version} of {ctx.uri}"
+        raise IndexMaintenanceError(failure_message(what, result.failed), result)
+    return result
+
+
 def _commit_and_sync(
-    ctx: IndexContext, operation: WriteOperation, tx: Transaction, commit: Callable[[], Commit], start: float
+    ctx: IndexContext,
+    operation: WriteOperation,
+    tx: Transaction,
+    commit: Callable[[], Commit],
+    start: float,
+    note: str | None = None,
 ) -> WriteResult:
-    """Run ``commit``, then every index's policy."""
+    """Run ``commit`` (the format library's write), then every index's policy."""
     crash_point("write.before_commit")
     done = commit()
     crash_point("write.after_commit")
@@ -84,16 +104,54 @@ def _commit_and_sync(
         rows_updated=done.rows_updated,
         indexes=sync.indexes,
         seconds=time.perf_counter() - start,
+        note=note,
         retries=done.retries,
     )
-    if not result.ok:
-        raise IndexMaintenanceError(
-            failure_message(
-                f"{operation.value} committed version {done.version} of {ctx.uri}", result.failed
-            ),
-            result,
-        )
-    return result
+    return _finish(ctx, operation, result)
+
+
+def _through_index(
+    ctx: IndexContext,
+    operation: WriteOperation,
+    tx: Transaction,
+    planned: indexed.PlannedWrite | None,
+    fallback: Callable[[], Commit],
+    start: float,
+) -> WriteResult:
+    """Commit the rows ``planned`` found through an index (then every index follows, placing the
+    rewritten files by the commit's own lineage), or, without a plan or when the format's writer
+    refuses its row changes, the format library's write ``fallback``."""
+    if planned is None:
+        return _commit_and_sync(ctx, operation, tx, fallback, start)
+    crash_point("write.before_commit")
+    try:
+        done = tx.commit_row_changes(planned.changes)
+    except RowChangesRefused as e:  # before anything was written
+        note = f"index {planned.located.index!r} located the rows, but {e}"
+        return _commit_and_sync(ctx, operation, tx, fallback, start, note)
+    crash_point("write.after_commit")
+    sync = sync_indexes(ctx, raise_on_error=False, rewritten=done.rewritten)
+    removed = planned.changes.rows_removed
+    result = WriteResult(
+        operation=operation.value,
+        table_uri=ctx.uri,
+        table_version=done.commit.version,
+        previous_version=tx.snapshot.version,
+        rows_written=planned.rows_written,
+        rows_deleted=removed if planned.rows_updated is None else None,
+        rows_updated=planned.rows_updated,
+        indexes=sync.indexes,
+        seconds=time.perf_counter() - start,
+        path=WritePath.INDEX,
+        index=planned.located.index,
+        mode=planned.changes.mode.value,
+        files_rewritten=tuple(planned.changes.removed)
+        if planned.changes.mode is WriteMode.COPY_ON_WRITE
+        else (),
+        files_marked=done.marked,
+        files_added=done.added_files,
+    )
+    return _finish(ctx, operation, result)
 
 
 def append(ctx: IndexContext, data: Any) -> WriteResult:
@@ -125,38 +183,86 @@ def append(ctx: IndexContext, data: Any) -> WriteResult:
     return _commit_and_sync(ctx, WriteOperation.APPEND, tx, lambda: tx.append(rows), start)
 
 
-def overwrite(ctx: IndexContext, data: Any, where: str | None = None) -> WriteResult:
+def _mode(mode: WriteMode | str | None) -> WriteMode | None:
+    if mode is None:
+        return None
+    try:
+        return WriteMode(mode)
+    except ValueError:
+        choices = tuple(m.value for m in WriteMode)
+        raise WriteRefusedError(f"write mode must be one of {choices}, got {mode!r}") from None
+
+
+def overwrite(
+    ctx: IndexContext,
+    data: Any,
+    where: str | None = None,
+    *,
+    mode: WriteMode | str | None = None,
+    use_indexes: bool = True,
+) -> WriteResult:
     """Replace all rows, or those matching ``where``, with ``data``."""
     start = time.perf_counter()
+    how = _mode(mode)
     tx = begin(ctx, WriteOperation.OVERWRITE)
     predicate = _where(where, tx.snapshot.schema, "overwrite")
     rows = inputs.conform(inputs.to_arrow(data), tx.snapshot.schema, ctx.uri)
-    return _commit_and_sync(ctx, WriteOperation.OVERWRITE, tx, lambda: tx.overwrite(rows, predicate), start)
+    planned = None
+    if use_indexes and predicate is not None:
+        planned = indexed.plan_overwrite(ctx, tx, rows, predicate, how)
+    return _through_index(
+        ctx, WriteOperation.OVERWRITE, tx, planned, lambda: tx.overwrite(rows, predicate), start
+    )
 
 
-def delete(ctx: IndexContext, where: str) -> WriteResult:
+def delete(
+    ctx: IndexContext, where: str, *, mode: WriteMode | str | None = None, use_indexes: bool = True
+) -> WriteResult:
     """Delete the rows matching ``where``."""
     start = time.perf_counter()
+    how = _mode(mode)
     tx = begin(ctx, WriteOperation.DELETE)
     if where is None:
         raise WriteRefusedError("delete needs where= (use where='TRUE' to delete every row)")
     predicate = _where(where, tx.snapshot.schema, "delete")
     assert predicate is not None
-    return _commit_and_sync(ctx, WriteOperation.DELETE, tx, lambda: tx.delete(predicate), start)
+    planned = indexed.plan_delete(ctx, tx, predicate, how) if use_indexes else None
+    return _through_index(ctx, WriteOperation.DELETE, tx, planned, lambda: tx.delete(predicate), start)
 
 
-def update(ctx: IndexContext, where: str | None, values: Mapping[str, Any]) -> WriteResult:
+def update(
+    ctx: IndexContext,
+    where: str | None,
+    values: Mapping[str, Any],
+    *,
+    mode: WriteMode | str | None = None,
+    use_indexes: bool = True,
+) -> WriteResult:
     """Set columns to Python literals on the rows matching ``where`` (every row when None)."""
     start = time.perf_counter()
+    how = _mode(mode)
     tx = begin(ctx, WriteOperation.UPDATE)
     predicate = _where(where, tx.snapshot.schema, "update")
     checked = _set_values(values, tx.snapshot.schema)
-    return _commit_and_sync(ctx, WriteOperation.UPDATE, tx, lambda: tx.update(predicate, checked), start)
+    planned = None
+    if use_indexes and predicate is not None:
+        planned = indexed.plan_update(ctx, tx, predicate, checked, how)
+    return _through_index(
+        ctx, WriteOperation.UPDATE, tx, planned, lambda: tx.update(predicate, checked), start
+    )
 
 
-def upsert(ctx: IndexContext, data: Any, on: Sequence[str]) -> WriteResult:
+def upsert(
+    ctx: IndexContext,
+    data: Any,
+    on: Sequence[str],
+    *,
+    mode: WriteMode | str | None = None,
+    use_indexes: bool = True,
+) -> WriteResult:
     """Update the rows matching ``data`` on the ``on`` columns, insert the rest."""
     start = time.perf_counter()
+    how = _mode(mode)
     keys = [on] if isinstance(on, str) else list(on)
     tx = begin(ctx, WriteOperation.UPSERT)
     if not keys:
@@ -164,4 +270,5 @@ def upsert(ctx: IndexContext, data: Any, on: Sequence[str]) -> WriteResult:
     _columns_exist(keys, tx.snapshot.schema, "upsert")
     rows = inputs.conform(inputs.to_arrow(data), tx.snapshot.schema, ctx.uri)
     inputs.check_unique_keys(rows, keys)
-    return _commit_and_sync(ctx, WriteOperation.UPSERT, tx, lambda: tx.upsert(rows, keys), start)
+    planned = indexed.plan_upsert(ctx, tx, rows, keys, how) if use_indexes else None
+    return _through_index(ctx, WriteOperation.UPSERT, tx, planned, lambda: tx.upsert(rows, keys), start)

@@ -98,20 +98,34 @@ def open_for_write(
     table_id: Callable[[int], str | None],
     version: int,
 ) -> Any:
-    """The deltalake DeltaTable at ``uri``, after checking that ``operation`` may commit to it.
+    """The deltalake DeltaTable at ``uri``, after checking that ``operation`` may commit to it
+    (:func:`check_operation`; an append also by deltalake: :func:`check_writable`).
 
     ``table_id`` (the reader's ``metaData`` id at a version) and ``version`` (the latest the
     reader sees): a table kept from an earlier write (:func:`keep`) is reused only if it
-    agrees with the reader.
+    agrees with the reader. Other operations are checked against deltalake's writer features
+    when they go through deltalake (a write an index planned commits by this package instead).
     """
     dt = _kept(uri, storage_options, table_id, version) or open_deltalake(uri, storage_options)
-    check_writable(dt, uri, operation)
+    if operation == "append":
+        check_writable(dt, uri, operation)
+    else:
+        check_operation(dt, uri, operation)
     return dt
 
 
+def check_operation(dt: Any, uri: str, operation: str) -> None:
+    """Refuse ``operation`` on ``dt``'s version whoever commits it: rewrites of an append-only
+    table, an isolation level this project does not know."""
+    config = dict(dt.metadata().configuration)
+    if operation != "append" and config.get("delta.appendOnly", "false").lower() == "true":
+        raise WriteRefusedError(f"{uri}: the table is append-only (delta.appendOnly); {operation} refused")
+    isolation(config, uri)
+
+
 def check_writable(dt: Any, uri: str, operation: str) -> None:
-    """Refuse ``operation`` on ``dt``'s version: writer features a deltalake commit could break,
-    rewrites of an append-only table, an isolation level this project does not know."""
+    """Refuse ``operation`` through deltalake on ``dt``'s version: writer features a deltalake
+    commit could break, and everything :func:`check_operation` refuses."""
     protocol = dt.protocol()
     config = dict(dt.metadata().configuration)
     schema = json.loads(dt.schema().to_json())
@@ -122,9 +136,7 @@ def check_writable(dt: Any, uri: str, operation: str) -> None:
             "honour; nothing was written. Write with an engine that supports them (e.g. Spark with "
             "delta-spark) and let `lakehouse-index watch` or `sync_indexes` maintain the indexes"
         )
-    if operation != "append" and config.get("delta.appendOnly", "false").lower() == "true":
-        raise WriteRefusedError(f"{uri}: the table is append-only (delta.appendOnly); {operation} refused")
-    isolation(config, uri)
+    check_operation(dt, uri, operation)
 
 
 #: ``delta.isolationLevel`` values (case-insensitive), as Delta defines them.

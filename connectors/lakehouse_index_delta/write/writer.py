@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -10,21 +11,32 @@ import pyarrow as pa
 from lakehouse_index.errors import PurgeRefusedError, UnsupportedWriterFeatureError, WriteRefusedError
 from lakehouse_index.expressions import Predicate
 from lakehouse_index.expressions.datafusion import column_sql, sql_value, to_datafusion_sql
-from lakehouse_index.sink.conflicts import ReadSet, commit_rebasing
+from lakehouse_index.io.parallel import each_file
+from lakehouse_index.sink.conflicts import commit_rebasing
 from lakehouse_index.sink.contract import (
     Commit,
     DataFileFormat,
+    RowChangeCommit,
+    RowChanges,
+    RowChangesRefused,
     TableWriter,
     Transaction,
+    WriteMode,
     WriteOperation,
     WrittenFile,
 )
 from lakehouse_index.sink.history import HistoryPurge
-from lakehouse_index.sink.rewrite import FileRewrite
+from lakehouse_index.sink.read_set import ReadSet
+from lakehouse_index.sink.rewrite import FileRewrite, Rewritten, plan_rewrite
 from lakehouse_index.source import Snapshot
-from lakehouse_index_delta.features import MAX_WRITER_VERSION, declared_writer_features, refused_by_erase
+from lakehouse_index_delta.features import (
+    MAX_WRITER_VERSION,
+    declared_writer_features,
+    refused_by_erase,
+    refused_by_row_changes,
+)
 from lakehouse_index_delta.write import deltalake_ops as ops
-from lakehouse_index_delta.write import erase_commit, new_files, purge
+from lakehouse_index_delta.write import log_commit, new_files, purge
 
 
 class DeltaWriter(TableWriter):
@@ -112,6 +124,7 @@ class DeltaTransaction(Transaction):
             ops.check_writable(self.dt, w.uri, operation.value)
             return int(self.dt.version())
 
+        ops.check_writable(self.dt, w.uri, operation.value)
         config = dict(self.dt.metadata().configuration)
         done = commit_rebasing(
             w.source, self.snapshot, reads, ops.isolation(config, w.uri), operation.value, run, catch_up
@@ -179,15 +192,94 @@ class DeltaTransaction(Transaction):
             lambda _: Commit(new_files.commit_files(self.dt, files), rows_written=rows),
         )
 
-    def commit_erase(self, rewrites: Sequence[FileRewrite], subjects: int) -> tuple[Commit, dict[str, str]]:
-        """The erase's own commit (:func:`.erase_commit.commit_erase`)."""
+    def write_mode(self, operation: WriteOperation) -> WriteMode:
+        """Copy-on-write: this writer rewrites the files holding the rows it removes."""
+        return WriteMode.COPY_ON_WRITE
+
+    def commit_row_changes(self, changes: RowChanges) -> RowChangeCommit:
+        """This package's own commit (:func:`.log_commit.commit_changes`): the files holding
+        removed rows rewritten without them, the added rows in new files; after a lost race the
+        same changes commit on the newer version when the conflict rules let them."""
         w = self.writer
-        return erase_commit.commit_erase(
+        if changes.mode is not WriteMode.COPY_ON_WRITE:
+            raise RowChangesRefused(f"this writer does not write {changes.mode.value} changes")
+        protocol, config = self.dt.protocol(), dict(self.dt.metadata().configuration)
+        adds = changes.added is not None and changes.added.num_rows > 0
+        refused = refused_by_row_changes(
+            protocol.min_writer_version,
+            protocol.writer_features,
+            json.loads(self.dt.schema().to_json()),
+            config,
+            adds_rows=adds,
+        )
+        if refused:
+            raise RowChangesRefused(f"its commit does not honour the table's writer feature(s) {refused}")
+        tracking = "rowTracking" in declared_writer_features(
+            protocol.min_writer_version, protocol.writer_features
+        )
+        rewrites = each_file(
+            lambda item: plan_rewrite(w.source, self.snapshot, self.snapshot.files[item[0]], item[1]),
+            sorted(changes.removed.items()),
+        )
+        what = log_commit.LogCommit(
+            _LOG_OPERATIONS[changes.operation], {"lakehouse-index": "indexed"}, changes.added
+        )
+        out: dict[str, tuple[dict[str, str], tuple[str, ...]]] = {}
+
+        def run(snap: Snapshot | None) -> Commit:
+            assert snap is not None
+            done, replaced, added = log_commit.commit_changes(
+                w.source,
+                w.storage,
+                snapshot=snap,
+                rewrites=rewrites,
+                what=what,
+                config=config,
+                row_tracking=tracking,
+            )
+            out["last"] = (replaced, added)
+            return done
+
+        def catch_up() -> int:
+            self.dt.update_incremental()
+            ops.check_operation(self.dt, w.uri, changes.operation.value)
+            return int(self.dt.version())
+
+        done = commit_rebasing(
+            w.source,
+            self.snapshot,
+            changes.reads,
+            ops.isolation(config, w.uri),
+            changes.operation.value,
+            run,
+            catch_up,
+        )
+        replaced, added = out["last"]
+        by_old = {r.entry.path: r for r in rewrites}
+        rewritten = {new: Rewritten(old, by_old[old].kept_positions) for old, new in replaced.items()}
+        return RowChangeCommit(done, rewritten, (), added)
+
+    def commit_erase(self, rewrites: Sequence[FileRewrite], subjects: int) -> tuple[Commit, dict[str, str]]:
+        """The erase's own commit (:func:`.log_commit.commit_changes`): no predicate, no key recorded."""
+        w = self.writer
+        what = log_commit.LogCommit("DELETE", {"erasure": "lakehouse-index", "subjects": str(subjects)})
+        done, replaced, _ = log_commit.commit_changes(
             w.source,
             w.storage,
             snapshot=self.snapshot,
             rewrites=rewrites,
+            what=what,
             config=dict(self.dt.metadata().configuration),
             row_tracking="rowTracking" in self.erase_features,
-            subjects=subjects,
         )
+        return done, replaced
+
+
+#: How ``commitInfo`` names each operation the project commits itself (as delta-spark does).
+_LOG_OPERATIONS = {
+    WriteOperation.DELETE: "DELETE",
+    WriteOperation.UPDATE: "UPDATE",
+    WriteOperation.UPSERT: "MERGE",
+    WriteOperation.OVERWRITE: "WRITE",
+    WriteOperation.ERASE: "DELETE",
+}

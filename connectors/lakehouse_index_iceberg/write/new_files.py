@@ -15,8 +15,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from lakehouse_index.sink.conflicts import Isolation, ReadSet
+from lakehouse_index.sink.conflicts import Isolation
 from lakehouse_index.sink.contract import Commit, NotDistributable, WrittenFile
+from lakehouse_index.sink.read_set import ReadSet
 from lakehouse_index.source import TableSource
 from lakehouse_index_iceberg.write.pyiceberg_ops import head, version_after, with_retries
 

@@ -26,9 +26,10 @@ from lakehouse_index.io.parallel import each_file
 from lakehouse_index.io.uri import canonical_uri
 from lakehouse_index.read.datafiles import ROW_COLUMN
 from lakehouse_index.read.scan import scan_files
-from lakehouse_index.sink.conflicts import Isolation, ReadSet, commit_rebasing
-from lakehouse_index.sink.contract import Commit
-from lakehouse_index.sink.rewrite import FileRewrite, delete_quietly, plan_rewrite, write_parquet
+from lakehouse_index.sink.conflicts import Isolation, commit_rebasing
+from lakehouse_index.sink.contract import Commit, RowChangeCommit, RowChanges
+from lakehouse_index.sink.read_set import ReadSet
+from lakehouse_index.sink.rewrite import FileRewrite, Rewritten, delete_quietly, plan_rewrite, write_parquet
 from lakehouse_index.source import Snapshot, TableSource
 from lakehouse_index_iceberg.write.erase_commit import data_file
 
@@ -179,10 +180,11 @@ def _copy_on_write(
     snap: Snapshot,
     positions: Mapping[str, np.ndarray],
     added: pa.Table | None,
-) -> None:
+) -> tuple[dict[str, Rewritten], tuple[str, ...]]:
     """One commit on top of ``snap`` (the head of ``t``): every file of ``positions`` is
     replaced by a rewrite without the live rows at those positions, and ``added`` (rows in
-    the table schema) is written to new files.
+    the table schema) is written to new files. Returns where each rewrite's rows came from
+    (by the rewrite's URI) and the URIs of the files holding ``added``.
 
     The rows removed are exactly the ones named, found by this library's reader and
     evaluator: pyiceberg's predicate evaluation (its metrics pruning and its row filter
@@ -193,11 +195,16 @@ def _copy_on_write(
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
 
     new_rows = added is not None and added.num_rows > 0
+    added_uris: list[str] = []
     if not positions:
         if new_rows:
-            with t.transaction() as tx:
-                tx.append(added)
-        return
+            with t.transaction() as tx, tx.update_snapshot().fast_append() as fa:
+                for df in _dataframe_to_data_files(
+                    table_metadata=tx.table_metadata, df=added, io=t.io, write_uuid=fa.commit_uuid
+                ):
+                    added_uris.append(canonical_uri(df.file_path, decoded=True))
+                    fa.append_data_file(df)
+        return {}, tuple(added_uris)
     originals: dict[str, Any] = {}
     for task in t.scan(snapshot_id=snap.version).plan_files():
         key = canonical_uri(task.file.file_path, decoded=True)
@@ -210,12 +217,14 @@ def _copy_on_write(
         lambda item: plan_rewrite(source, snap, snap.files[item[0]], item[1]), sorted(positions.items())
     )
     written: list[str] = []  # deleted when the commit fails
+    lineage: dict[str, Rewritten] = {}
 
     def rewritten(r: FileRewrite) -> Any:
         old = originals[r.entry.path]
         raw = f"{old.file_path.rsplit('/', 1)[0]}/{uuid.uuid4()}-rewritten.parquet"
         uri = canonical_uri(raw, decoded=True)
         written.append(uri)
+        lineage[uri] = Rewritten(r.entry.path, r.kept_positions)
         size = write_parquet(source, uri, r.kept, r.compression)
         return data_file(t, old, raw, size, source, uri)
 
@@ -230,10 +239,12 @@ def _copy_on_write(
                 for df in _dataframe_to_data_files(
                     table_metadata=tx.table_metadata, df=added, io=t.io, write_uuid=ow.commit_uuid
                 ):
+                    added_uris.append(canonical_uri(df.file_path, decoded=True))
                     ow.append_data_file(df)
     except BaseException:
         delete_quietly(storage, written)
         raise
+    return lineage, tuple(added_uris)
 
 
 def _head_snapshot(t: Any, source: TableSource) -> tuple[Any, Snapshot | None]:
@@ -362,3 +373,27 @@ def upsert(
 
     reads = ReadSet.matching(data, tuple(on))
     return with_retries(tbl, source, reads, isolation(tbl, "upsert", uri), "upsert", op)
+
+
+def row_changes(
+    tbl: Any, changes: RowChanges, source: TableSource, storage: Storage, uri: str
+) -> RowChangeCommit:
+    """Commit ``changes`` (rows found by the caller, copy-on-write): the files holding removed rows
+    rewritten without them and the added rows appended, in one overwrite snapshot; after a lost
+    race, again on the reloaded table when the conflict rules let the same changes through."""
+    out: list[tuple[dict[str, Rewritten], tuple[str, ...]]] = []
+    removed = sum(len(p) for p in changes.removed.values())
+
+    def op(t: Any) -> Commit:
+        before, snap = _head_snapshot(t, source)
+        if snap is None:
+            raise WriteConflictError(f"{uri} has no snapshot: the rows to change are gone")
+        added = None if changes.added is None else _in_table_schema(t, changes.added)
+        out.append(_copy_on_write(t, source, storage, snap, changes.removed, added))
+        written = 0 if added is None else added.num_rows
+        return Commit(version_after(t, before), rows_written=written, rows_deleted=removed)
+
+    name = changes.operation.value
+    done = with_retries(tbl, source, changes.reads, isolation(tbl, name, uri), name, op)
+    lineage, added_files = out[-1]
+    return RowChangeCommit(done, lineage, (), added_files)

@@ -12,8 +12,12 @@ from lakehouse_index.expressions import Predicate
 from lakehouse_index.sink.contract import (
     Commit,
     DataFileFormat,
+    RowChangeCommit,
+    RowChanges,
+    RowChangesRefused,
     TableWriter,
     Transaction,
+    WriteMode,
     WriteOperation,
     WrittenFile,
 )
@@ -92,6 +96,18 @@ class IcebergTransaction(Transaction):
     def commit_files(self, files: Sequence[WrittenFile]) -> Commit:
         """One fast append of the tasks' data files."""
         return new_files.append_data_files(self.tbl, files, self.writer.source)
+
+    def write_mode(self, operation: WriteOperation) -> WriteMode:
+        """Copy-on-write: this writer rewrites the files holding the rows it removes."""
+        return WriteMode.COPY_ON_WRITE
+
+    def commit_row_changes(self, changes: RowChanges) -> RowChangeCommit:
+        """The files holding removed rows rewritten without them, the added rows appended, in one
+        overwrite snapshot (:func:`.pyiceberg_ops.row_changes`)."""
+        if changes.mode is not WriteMode.COPY_ON_WRITE:
+            raise RowChangesRefused(f"this writer does not write {changes.mode.value} changes")
+        w = self.writer
+        return ops.row_changes(self.tbl, changes, w.source, w.storage, w.uri)
 
     def commit_erase(self, rewrites: Sequence[FileRewrite], subjects: int) -> tuple[Commit, dict[str, str]]:
         """The erase's overwrite snapshot on the table as the catalog has it now."""

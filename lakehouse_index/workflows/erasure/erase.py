@@ -35,11 +35,11 @@ from lakehouse_index.io.parallel import each_file
 from lakehouse_index.kinds.base import kind_of
 from lakehouse_index.log.entry import IndexState
 from lakehouse_index.log.lifecycle import writer_is_dead
-from lakehouse_index.maintenance.lineage import Rewritten
 from lakehouse_index.query import index_queries
-from lakehouse_index.sink.conflicts import RETRIES, Isolation, ReadSet, find_conflict
+from lakehouse_index.sink.conflicts import RETRIES, Isolation, find_conflict
 from lakehouse_index.sink.contract import Commit, Transaction, WriteOperation
-from lakehouse_index.sink.rewrite import FileRewrite, plan_rewrite
+from lakehouse_index.sink.read_set import ReadSet
+from lakehouse_index.sink.rewrite import FileRewrite, Rewritten, plan_rewrite
 from lakehouse_index.source import Snapshot
 from lakehouse_index.workflows.erasure import audit
 from lakehouse_index.workflows.writes import begin

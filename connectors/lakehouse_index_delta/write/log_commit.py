@@ -1,22 +1,24 @@
-"""The Delta commit of an erase: exactly the removes of the files holding subjects, plus their rewrites.
+"""The project's own Delta commits: exactly the rows a write found, removed from exactly their files.
 
-deltalake's DELETE scans every file a predicate may match and records the predicate,
-with the subjects' values, in ``commitInfo``; its write transaction cannot remove a file
-that carries a deletion vector. So the erase writes its own commit, following the
-protocol:
+deltalake's DELETE and MERGE scan every file a predicate may match and record the
+predicate, with its values, in ``commitInfo``; its write transaction cannot remove a file
+that carries a deletion vector. The erase and the index-accelerated writes know their rows
+already (an index located them), so they write their own commit, following the protocol:
 
 * one ``remove`` per rewritten file, repeating the live ``add``'s path, partition
   values, size and deletion vector (the logical file is (path, DV));
-* one ``add`` per rewrite that keeps rows, with statistics of the new file (which holds
-  no subject, so no statistic can be a subject's value);
-* ``cdc`` files of the erased rows when the change data feed is on (a ``purge`` removes
+* one ``add`` per rewrite that keeps rows, with statistics of the new file (for the erase:
+  it holds no subject, so no statistic can be a subject's value);
+* one ``add`` per new data file of the write's added rows (Hive-style partition folders,
+  statistics; fresh ``baseRowId``s under row tracking);
+* ``cdc`` files of the removed rows when the change data feed is on (a ``purge`` removes
   them with the rest of the history);
-* ``commitInfo`` that names the operation and counts, never the keys; first, with an
-  ``inCommitTimestamp``, when in-commit timestamps are on.
+* ``commitInfo`` that names the operation and counts, never a key or a predicate; first,
+  with an ``inCommitTimestamp``, when in-commit timestamps are on.
 
 The commit file is created with put-if-absent: if another writer committed that version
 first, :class:`~lakehouse_index.errors.WriteConflictError` is raised after the new files
-are deleted, and the caller locates again on the newer version.
+are deleted, and the caller decides (the erase locates again on the newer version).
 """
 
 from __future__ import annotations
@@ -39,8 +41,10 @@ from lakehouse_index.io.parallel import each_file
 from lakehouse_index.io.uri import join_uri
 from lakehouse_index.read.row_ids import row_ids
 from lakehouse_index.sink.contract import Commit
+from lakehouse_index.sink.partitions import split
 from lakehouse_index.sink.rewrite import FileRewrite, delete_quietly, sibling_uri, write_parquet
 from lakehouse_index.source import Snapshot, TableSource, relative_log_path
+from lakehouse_index_delta.write.new_files import DeltaFiles
 
 CHANGE_TYPE = "_change_type"
 #: Fields of a live ``add`` that its ``remove`` repeats (the logical file is path + DV).
@@ -210,24 +214,35 @@ def _cdc_rows(erased: pa.Table) -> pa.Table:
     return rows.append_column(CHANGE_TYPE, pa.array(["delete"] * rows.num_rows, pa.string()))
 
 
-def commit_erase(
+@dataclass(frozen=True)
+class LogCommit:
+    """What :func:`commit_changes` commits, besides the rewrites: the operation as ``commitInfo``
+    names it (``DELETE``, ``UPDATE``, ``MERGE``, ``WRITE``) and its parameters (no key, no
+    predicate), the rows added (in the table schema, ``None``: none)."""
+
+    operation: str
+    parameters: Mapping[str, str]
+    added: pa.Table | None = None
+
+
+def commit_changes(
     source: TableSource,
     storage: Storage,
     *,
     snapshot: Snapshot,
     rewrites: Sequence[FileRewrite],
+    what: LogCommit,
     config: Mapping[str, str],
     row_tracking: bool,
-    subjects: int,
-) -> tuple[Commit, dict[str, str]]:
-    """Commit version ``version + 1``: the removes and rewrites of ``rewrites``.
+) -> tuple[Commit, dict[str, str], tuple[str, ...]]:
+    """Commit version ``version + 1``: the removes and rewrites of ``rewrites`` and the added rows.
 
-    Returns the commit and, per rewritten file (path), the URI of the file replacing it. The
-    removes repeat the live adds (:meth:`~lakehouse_index.source.TableSource.file_records`).
-    On a lost race the new files are deleted and WriteConflictError is raised. With
-    ``row_tracking`` (the table supports the feature) new files get fresh ``baseRowId``s
-    above the high-water mark, which the commit advances, and kept rows keep their row ids
-    and commit versions when tracking is enabled.
+    Returns the commit, per rewritten file (path) the URI of the file replacing it, and the
+    URIs of the files holding the added rows. The removes repeat the live adds
+    (:meth:`~lakehouse_index.source.TableSource.file_records`). On a lost race the new files
+    are deleted and WriteConflictError is raised. With ``row_tracking`` (the table supports the
+    feature) new files get fresh ``baseRowId``s above the high-water mark, which the commit
+    advances, and kept rows keep their row ids and commit versions when tracking is enabled.
     """
     root = source.uri
     version = snapshot.version
@@ -284,10 +299,41 @@ def commit_erase(
             out.append({"cdc": cdc})
         return out
 
-    erased_rows = sum(r.erased.num_rows for r in rewrites)
+    added_uris: list[str] = []
+
+    def added_actions() -> list[dict[str, Any]]:
+        nonlocal high
+        if what.added is None or what.added.num_rows == 0:
+            return []
+        files = DeltaFiles(storage, root, what.added.schema, snapshot.partition_columns)
+        out = []
+        for partition, rows in split(what.added, files.partition_columns):
+            opened = files.open(partition)
+            written.append(opened.uri)
+            added_uris.append(opened.uri)
+            opened.write(rows)
+            done = opened.close()
+            add: dict[str, Any] = {
+                "path": relative_log_path(root, opened.uri),
+                "partitionValues": dict(done.partition_values),
+                "size": done.size,
+                "modificationTime": now,
+                "dataChange": True,
+                "stats": done.commit_info.decode(),
+            }
+            if tracking:
+                add.update({"baseRowId": high + 1, "defaultRowCommitVersion": version + 1})
+                high += done.rows
+            out.append({"add": add})
+        return out
+
+    removed_rows = sum(r.erased.num_rows for r in rewrites)
     kept_rows = sum(r.kept.num_rows for r in rewrites)
+    added_rows = 0 if what.added is None else what.added.num_rows
     try:
         actions = [a for per_file in each_file(file_actions, rewrites) for a in per_file]
+        new = added_actions()
+        actions += new
         if tracking and high != tracking.high_water:
             domain = {
                 "domain": ROW_TRACKING_DOMAIN,
@@ -296,13 +342,14 @@ def commit_erase(
             actions.append({"domainMetadata": {**domain, "removed": False}})
         info: dict[str, Any] = {
             "timestamp": now,
-            "operation": "DELETE",
-            "operationParameters": {"erasure": "lakehouse-index", "subjects": str(subjects)},
+            "operation": what.operation,
+            "operationParameters": dict(what.parameters),
             "operationMetrics": {
                 "numRemovedFiles": str(len(rewrites)),
-                "numAddedFiles": str(sum(1 for r in rewrites if r.kept.num_rows)),
-                "numDeletedRows": str(erased_rows),
+                "numAddedFiles": str(sum(1 for r in rewrites if r.kept.num_rows) + len(new)),
+                "numDeletedRows": str(removed_rows),
                 "numCopiedRows": str(kept_rows),
+                "numOutputRows": str(kept_rows + added_rows),
             },
             "readVersion": version,
             "isolationLevel": "Serializable",
@@ -324,4 +371,5 @@ def commit_erase(
     except BaseException:
         delete_quietly(storage, written)
         raise
-    return Commit(version + 1, rows_deleted=erased_rows), replaced
+    done = Commit(version + 1, rows_written=added_rows, rows_deleted=removed_rows)
+    return done, replaced, tuple(added_uris)

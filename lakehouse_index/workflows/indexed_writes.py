@@ -1,0 +1,216 @@
+"""Writes planned by an index: delete, update, upsert and overwrite touch only the rows an index finds.
+
+A write uses an index when one answers lookups on the key the write pins: an upsert's
+``on`` columns (the index keyed exactly on them), or a ``where`` whose access on the index
+gives key values (``=`` / ``IN`` on the key, under AND / OR: ``IndexKind.access(...).keys``).
+The index locates the matching live rows (file, position) at the transaction's snapshot
+(a stale index repairs the difference by hybrid scan, as every lookup does); the whole
+``where`` is checked again on exactly those rows, read by position; and the format's writer
+commits the removal of exactly those rows and the new rows in one commit
+(:meth:`~lakehouse_index.sink.contract.Transaction.commit_row_changes`): nothing else of the
+table is read or written. The commit says where each rewritten file's rows came from, so the
+indexes place the rewrites without reading them. Other writes go through the format library
+(:mod:`.writes`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lakehouse_index.context import IndexContext
+from lakehouse_index.expressions import Predicate
+from lakehouse_index.expressions.matching import match_keys
+from lakehouse_index.io.parallel import each_file
+from lakehouse_index.kinds.base import kind_of
+from lakehouse_index.log.entry import IndexState
+from lakehouse_index.query import index_queries
+from lakehouse_index.read.datafiles import ROW_COLUMN, read_file
+from lakehouse_index.sink.contract import RowChanges, Transaction, WriteMode, WriteOperation
+from lakehouse_index.sink.read_set import ReadSet
+from lakehouse_index.source import Snapshot
+
+#: The columns a located row carries besides the table's: its data file and position.
+FILE = "_file"
+
+
+@dataclass(frozen=True)
+class Located:
+    """The live rows of a snapshot a write changes, found through index ``index``: ``rows`` holds
+    the columns asked for, the row's data file (``_file``) and position in it (``_row``)."""
+
+    index: str
+    rows: pa.Table
+
+    def positions(self) -> dict[str, np.ndarray]:
+        """The rows' positions (ascending), by data file path."""
+        if self.rows.num_rows == 0:
+            return {}
+        files = self.rows[FILE].to_numpy(zero_copy_only=False)
+        rows = self.rows[ROW_COLUMN].to_numpy()
+        order = np.argsort(files, kind="stable")
+        files, rows = files[order], rows[order]
+        starts = np.flatnonzero(np.r_[True, files[1:] != files[:-1]])
+        ends = [*starts[1:].tolist(), len(files)]
+        return {str(files[s]): np.sort(rows[s:e]) for s, e in zip(starts.tolist(), ends, strict=True)}
+
+    def table_rows(self) -> pa.Table:
+        """The rows without ``_file`` and ``_row``."""
+        return self.rows.drop_columns([FILE, ROW_COLUMN])
+
+
+def _lookup_indexes(ctx: IndexContext) -> list[tuple[str, Any]]:
+    """(name, spec) of every active index that answers lookups."""
+    out = []
+    for info in ctx.indexes():
+        if info.state is IndexState.ACTIVE and kind_of(info.spec).answers_lookups:
+            out.append((info.name, info.spec))
+    return out
+
+
+def index_on(ctx: IndexContext, columns: Sequence[str]) -> str | None:
+    """An active index answering lookups keyed exactly on ``columns`` (in order), if any."""
+    for name, spec in _lookup_indexes(ctx):
+        if tuple(spec.key) == tuple(columns):
+            return name
+    return None
+
+
+def index_pinning(ctx: IndexContext, predicate: Predicate) -> tuple[str, list[tuple[Any, ...]]] | None:
+    """The active lookup index whose key ``predicate`` pins to the fewest values, and those values."""
+    best: tuple[str, list[tuple[Any, ...]]] | None = None
+    for name, spec in _lookup_indexes(ctx):
+        keys = kind_of(spec).access(spec, predicate).keys
+        if keys is not None and (best is None or len(keys) < len(best[1])):
+            best = (name, list(keys))
+    return best
+
+
+def locate(
+    ctx: IndexContext,
+    snap: Snapshot,
+    index: str,
+    keys: Sequence[Any],
+    columns: Sequence[str] | None,
+    predicate: Predicate | None = None,
+) -> Located:
+    """The live rows of ``snap`` whose ``index`` key is one of ``keys`` and where ``predicate``
+    holds, with ``columns`` (None: every column) read by position from their data files."""
+    where = index_queries.locate(ctx, index, keys, lambda: snap)
+    wanted = list(columns) if columns is not None else list(snap.schema.names)
+    read = list(dict.fromkeys([*wanted, *(predicate.columns if predicate is not None else ())]))
+    expression = predicate.to_pyarrow() if predicate is not None else None
+    schema = pa.schema(
+        [*(snap.schema.field(c) for c in wanted), (FILE, pa.string()), (ROW_COLUMN, pa.int64())]
+    )
+
+    def one(item: tuple[str, np.ndarray]) -> pa.Table:
+        path, positions = item
+        rows = read_file(ctx.source, snap, snap.files[path], read, positions=positions, with_positions=True)
+        if expression is not None:
+            rows = rows.filter(expression)
+        rows = rows.select([*wanted, ROW_COLUMN])
+        rows = rows.add_column(len(wanted), FILE, pa.array([path] * rows.num_rows, pa.string()))
+        return rows.cast(schema)
+
+    parts = each_file(one, list(Located(index, where.select([FILE, ROW_COLUMN])).positions().items()))
+    return Located(index, pa.concat_tables(parts) if parts else schema.empty_table())
+
+
+@dataclass(frozen=True)
+class PlannedWrite:
+    """A write whose rows an index found: what to commit, and what to report."""
+
+    located: Located
+    changes: RowChanges
+    rows_updated: int | None = None
+    rows_written: int | None = None
+
+
+def _changes(
+    tx: Transaction,
+    operation: WriteOperation,
+    located: Located,
+    added: pa.Table | None,
+    mode: WriteMode | None,
+    reads: ReadSet,
+) -> RowChanges:
+    return RowChanges(operation, located.positions(), added, mode or tx.write_mode(operation), reads)
+
+
+def plan_delete(
+    ctx: IndexContext, tx: Transaction, predicate: Predicate, mode: WriteMode | None
+) -> PlannedWrite | None:
+    """The rows of ``tx``'s snapshot a delete removes, when an index pins ``predicate``'s key."""
+    pinned = index_pinning(ctx, predicate)
+    if pinned is None:
+        return None
+    located = locate(ctx, tx.snapshot, pinned[0], pinned[1], [], predicate)
+    return PlannedWrite(
+        located, _changes(tx, WriteOperation.DELETE, located, None, mode, ReadSet.where(predicate))
+    )
+
+
+def plan_update(
+    ctx: IndexContext,
+    tx: Transaction,
+    predicate: Predicate,
+    values: Mapping[str, Any],
+    mode: WriteMode | None,
+) -> PlannedWrite | None:
+    """The rows an update replaces (located through an index) and their new versions."""
+    pinned = index_pinning(ctx, predicate)
+    if pinned is None:
+        return None
+    located = locate(ctx, tx.snapshot, pinned[0], pinned[1], None, predicate)
+    rows = located.table_rows()
+    schema = tx.snapshot.schema
+    for name, value in values.items():
+        field = schema.field(name)
+        rows = rows.set_column(
+            rows.schema.get_field_index(name), field, pa.array([value] * rows.num_rows, field.type)
+        )
+    changes = _changes(tx, WriteOperation.UPDATE, located, rows, mode, ReadSet.where(predicate))
+    return PlannedWrite(located, changes, rows_updated=rows.num_rows, rows_written=0)
+
+
+def plan_upsert(
+    ctx: IndexContext, tx: Transaction, data: pa.Table, on: Sequence[str], mode: WriteMode | None
+) -> PlannedWrite | None:
+    """The rows an upsert replaces (located through an index keyed on ``on``), and the rows it writes:
+    for each matched target row the data row with its key (a key held by several target rows
+    replaces each, as a SQL MERGE does), then the data rows matching none."""
+    index = index_on(ctx, on)
+    if index is None:
+        return None
+    located = locate(ctx, tx.snapshot, index, _lookup_keys(data, on), list(on))
+    position = {key: i for i, key in enumerate(match_keys(data, on))}
+    matched = [position[k] for k in match_keys(located.rows, on)]
+    used = set(matched)
+    inserted = [i for i in range(data.num_rows) if i not in used]
+    added = data.take(pa.array([*matched, *inserted], pa.int64()))
+    changes = _changes(tx, WriteOperation.UPSERT, located, added, mode, ReadSet.matching(data, tuple(on)))
+    return PlannedWrite(located, changes, rows_updated=len(matched), rows_written=len(inserted))
+
+
+def plan_overwrite(
+    ctx: IndexContext, tx: Transaction, data: pa.Table, predicate: Predicate, mode: WriteMode | None
+) -> PlannedWrite | None:
+    """The rows an overwrite(where) replaces (located through an index) and ``data``."""
+    pinned = index_pinning(ctx, predicate)
+    if pinned is None:
+        return None
+    located = locate(ctx, tx.snapshot, pinned[0], pinned[1], [], predicate)
+    changes = _changes(tx, WriteOperation.OVERWRITE, located, data, mode, ReadSet.where(predicate))
+    return PlannedWrite(located, changes, rows_written=data.num_rows)
+
+
+def _lookup_keys(data: pa.Table, on: Sequence[str]) -> list[Any]:
+    """The data's keys as ``lookup`` takes them: a value per row for one column, tuples for several."""
+    if len(on) == 1:
+        return data.column(on[0]).to_pylist()
+    return list(zip(*(data.column(c).to_pylist() for c in on), strict=True))
