@@ -9,6 +9,11 @@ already (an index located them), so they write their own commit, following the p
   values, size and deletion vector (the logical file is (path, DV));
 * one ``add`` per rewrite that keeps rows, with statistics of the new file (for the erase:
   it holds no subject, so no statistic can be a subject's value);
+* merge-on-read (:mod:`.marks`): per marked file, a ``remove`` of (path, old DV) and an
+  ``add`` of the same path with its new DV, same size, ``baseRowId`` and
+  ``defaultRowCommitVersion``, statistics reduced to the record count with
+  ``tightBounds: false`` (the old bounds are not kept in memory); the new DVs in one
+  ``deletion_vector_<uuid>.bin`` file;
 * one ``add`` per new data file of the write's added rows (Hive-style partition folders,
   statistics; fresh ``baseRowId``s under row tracking);
 * ``cdc`` files of the removed rows when the change data feed is on (a ``purge`` removes
@@ -44,6 +49,8 @@ from lakehouse_index.sink.contract import Commit
 from lakehouse_index.sink.partitions import split
 from lakehouse_index.sink.rewrite import FileRewrite, delete_quietly, sibling_uri, write_parquet
 from lakehouse_index.source import Snapshot, TableSource, relative_log_path
+from lakehouse_index_delta.deletion_vectors import DeletionVectorDescriptor, descriptor_json
+from lakehouse_index_delta.write.marks import FileMark, write_deletion_vectors
 from lakehouse_index_delta.write.new_files import DeltaFiles
 
 CHANGE_TYPE = "_change_type"
@@ -66,7 +73,8 @@ def _engine() -> str:
         return "lakehouse-index"
 
 
-def _true(config: Mapping[str, str], key: str) -> bool:
+def is_true(config: Mapping[str, str], key: str) -> bool:
+    """Whether the table property ``key`` is set to true."""
     return str(config.get(key, "false")).lower() == "true"
 
 
@@ -154,7 +162,7 @@ class RowTracking:
         high = int(json.loads(raw)["rowIdHighWaterMark"]) if raw else -1
         id_col = config.get("delta.rowTracking.materializedRowIdColumnName")
         version_col = config.get("delta.rowTracking.materializedRowCommitVersionColumnName")
-        enabled = _true(config, "delta.enableRowTracking") and bool(id_col) and bool(version_col)
+        enabled = is_true(config, "delta.enableRowTracking") and bool(id_col) and bool(version_col)
         return cls(high, enabled, id_col, version_col)
 
     def kept_rows(
@@ -208,6 +216,12 @@ def _new_file(
     return uri, write_parquet(source, uri, rows, compression, int96=int96)
 
 
+def _dv_id(record: Mapping[str, Any], root: str) -> str | None:
+    """The unique id of a live ``add``'s deletion vector (None: it has none)."""
+    dv = record.get("deletionVector")
+    return None if dv is None else DeletionVectorDescriptor.from_json(dv, root).id
+
+
 def _cdc_rows(erased: pa.Table) -> pa.Table:
     # Spark's data files of a CDF table may carry a (null) _change_type column already.
     rows = erased.drop_columns([c for c in erased.column_names if c == CHANGE_TYPE])
@@ -234,8 +248,10 @@ def commit_changes(
     what: LogCommit,
     config: Mapping[str, str],
     row_tracking: bool,
+    marks: Sequence[FileMark] = (),
 ) -> tuple[Commit, dict[str, str], tuple[str, ...]]:
-    """Commit version ``version + 1``: the removes and rewrites of ``rewrites`` and the added rows.
+    """Commit version ``version + 1``: the removes and rewrites of ``rewrites``, the new deletion
+    vectors of ``marks`` and the added rows.
 
     Returns the commit, per rewritten file (path) the URI of the file replacing it, and the
     URIs of the files holding the added rows. The removes repeat the live adds
@@ -246,12 +262,18 @@ def commit_changes(
     """
     root = source.uri
     version = snapshot.version
-    records = source.file_records(version, [r.entry.path for r in rewrites])
-    missing = [r.entry.path for r in rewrites if r.entry.path not in records]
-    if missing:
-        raise WriteConflictError(f"{root}: files {missing[:3]} are no longer live at version {version}")
+    records = source.file_records(version, [f.entry.path for f in [*rewrites, *marks]])
+    missing = [f.entry.path for f in [*rewrites, *marks] if f.entry.path not in records]
+    moved = [
+        m.entry.path
+        for m in marks
+        if m.entry.path in records and _dv_id(records[m.entry.path], root) != m.replaces
+    ]
+    if missing or moved:
+        files = [*missing, *moved][:3]
+        raise WriteConflictError(f"{root}: files {files} are no longer live as planned at version {version}")
     now = int(time.time() * 1000)
-    cdf = _true(config, "delta.enableChangeDataFeed")
+    cdf = is_true(config, "delta.enableChangeDataFeed")
     written: list[str] = []  # data and change-data files, deleted when the commit fails
     replaced: dict[str, str] = {}
     tracking = RowTracking.of(source, version, config) if row_tracking else None
@@ -262,11 +284,28 @@ def commit_changes(
             bases[r.entry.path] = high + 1
             high += r.kept.num_rows
 
+    def remove(path: str) -> dict[str, Any]:
+        rec = records[path]
+        out: dict[str, Any] = {k: rec[k] for k in REMOVE_FIELDS if k in rec}
+        out.update({"deletionTimestamp": now, "dataChange": True, "extendedFileMetadata": True})
+        return {"remove": out}
+
+    def cdc(path: str, erased: pa.Table, compression: str, int96: bool) -> dict[str, Any]:
+        folder = relative_log_path(root, path).rsplit("/", 1)
+        cdc_dir = join_uri(root, "_change_data", *folder[:-1])
+        uri, size = _new_file(source, path, _cdc_rows(erased), compression, "cdc-00000", cdc_dir, int96=int96)
+        written.append(uri)
+        out = {
+            "path": relative_log_path(root, uri),
+            "partitionValues": records[path]["partitionValues"],
+            "size": size,
+            "dataChange": False,
+        }
+        return {"cdc": out}
+
     def file_actions(r: FileRewrite) -> list[dict[str, Any]]:
         rec = records[r.entry.path]
-        remove: dict[str, Any] = {k: rec[k] for k in REMOVE_FIELDS if k in rec}
-        remove.update({"deletionTimestamp": now, "dataChange": True, "extendedFileMetadata": True})
-        out: list[dict[str, Any]] = [{"remove": remove}]
+        out: list[dict[str, Any]] = [remove(r.entry.path)]
         if r.kept.num_rows:
             kept = tracking.kept_rows(source, snapshot, r, rec) if tracking else r.kept
             uri, size = _new_file(source, r.entry.path, kept, r.compression, "part-00000", int96=r.int96)
@@ -284,19 +323,27 @@ def commit_changes(
                 add.update({"baseRowId": bases[r.entry.path], "defaultRowCommitVersion": version + 1})
             out.append({"add": add})
         if cdf and r.erased.num_rows:
-            folder = relative_log_path(root, r.entry.path).rsplit("/", 1)
-            cdc_dir = join_uri(root, "_change_data", *folder[:-1])
-            uri, size = _new_file(
-                source, r.entry.path, _cdc_rows(r.erased), r.compression, "cdc-00000", cdc_dir, int96=r.int96
-            )
-            written.append(uri)
-            cdc = {
-                "path": relative_log_path(root, uri),
-                "partitionValues": rec["partitionValues"],
-                "size": size,
-                "dataChange": False,
+            out.append(cdc(r.entry.path, r.erased, r.compression, r.int96))
+        return out
+
+    def mark_actions() -> list[dict[str, Any]]:
+        if not marks:
+            return []
+        uri, descriptors = write_deletion_vectors(storage, root, marks)
+        written.append(uri)
+        out = []
+        for m, dv in zip(marks, descriptors, strict=True):
+            rec = records[m.entry.path]
+            add = {
+                k: rec[k]
+                for k in ("path", "partitionValues", "size", "baseRowId", "defaultRowCommitVersion")
+                if k in rec
             }
-            out.append({"cdc": cdc})
+            add.update({"modificationTime": now, "dataChange": True, "deletionVector": descriptor_json(dv)})
+            add["stats"] = json.dumps({"numRecords": m.num_records, "tightBounds": False})
+            out += [remove(m.entry.path), {"add": add}]
+            if cdf and m.erased is not None and m.erased.num_rows:
+                out.append(cdc(m.entry.path, m.erased, m.compression, m.int96))
         return out
 
     added_uris: list[str] = []
@@ -327,11 +374,12 @@ def commit_changes(
             out.append({"add": add})
         return out
 
-    removed_rows = sum(r.erased.num_rows for r in rewrites)
+    removed_rows = sum(r.erased.num_rows for r in rewrites) + sum(m.removed for m in marks)
     kept_rows = sum(r.kept.num_rows for r in rewrites)
     added_rows = 0 if what.added is None else what.added.num_rows
     try:
         actions = [a for per_file in each_file(file_actions, rewrites) for a in per_file]
+        actions += mark_actions()
         new = added_actions()
         actions += new
         if tracking and high != tracking.high_water:
@@ -346,6 +394,8 @@ def commit_changes(
             "operationParameters": dict(what.parameters),
             "operationMetrics": {
                 "numRemovedFiles": str(len(rewrites)),
+                "numDeletionVectorsAdded": str(sum(1 for m in marks if m.replaces is None)),
+                "numDeletionVectorsUpdated": str(sum(1 for m in marks if m.replaces is not None)),
                 "numAddedFiles": str(sum(1 for r in rewrites if r.kept.num_rows) + len(new)),
                 "numDeletedRows": str(removed_rows),
                 "numCopiedRows": str(kept_rows),
@@ -358,7 +408,7 @@ def commit_changes(
             "txnId": str(uuid.uuid4()),
         }
         log_dir = join_uri(root, "_delta_log")
-        if _true(config, "delta.enableInCommitTimestamps"):
+        if is_true(config, "delta.enableInCommitTimestamps"):
             previous = _previous_ict(storage, log_dir, version)
             info = {"inCommitTimestamp": max(now, (previous or 0) + 1), **info}
         body = (
