@@ -262,8 +262,9 @@ def commit_changes(
     """
     root = source.uri
     version = snapshot.version
-    records = source.file_records(version, [f.entry.path for f in [*rewrites, *marks]])
-    missing = [f.entry.path for f in [*rewrites, *marks] if f.entry.path not in records]
+    paths = [r.entry.path for r in rewrites] + [m.entry.path for m in marks]
+    records = source.file_records(version, paths)
+    missing = [p for p in paths if p not in records]
     moved = [
         m.entry.path
         for m in marks
@@ -334,7 +335,7 @@ def commit_changes(
         out = []
         for m, dv in zip(marks, descriptors, strict=True):
             rec = records[m.entry.path]
-            add = {
+            add: dict[str, Any] = {
                 k: rec[k]
                 for k in ("path", "partitionValues", "size", "baseRowId", "defaultRowCommitVersion")
                 if k in rec
