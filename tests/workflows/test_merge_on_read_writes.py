@@ -198,7 +198,7 @@ def test_an_unknown_iceberg_write_mode_is_refused(tmp_path: Path) -> None:
     fmt = Iceberg(tmp_path, properties={"write.delete.mode": "sideways"})
     fmt.t.create_index(li.SecondaryIndex("by_id", key="id"))
     before = fmt.t.latest_version()
-    with pytest.raises(li.errors.WriteRefusedError, match="write.delete.mode"):
+    with pytest.raises(li.errors.WriteRefusedError, match=r"write\.delete\.mode"):
         fmt.t.delete("id = 3")
     assert fmt.t.latest_version() == before
 
