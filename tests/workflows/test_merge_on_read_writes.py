@@ -270,3 +270,73 @@ def test_iceberg_versions_equal_spark_with_the_iceberg_runtime(spark: Any, tmp_p
         _check_index(fmt.t, v, want)
     final = fmt.read(results[-1].table_version)
     assert final.num_rows == FILES * PER_FILE - 5 + 1
+
+
+def test_delta_deletes_write_change_data_rows(tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    config = {"delta.enableDeletionVectors": "true", "delta.enableChangeDataFeed": "true"}
+    for f in range(2):
+        write_deltalake(
+            path, _rows(range(f * PER_FILE, (f + 1) * PER_FILE)), mode="append", configuration=config
+        )
+    t = li.open_table(path)
+    t.create_index(li.SecondaryIndex("by_id", key="id"))
+    result = t.delete("id IN (3, 150)")
+    assert result.mode == "merge-on-read"
+    cdf = pa.table(DeltaTable(path).load_cdf(starting_version=result.table_version).read_all())
+    assert sorted(zip(cdf["id"].to_pylist(), cdf["_change_type"].to_pylist(), strict=True)) == [
+        (3, "delete"),
+        (150, "delete"),
+    ]
+
+
+class _Between:
+    """Runs ``commit`` once, just before the write's own commit (a concurrent writer winning the race)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, commit: Any) -> None:
+        from lakehouse_index.workflows import writes
+
+        real, self.done = writes.crash_point, False
+
+        def hook(name: str) -> None:
+            if name == "write.before_commit" and not self.done:
+                self.done = True
+                commit()
+            real(name)
+
+        monkeypatch.setattr(writes, "crash_point", hook)
+
+
+def _append(fmt: Any, rows: pa.Table) -> None:
+    if isinstance(fmt, Delta):
+        write_deltalake(fmt.path, rows, mode="append")
+    else:
+        fmt.catalog.load_table("db.t").append(rows)
+
+
+def test_a_race_lost_to_an_append_elsewhere_commits_on_the_newer_version(
+    table: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _Between(monkeypatch, lambda: _append(table, _rows([5000], v=1)))
+    result = table.t.delete("id IN (3, 150)")
+    assert result.mode == "merge-on-read" and result.retries == 1
+    rows = table.read(result.table_version)
+    assert rows.num_rows == FILES * PER_FILE - 2 + 1 and not set(rows["id"].to_pylist()) & {3, 150}
+    if isinstance(table, Delta):  # the lost attempt's deletion vector file was deleted
+        assert len(list(Path(table.path).glob("deletion_vector_*.bin"))) == 1
+    _check_every_version(table, [result.table_version])
+
+
+def test_a_race_lost_to_a_delete_in_the_same_file_conflicts(
+    table: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    other = (
+        li.open_table(table.t.uri)
+        if isinstance(table, Delta)
+        else li.open_table("db.t", catalog=table.catalog)
+    )
+    _Between(monkeypatch, lambda: other.delete("id = 4"))  # file 0, marked by the other writer
+    with pytest.raises(li.errors.WriteConflictError):
+        table.t.delete("id = 3")
+    rows = table.read(table.t.latest_version())
+    assert 3 in rows["id"].to_pylist() and 4 not in rows["id"].to_pylist()
