@@ -1,9 +1,9 @@
 """Index-planned delete on Delta: merge-on-read (deletion vectors) vs copy-on-write vs deltalake's delete.
 
-One table of ``files`` data files of ``rows_per_file`` rows (``id``, ``name``, ``v``; one id
-range per file) is written three times: with deletion vectors (``delta.enableDeletionVectors``)
-and twice without. Each run deletes ``keys`` ids spread over every file (the same ids on every
-table), with the predicate ``id IN (...)``:
+Each run writes one table of ``files`` data files of ``rows_per_file`` rows (``id``, ``name``,
+``v``; one id range per file) three times afresh: with deletion vectors
+(``delta.enableDeletionVectors``) and twice without, and deletes ``keys`` ids spread over every
+file (the same ids from each), with the predicate ``id IN (...)``:
 
 * **merge-on-read** — ``t.delete(where)`` on the deletion-vector table with a secondary index
   on ``id``: the index locates the rows and every file gets a deletion vector;
@@ -14,10 +14,10 @@ table), with the predicate ``id IN (...)``:
 
 The API's times include the index's incremental refresh after the commit (``seconds`` of its
 report; the commit part is reported apart). After an unmeasured warm-up delete of absent ids
-(the first parse, plan and commit of a process pay one-time costs), each method runs
-``repeats`` deletes of fresh ids, in rotating order, medians reported, with the bytes each
-delete added to the table folder. After the runs every
-table holds the same rows by deltalake's own read (its scan applies deletion vectors).
+(the first parse, plan and commit of a process pay one-time costs), the methods run in
+rotating order; medians of ``repeats`` runs are reported, with the bytes each delete added to
+the table folder. After each run the three tables hold the same rows by deltalake's own read
+(its scan applies deletion vectors).
 
 Run: ``python -m integration.bench.bench_indexed_delete --scale small|full``.
 """
@@ -88,14 +88,13 @@ def _scan(path: Path) -> pa.Table:
     return rows.select(["id"]).sort_by("id")
 
 
-def run(scale: str, *, workdir: Path | None = None, log: Callable[[str], None] = print) -> DeleteResults:
-    """Write the three tables, run the deletes, check the tables agree."""
+def _tables(root: Path, sc: DeleteScale) -> tuple[dict[str, Path], dict[str, Any]]:
+    """The three tables (same rows) and the two indexed ones opened, after an unmeasured warm-up
+    delete of absent ids on each (a process's first parse, plan and commit pay one-time costs)."""
     from deltalake import DeltaTable, write_deltalake
 
     import lakehouse_index as li
 
-    sc = SCALES[scale]
-    root = Path(workdir or tempfile.mkdtemp(prefix="bench-indexed-delete-"))
     paths = {m: root / m.replace("-", "_") for m in METHODS}
     for method, path in paths.items():
         config = {"delta.enableDeletionVectors": "true"} if method == "merge-on-read" else None
@@ -108,14 +107,22 @@ def run(scale: str, *, workdir: Path | None = None, log: Callable[[str], None] =
         tables[method] = li.open_table(str(paths[method]))
         # Built in process (no JVM): only the deletes are measured.
         tables[method].create_index(li.SecondaryIndex("by_id", key="id"), local_max_rows=10**9)
-    # Warm-up, not measured: the first parse, plan and commit of a process pay one-time costs.
-    tables["merge-on-read"].delete("id IN (-1, -2)")
-    tables["copy-on-write"].delete("id IN (-1, -2)")
+        tables[method].delete("id IN (-1, -2)")
     DeltaTable(str(paths["deltalake"])).delete("id IN (-1, -2)")
+    return paths, tables
+
+
+def run(scale: str, *, workdir: Path | None = None, log: Callable[[str], None] = print) -> DeleteResults:
+    """Per run: write the three tables afresh, delete the same ids from each, check they agree."""
+    from deltalake import DeltaTable
+
+    sc = SCALES[scale]
+    root = Path(workdir or tempfile.mkdtemp(prefix="bench-indexed-delete-"))
     rng = np.random.default_rng(7)
     res = DeleteResults(scale, sc, load=load_average())
     per_file = sc.keys // sc.files
     for r in range(sc.repeats):
+        paths, tables = _tables(root / f"run{r}", sc)
         ids = [
             int(i)
             for f in range(sc.files)
@@ -132,18 +139,17 @@ def run(scale: str, *, workdir: Path | None = None, log: Callable[[str], None] =
                 out = tables[method].delete(where)
                 assert out.mode == method and out.rows_deleted == len(ids), out
                 refresh = sum(i.seconds for i in out.indexes)
-                commit, touched = (
-                    time.perf_counter() - start - refresh,
-                    len(out.files_marked or out.files_rewritten),
-                )
+                commit = time.perf_counter() - start - refresh
+                touched = len(out.files_marked or out.files_rewritten)
             res.seconds.setdefault(method, []).append(time.perf_counter() - start)
             res.commit_seconds.setdefault(method, []).append(commit)
             res.bytes_added.setdefault(method, []).append(_folder_bytes(paths[method]) - size)
             res.files_touched[method] = touched
             log(f"run {r} {method}: {fmt_ms(res.seconds[method][-1])}, {touched} files")
-    scans = [_scan(p) for p in paths.values()]
-    assert all(s.equals(scans[0]) for s in scans[1:]), "the tables disagree after the deletes"
-    assert scans[0].num_rows == sc.files * sc.rows_per_file - sc.repeats * per_file * sc.files
+        scans = [_scan(p) for p in paths.values()]
+        assert all(s.equals(scans[0]) for s in scans[1:]), "the tables disagree after the deletes"
+        assert scans[0].num_rows == sc.files * (sc.rows_per_file - per_file)
+        shutil.rmtree(root / f"run{r}", ignore_errors=True)
     if workdir is None:
         shutil.rmtree(root, ignore_errors=True)
     return res
