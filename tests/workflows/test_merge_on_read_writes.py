@@ -149,6 +149,18 @@ def test_a_second_delete_on_a_marked_file_keeps_the_first_marks(table: Any) -> N
     _check_every_version(table, [first.previous_version, first.table_version, second.table_version])
 
 
+def test_a_delete_of_every_row_of_a_file(table: Any) -> None:
+    """Delta removes the file (as delta-spark does); Iceberg marks every row."""
+    before = table.t.latest_version()
+    result = table.t.delete(f"id IN ({', '.join(map(str, range(PER_FILE, 2 * PER_FILE)))})")  # file 1
+    assert result.mode == "merge-on-read" and result.rows_deleted == PER_FILE
+    gone = table.files(before) - table.files(result.table_version)
+    assert len(gone) == (1 if isinstance(table, Delta) else 0) and len(result.files_marked) == 1 - len(gone)
+    rows = table.read(result.table_version)
+    assert sorted(rows["id"].to_pylist()) == [*range(PER_FILE), *range(2 * PER_FILE, FILES * PER_FILE)]
+    _check_every_version(table, [before, result.table_version])
+
+
 def test_update_and_upsert_mark_the_old_rows_and_add_the_new(table: Any) -> None:
     start = table.t.latest_version()
     up = table.t.update("id = 250", set={"v": 9})

@@ -9,8 +9,8 @@ already (an index located them), so they write their own commit, following the p
   values, size and deletion vector (the logical file is (path, DV));
 * one ``add`` per rewrite that keeps rows, with statistics of the new file (for the erase:
   it holds no subject, so no statistic can be a subject's value);
-* merge-on-read (:mod:`.marks`): per marked file, a ``remove`` of (path, old DV) and an
-  ``add`` of the same path with its new DV, same size, ``baseRowId`` and
+* merge-on-read (:mod:`.marks`): per marked file, a ``remove`` of (path, old DV) and, unless
+  every row of it is then marked, an ``add`` of the same path with its new DV, same size, ``baseRowId`` and
   ``defaultRowCommitVersion``, statistics reduced to the record count with
   ``tightBounds: false`` (the old bounds are not kept in memory); the new DVs in one
   ``deletion_vector_<uuid>.bin`` file;
@@ -328,12 +328,16 @@ def commit_changes(
         return out
 
     def mark_actions() -> list[dict[str, Any]]:
-        if not marks:
-            return []
-        uri, descriptors = write_deletion_vectors(storage, root, marks)
-        written.append(uri)
-        out = []
-        for m, dv in zip(marks, descriptors, strict=True):
+        out: list[dict[str, Any]] = []
+        kept = [m for m in marks if not m.removes_file]
+        descriptors: list[DeletionVectorDescriptor] = []
+        if kept:
+            uri, descriptors = write_deletion_vectors(storage, root, kept)
+            written.append(uri)
+        for m in marks:
+            if m.removes_file:
+                out.append(remove(m.entry.path))
+        for m, dv in zip(kept, descriptors, strict=True):
             rec = records[m.entry.path]
             add: dict[str, Any] = {
                 k: rec[k]
@@ -343,6 +347,7 @@ def commit_changes(
             add.update({"modificationTime": now, "dataChange": True, "deletionVector": descriptor_json(dv)})
             add["stats"] = json.dumps({"numRecords": m.num_records, "tightBounds": False})
             out += [remove(m.entry.path), {"add": add}]
+        for m in marks:
             if cdf and m.erased is not None and m.erased.num_rows:
                 out.append(cdc(m.entry.path, m.erased, m.compression, m.int96))
         return out
@@ -394,9 +399,13 @@ def commit_changes(
             "operation": what.operation,
             "operationParameters": dict(what.parameters),
             "operationMetrics": {
-                "numRemovedFiles": str(len(rewrites)),
-                "numDeletionVectorsAdded": str(sum(1 for m in marks if m.replaces is None)),
-                "numDeletionVectorsUpdated": str(sum(1 for m in marks if m.replaces is not None)),
+                "numRemovedFiles": str(len(rewrites) + sum(1 for m in marks if m.removes_file)),
+                "numDeletionVectorsAdded": str(
+                    sum(1 for m in marks if m.replaces is None and not m.removes_file)
+                ),
+                "numDeletionVectorsUpdated": str(
+                    sum(1 for m in marks if m.replaces is not None and not m.removes_file)
+                ),
                 "numAddedFiles": str(sum(1 for r in rewrites if r.kept.num_rows) + len(new)),
                 "numDeletedRows": str(removed_rows),
                 "numCopiedRows": str(kept_rows),

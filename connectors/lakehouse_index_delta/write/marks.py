@@ -52,6 +52,12 @@ class FileMark:
     compression: str = "snappy"
     int96: bool = False
 
+    @property
+    def removes_file(self) -> bool:
+        """Whether every row of the file is marked: the file is then removed, not given a DV
+        (as Delta's own writers do)."""
+        return self.cardinality >= self.num_records
+
 
 def plan_mark(source: TableSource, entry: FileEntry, positions: np.ndarray, *, cdf: bool) -> FileMark:
     """The mark of ``entry``'s live rows at ``positions`` (physical row positions) on top of its DV."""

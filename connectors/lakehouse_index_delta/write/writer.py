@@ -276,7 +276,8 @@ class DeltaTransaction(Transaction):
         replaced, added = out["last"]
         by_old = {r.entry.path: r for r in rewrites}
         rewritten = {new: Rewritten(old, by_old[old].kept_positions) for old, new in replaced.items()}
-        return RowChangeCommit(done, rewritten, tuple(m.entry.path for m in marks), added)
+        marked = tuple(m.entry.path for m in marks if not m.removes_file)
+        return RowChangeCommit(done, rewritten, marked, added)
 
     def commit_erase(self, rewrites: Sequence[FileRewrite], subjects: int) -> tuple[Commit, dict[str, str]]:
         """The erase's own commit (:func:`.log_commit.commit_changes`): no predicate, no key recorded."""
