@@ -56,7 +56,7 @@ $(VENV4)/.installed: pyproject.toml constraints-spark4.txt
 	touch $@
 
 test-spark4: $(VENV4)/.installed $(NODE_TOOLS)/node_modules/.installed $(JVM_TOOLS)/jars/spark-$(SPARK4_LINE)/.fetched
-	$(BIN4)/python -m pytest -q -m '$(SPARK4_TESTS)'
+	$(BIN4)/python -m pytest -q -n $(TEST_WORKERS) -m '$(SPARK4_TESTS)'
 
 lint: setup
 	$(BIN)/ruff check lakehouse_index connectors tests integration

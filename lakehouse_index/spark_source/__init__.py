@@ -9,8 +9,9 @@ Example::
           .where("email = 'ada@example.com'"))
     print(li.explain_spark_source("/data/events", "email = 'ada@example.com'", versionAsOf="12"))
 
-The modules: :mod:`.options` (the reader options), :mod:`.planning` (the plan and the reads
-of its partitions, without pyspark), :mod:`.datasource` (the pyspark classes).
+The modules: :mod:`.options` (the reader options), :mod:`.time_travel` (the version they pin,
+as the formats' own sources pick it), :mod:`.planning` (the plan and the reads of its
+partitions, without pyspark), :mod:`.datasource` (the pyspark classes).
 """
 
 from __future__ import annotations

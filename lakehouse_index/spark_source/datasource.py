@@ -9,6 +9,7 @@ every partition reads the same version even if the table moves on meanwhile.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import sys
 from collections.abc import Iterator, Sequence
@@ -51,6 +52,19 @@ def _log_to_stderr() -> None:
         _log.addHandler(handler)
         _log.setLevel(logging.INFO)
         _log.propagate = False
+
+
+def _arrow_schema(schema: StructType) -> pa.Schema:
+    """``schema`` in Arrow, timestamps in UTC as the JVM expects them.
+
+    pyspark 4.1 marks them UTC by default (``timestamp_utc=True``); later releases take the
+    time zone by name (``timezone=``).
+    """
+    # Typed as pyspark 3.5's signature, which has neither keyword (this module needs 4.1+).
+    convert: Any = to_arrow_schema
+    if "timezone" in inspect.signature(to_arrow_schema).parameters:
+        return convert(schema, timezone="UTC")
+    return convert(schema, timestamp_utc=True)
 
 
 class LakehouseIndexDataSource(DataSource):
@@ -99,9 +113,7 @@ class LakehouseIndexReader(DataSourceReader):
         unknown = [c for c in self.columns if c not in table_schema.names]
         if unknown:
             raise QueryError(f"the schema names column(s) {unknown} the table does not have")
-        # Typed as pyspark 3.5's signature, which has no ``timezone`` (this module needs 4.1+).
-        arrow_schema: Any = to_arrow_schema
-        self.arrow_schema: pa.Schema = arrow_schema(schema, timezone="UTC")
+        self.arrow_schema: pa.Schema = _arrow_schema(schema)
         self.predicate: Predicate | None = None
         #: The pushed filters left to Spark (their text, for the log line).
         self.left_to_spark: tuple[str, ...] = ()

@@ -3,6 +3,10 @@
 Spark hands a Python data source its options with lower-cased keys (``versionAsOf`` arrives
 as ``versionasof``), so keys are matched case-insensitively. An unknown key is an error (a
 misspelt ``versionAsOf`` must not silently read the latest version).
+
+The time-travel options are the formats' own: Delta's (and Spark's) ``versionAsOf`` and
+``timestampAsOf``, Iceberg's ``snapshot-id``, ``as-of-timestamp``, ``branch`` and ``tag``. Their
+combinations are checked here, their values against the table in :mod:`.time_travel`.
 """
 
 from __future__ import annotations
@@ -21,6 +25,10 @@ OPTIONS: Mapping[str, str] = {
     "path": "the table: a Delta or Iceberg table location, or an Iceberg identifier with `catalog`",
     "versionAsOf": "the table version to read (Delta version, Iceberg snapshot id, or tag / branch name)",
     "timestampAsOf": "read the version current at this instant (ISO timestamp; UTC without an offset)",
+    "snapshot-id": "Iceberg: the snapshot to read, by id",
+    "as-of-timestamp": "Iceberg: read the snapshot current at this instant (milliseconds since the epoch)",
+    "branch": "Iceberg: read the head of this branch",
+    "tag": "Iceberg: read the snapshot of this tag",
     "catalog": "a pyiceberg catalog name: `path` is then a table identifier (`db.table`)",
     "indexRoot": "where the table's indexes live, when not in `<table>/_lakehouse_index/`",
     "useIndexes": "`false` reads every live file without consulting the indexes (default `true`)",
@@ -30,6 +38,8 @@ OPTIONS: Mapping[str, str] = {
 
 _STORAGE = "storage."
 _BOOLEANS = {"true": True, "false": False}
+#: Iceberg's own time-travel options: at most one of them, and none with versionAsOf / timestampAsOf.
+ICEBERG_TIME_TRAVEL = ("snapshot-id", "as-of-timestamp", "branch", "tag")
 
 
 @dataclass(frozen=True)
@@ -39,11 +49,21 @@ class SourceOptions:
     path: str
     version_as_of: int | str | None = None
     timestamp_as_of: dt.datetime | None = None
+    snapshot_id: int | None = None
+    as_of_timestamp_ms: int | None = None
+    branch: str | None = None
+    tag: str | None = None
     catalog: str | None = None
     index_root: str | None = None
     use_indexes: bool = True
     force_index: bool = False
     storage_options: tuple[tuple[str, str], ...] = field(default=())
+
+    @property
+    def iceberg_time_travel(self) -> dict[str, object]:
+        """The Iceberg time-travel options given, by name."""
+        values = (self.snapshot_id, self.as_of_timestamp_ms, self.branch, self.tag)
+        return {name: v for name, v in zip(ICEBERG_TIME_TRAVEL, values, strict=True) if v is not None}
 
     @property
     def table_key(self) -> tuple[object, ...]:
@@ -56,6 +76,40 @@ def _boolean(name: str, value: str) -> bool:
         return _BOOLEANS[value.strip().lower()]
     except KeyError:
         raise QueryError(f"option {name} must be true or false, not {value!r}") from None
+
+
+def _integer(name: str, value: str, what: str) -> int:
+    try:
+        return int(value.strip())
+    except ValueError:
+        raise QueryError(f"option {name} is {what}, not {value!r}") from None
+
+
+def _iceberg_time_travel(values: Mapping[str, str]) -> tuple[int | None, int | None, str | None, str | None]:
+    """Iceberg's options (snapshot id, milliseconds, branch, tag), checked as Iceberg's source checks them."""
+    given = [name for name in ICEBERG_TIME_TRAVEL if name in values]
+    if len(given) > 1:
+        listed = ", ".join(f"{name} ({values.get(name)})" for name in ICEBERG_TIME_TRAVEL)
+        raise QueryError(f"Can specify only one of {listed}")
+    if given and ("versionAsOf" in values or "timestampAsOf" in values):
+        raise QueryError(
+            f"give versionAsOf / timestampAsOf or Iceberg's {given[0]}, not both "
+            "(Iceberg: cannot do time-travel based on both table identifier and AS OF)"
+        )
+    snapshot = values.get("snapshot-id")
+    ms = values.get("as-of-timestamp")
+    refs: dict[str, str] = {}
+    for name in ("branch", "tag"):
+        if name in values:
+            refs[name] = values[name].strip()
+            if not refs[name]:
+                raise QueryError(f"option {name} is empty")
+    return (
+        None if snapshot is None else _integer("snapshot-id", snapshot, "a snapshot id (a number)"),
+        None if ms is None else _integer("as-of-timestamp", ms, "milliseconds since the epoch"),
+        refs.get("branch"),
+        refs.get("tag"),
+    )
 
 
 def parse_options(options: Mapping[str, str]) -> SourceOptions:
@@ -80,6 +134,7 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
     version: int | str | None = values.get("versionAsOf")
     if isinstance(version, str):
         version = int(version) if version.strip().lstrip("-").isdigit() else version.strip()
+    snapshot_id, as_of_ms, branch, tag = _iceberg_time_travel(values)
     timestamp = None
     if "timestampAsOf" in values:
         try:
@@ -97,4 +152,8 @@ def parse_options(options: Mapping[str, str]) -> SourceOptions:
         use_indexes=_boolean("useIndexes", values.get("useIndexes", "true")),
         force_index=_boolean("forceIndex", values.get("forceIndex", "false")),
         storage_options=tuple(sorted(storage.items())),
+        snapshot_id=snapshot_id,
+        as_of_timestamp_ms=as_of_ms,
+        branch=branch,
+        tag=tag,
     )

@@ -40,6 +40,7 @@ from lakehouse_index.query.planner import Plan
 from lakehouse_index.read.scan import prune_files, scan_files
 from lakehouse_index.source import Column, EqualityDeletes, FileEntry, FileIO, Snapshot, TableSource
 from lakehouse_index.spark_source.options import SourceOptions, parse_options
+from lakehouse_index.spark_source.time_travel import pinned_version
 
 __all__ = [
     "FilePart",
@@ -150,8 +151,8 @@ def open_cached(options: SourceOptions) -> Table:
 
 
 def resolve_version(options: SourceOptions) -> int:
-    """The version a read with ``options`` pins (latest unless versionAsOf / timestampAsOf)."""
-    return open_cached(options).resolve_version(options.version_as_of, options.timestamp_as_of)
+    """The version a read with ``options`` pins: latest, or what its time-travel options name."""
+    return pinned_version(open_cached(options), options)
 
 
 def snapshot_at(options: SourceOptions, version: int) -> Snapshot:

@@ -8,7 +8,7 @@ time, four kinds of process at once (``spawn``):
   where="id = …")`` of an older row of its own, every write maintaining the indexes. Its
   keys are its own, so no write it makes conflicts with another process's;
 * a **format-library appender**: deltalake's ``write_deltalake(mode="append")`` or pyiceberg's
-  ``Table.append`` of rows with keys of its own, every 0.1 s (Iceberg: 0.5 s);
+  ``Table.append`` of rows with keys of its own, every 0.1 s (Iceberg: 1 s);
 * an **index optimizer**: ``optimize_index`` (quick, then full) of the incremental index;
 * a **watcher**: ``lakehouse-index watch`` keeping every index in step.
 
@@ -47,7 +47,7 @@ INDEX = "by_k"
 #: catalog takes several times a Delta commit's time, and each lost race of a write costs it
 #: pyiceberg's own retry wait), and between the API writer's writes: both keep committing
 #: throughout, and the versions to check stay a few hundred.
-NATIVE_PAUSE_S = {"delta": 0.1, "iceberg": 0.5}
+NATIVE_PAUSE_S = {"delta": 0.1, "iceberg": 1.0}
 API_PAUSE_S = 0.02
 
 

@@ -1,8 +1,8 @@
 """Write the Iceberg format-v3 fixture with deletion vectors that pyspark 4 tests read.
 
-pyspark 4 has no Iceberg runtime here (the jar in ``snowpark-connect-deps-iceberg`` is built
-for Spark 3.5), so the data-source tests of ``make test-spark4`` cannot write such a table.
-This script writes it once with Spark 3.5 and the Iceberg runtime (the main environment),
+The data-source tests of ``make test-spark4`` read this frozen table (written when pyspark 4 had
+no Iceberg runtime here; both Spark lines have one now, ``tools/jvm/pom.xml``, so it could be
+written live). This script writes it once with Spark 3.5 and the Iceberg runtime (the main environment),
 through a Hadoop catalog at the fixed path :data:`FIXTURE_ROOT` (Iceberg metadata records
 absolute paths: the tests copy the fixture back to exactly that path), and stores beside it,
 per snapshot, what Spark's Iceberg reader returns (the oracle) and the live data files.

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, rule
 
 import lakehouse_index as li
-from lakehouse_index.workflows.reports import Action, SyncResult, WriteResult
+from lakehouse_index.workflows.reports import Action, SyncResult, WritePath, WriteResult
 from tests.workflows.helpers import KEYS, KEYS2, PARTS, rows
 
 Record = tuple[int, str, int, int, str]
@@ -24,6 +24,8 @@ record = st.tuples(
 )
 records = st.lists(record, min_size=1, max_size=3)
 unique_records = st.lists(record, min_size=1, max_size=3, unique_by=lambda r: r[0])
+#: Records unique on ``k``, the key of the ``by_k`` index (an upsert on it is planned by the index).
+unique_keys = st.lists(record, min_size=1, max_size=3, unique_by=lambda r: r[1])
 
 
 class ApiWrites(RuleBasedStateMachine):
@@ -60,9 +62,19 @@ class ApiWrites(RuleBasedStateMachine):
     def api_append(self, data: list[Record]) -> None:
         self._api(self.t.append(rows(data)))
 
-    @rule(k=st.sampled_from(KEYS), whole_partition=st.booleans(), p=st.sampled_from(PARTS))
-    def api_delete(self, k: str, whole_partition: bool, p: str) -> None:
-        self._api(self.t.delete(f"p = '{p}'" if whole_partition else self.KEY_DELETE.format(k=k)))
+    @rule(k=st.sampled_from(KEYS), partition=st.booleans(), p=st.sampled_from(PARTS), via_index=st.booleans())
+    def api_delete(self, k: str, partition: bool, p: str, via_index: bool) -> None:
+        where = f"p = '{p}'" if partition else self.KEY_DELETE.format(k=k)
+        result = self.t.delete(where, use_indexes=via_index)
+        if not via_index or partition:  # no index is keyed on p
+            assert result.path is WritePath.FORMAT_LIBRARY, (where, result.path)
+        self._api(result)
+
+    @rule(data=unique_keys, via_index=st.booleans())
+    def api_upsert_on_the_index_key(self, data: list[Record], via_index: bool) -> None:
+        result = self.t.upsert(rows(data), on=["k"], use_indexes=via_index)
+        assert (result.path is WritePath.INDEX) is via_index, (result.path, result.note)
+        self._api(result)
 
     @rule(k2=st.sampled_from(KEYS2), k=st.sampled_from(KEYS), v=st.integers(0, 99))
     def api_update(self, k2: int, k: str, v: int) -> None:

@@ -190,24 +190,51 @@ def append(dt: Any, data: pa.Table) -> Commit:
     return Commit(dt.version(), rows_written=data.num_rows)
 
 
-def overwrite(dt: Any, data: pa.Table, where_sql: str | None, where_target_sql: str | None) -> Commit:
-    """Replace every row (``where_sql`` None) or the rows matching it with ``data``, in one commit.
+#: The column that marks the MERGE source's sentinel row in an overwrite with a predicate.
+SENTINEL = "__lakehouse_index_sentinel"
 
-    With a predicate, a MERGE ``ON FALSE`` deletes the target rows matching it (files
-    without a matching row are kept as they are) and inserts every data row, so the
-    data need not match the predicate (deltalake's replaceWhere would insist).
+
+def _with_sentinel(data: pa.Table) -> tuple[pa.Table, str]:
+    """``data`` (every column made nullable), a False marker column, and one more row: nulls
+    marked True; the marker's name (one the table does not use)."""
+    marker = SENTINEL
+    while marker in data.column_names:
+        marker += "_"
+    schema = pa.schema([f.with_nullable(True) for f in data.schema])
+    rows = data.cast(schema).append_column(marker, pa.array([False] * data.num_rows, pa.bool_()))
+    sentinel = pa.table(
+        {**{f.name: pa.nulls(1, f.type) for f in schema}, marker: pa.array([True])},
+        schema=rows.schema,
+    )
+    return pa.concat_tables([rows, sentinel]), marker
+
+
+def overwrite(dt: Any, data: pa.Table, where_target_sql: str | None) -> Commit:
+    """Replace every row (``where_target_sql`` None) or the rows where it (the predicate on the
+    target alias ``t``) is TRUE with ``data``, in one commit.
+
+    With a predicate, one MERGE of the data plus a sentinel row: ``ON where(t) AND s.sentinel``
+    matches every target row where the predicate is TRUE to the sentinel, and deletes it (files
+    without a matching row are kept as they are); the data rows match nothing and are inserted
+    (the sentinel is not), so the data need not match the predicate (deltalake's replaceWhere
+    would insist). deltalake takes the predicate as the MERGE's read predicate: it scans only
+    the files that may hold matching rows, and its conflict checker commits past concurrent
+    appends whose statistics exclude them (a MERGE ``ON FALSE`` with a not-matched-by-source
+    delete reads, and conflicts over, the whole table).
     """
     from deltalake import write_deltalake
 
-    if where_sql is None:
+    if where_target_sql is None:
         run(lambda: write_deltalake(dt, data, mode="overwrite"))
         return Commit(dt.version(), rows_written=data.num_rows)
-    assert where_target_sql is not None
+    source, marker = _with_sentinel(data)
+    mark = column_sql(marker, "s")
+    values = {column_sql(c): column_sql(c, "s") for c in data.column_names}
     metrics = run(
         lambda: (
-            dt.merge(data, predicate="FALSE", source_alias="s", target_alias="t")
-            .when_not_matched_by_source_delete(predicate=where_target_sql)
-            .when_not_matched_insert_all()
+            dt.merge(source, predicate=f"({where_target_sql}) AND {mark}", source_alias="s", target_alias="t")
+            .when_matched_delete()
+            .when_not_matched_insert(updates=values, predicate=f"NOT {mark}")
             .execute()
         ),
     )

@@ -142,13 +142,12 @@ class DeltaTransaction(Transaction):
         return self._commit(WriteOperation.APPEND, ReadSet.nothing(), lambda _: ops.append(self.dt, rows))
 
     def overwrite(self, rows: pa.Table, predicate: Predicate | None) -> Commit:
-        """Replace every row, or the rows where ``predicate`` holds (a MERGE ``ON FALSE``)."""
-        sql = to_datafusion_sql(predicate) if predicate is not None else None
+        """Replace every row, or the rows where ``predicate`` holds (one MERGE: ``ops.overwrite``)."""
         target = to_datafusion_sql(predicate, "t") if predicate is not None else None
 
         def run(snap: Snapshot | None) -> Commit:
             self._refuse_nan(snap, predicate, "overwrite")
-            return ops.overwrite(self.dt, rows, sql, target)
+            return ops.overwrite(self.dt, rows, target)
 
         return self._commit(WriteOperation.OVERWRITE, ReadSet.where(predicate), run)
 
