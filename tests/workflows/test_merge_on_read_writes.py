@@ -352,3 +352,36 @@ def test_a_race_lost_to_a_delete_in_the_same_file_conflicts(
         table.t.delete("id = 3")
     rows = table.read(table.t.latest_version())
     assert 3 in rows["id"].to_pylist() and 4 not in rows["id"].to_pylist()
+
+
+def test_partitioned_tables(tmp_path: Path) -> None:
+    """Deletion vectors of files in partition folders; position-delete files in the data file's
+    partition (and its spec's delete manifest)."""
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    rows = _rows(range(FILES * PER_FILE)).set_column(
+        2, "v", pa.array([i % 3 for i in range(FILES * PER_FILE)])
+    )
+    delta = str(tmp_path / "d")
+    write_deltalake(delta, rows, partition_by=["v"], configuration={"delta.enableDeletionVectors": "true"})
+    catalog = SqlCatalog("w", uri=f"sqlite:///{tmp_path}/c.db", warehouse=f"file://{tmp_path}/wh")
+    catalog.create_namespace("db")
+    tbl = catalog.create_table("db.t", schema=SCHEMA, properties=MOR)
+    with tbl.update_spec() as update:
+        update.add_identity("v")
+    tbl.append(rows)
+    readers = {
+        delta: lambda v: _deltalake_scan(delta, v),
+        "db.t": lambda v: catalog.load_table("db.t").scan(snapshot_id=v).to_arrow(),
+    }
+    for name, read in readers.items():
+        t = li.open_table(name, catalog=catalog) if name == "db.t" else li.open_table(name)
+        t.create_index(li.SecondaryIndex("by_id", key="id"))
+        before = t.latest_version()
+        gone = t.delete("id IN (3, 4, 5, 150)")  # every partition
+        ups = t.upsert(_rows([7, 5000], v=2), on="id")
+        assert gone.mode == ups.mode == "merge-on-read" and len(gone.files_marked) == 3, name
+        want = Counter(range(FILES * PER_FILE)) - Counter([3, 4, 5, 150]) + Counter([5000])
+        assert Counter(read(ups.table_version)["id"].to_pylist()) == want, name
+        for v in (before, gone.table_version, ups.table_version):
+            _check_index(t, v, read(v))
