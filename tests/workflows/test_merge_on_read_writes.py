@@ -385,3 +385,26 @@ def test_partitioned_tables(tmp_path: Path) -> None:
         assert Counter(read(ups.table_version)["id"].to_pylist()) == want, name
         for v in (before, gone.table_version, ups.table_version):
             _check_index(t, v, read(v))
+
+
+def test_an_overwrite_where_marks_and_adds(table: Any) -> None:
+    before = table.t.latest_version()
+    result = table.t.overwrite(_rows([250, 251, 6000], v=4), where="id IN (250, 251)")
+    assert result.path is li.WritePath.INDEX and result.mode == "merge-on-read"
+    assert len(result.files_marked) == 1 and result.files_rewritten == () and len(result.files_added) == 1
+    rows = table.read(result.table_version)
+    assert _multiset(rows.filter(pc.equal(rows["v"], 4))) == _multiset(_rows([250, 251, 6000], v=4))
+    assert rows.num_rows == FILES * PER_FILE + 1
+    _check_every_version(table, [before, result.table_version])
+
+
+def test_merge_on_read_asked_of_an_iceberg_copy_on_write_table(tmp_path: Path) -> None:
+    fmt = Iceberg(tmp_path, properties={})
+    fmt.t.create_index(li.SecondaryIndex("by_id", key="id"))
+    before = fmt.t.latest_version()
+    result = fmt.t.delete("id IN (3, 4)", mode="merge-on-read")
+    assert (
+        result.path is li.WritePath.INDEX and result.mode == "merge-on-read" and len(result.files_marked) == 1
+    )
+    assert fmt.files(before) == fmt.files(result.table_version)
+    _check_every_version(fmt, [before, result.table_version])
