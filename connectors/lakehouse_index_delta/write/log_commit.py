@@ -11,8 +11,8 @@ already (an index located them), so they write their own commit, following the p
   it holds no subject, so no statistic can be a subject's value);
 * merge-on-read (:mod:`.marks`): per marked file, a ``remove`` of (path, old DV) and, unless
   every row of it is then marked, an ``add`` of the same path with its new DV, same size, ``baseRowId`` and
-  ``defaultRowCommitVersion``, statistics reduced to the record count with
-  ``tightBounds: false`` (the old bounds are not kept in memory); the new DVs in one
+  ``defaultRowCommitVersion``, statistics from the file's Parquet footer with
+  ``tightBounds: false``; the new DVs in one
   ``deletion_vector_<uuid>.bin`` file;
 * one ``add`` per new data file of the write's added rows (Hive-style partition folders,
   statistics; fresh ``baseRowId``s under row tracking);
@@ -28,7 +28,6 @@ are deleted, and the caller decides (the erase locates again on the newer versio
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import time
 import uuid
@@ -52,15 +51,12 @@ from lakehouse_index.source import Snapshot, TableSource, relative_log_path
 from lakehouse_index_delta.deletion_vectors import DeletionVectorDescriptor, descriptor_json
 from lakehouse_index_delta.write.marks import FileMark, write_deletion_vectors
 from lakehouse_index_delta.write.new_files import DeltaFiles
+from lakehouse_index_delta.write.stats import file_stats
 
 CHANGE_TYPE = "_change_type"
 #: Fields of a live ``add`` that its ``remove`` repeats (the logical file is path + DV).
 REMOVE_FIELDS = ("path", "partitionValues", "size", "deletionVector", "baseRowId", "defaultRowCommitVersion")
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
-#: Leading columns with statistics unless the table says otherwise (the protocol's default).
-DEFAULT_STATS_COLUMNS = 32
-#: Longest string prefix kept as a minimum; longer maxima are left out.
-STRING_PREFIX = 32
 
 
 def _engine() -> str:
@@ -76,68 +72,6 @@ def _engine() -> str:
 def is_true(config: Mapping[str, str], key: str) -> bool:
     """Whether the table property ``key`` is set to true."""
     return str(config.get(key, "false")).lower() == "true"
-
-
-def _stat_value(v: Any) -> Any:
-    if isinstance(v, dt.datetime):
-        return None
-    if isinstance(v, dt.date):
-        return v.isoformat()
-    if isinstance(v, str):
-        return v[:STRING_PREFIX]
-    return v
-
-
-def file_stats(rows: pa.Table, config: Mapping[str, str]) -> str:
-    """Delta ``stats`` JSON of a new file: record count, null counts, min/max of simple columns.
-
-    Columns as the file names them (physical names under column mapping). Minima and
-    maxima only for integer, date and string columns among the leading
-    ``delta.dataSkippingNumIndexedCols`` (or ``delta.dataSkippingStatsColumns``); string
-    minima are cut to a prefix and cut maxima left out, so every bound is exact or safe.
-    """
-    names = rows.schema.names
-    listed = config.get("delta.dataSkippingStatsColumns")
-    if listed:
-        chosen = [c.strip().strip("`") for c in listed.split(",") if c.strip()]
-    else:
-        n = int(config.get("delta.dataSkippingNumIndexedCols", DEFAULT_STATS_COLUMNS))
-        chosen = names if n < 0 else names[:n]
-    mins: dict[str, Any] = {}
-    maxs: dict[str, Any] = {}
-    nulls: dict[str, int] = {}
-    for name in chosen:
-        if name not in names:
-            continue
-        col = rows.column(name)
-        t = col.type
-        if pa.types.is_nested(t):
-            continue
-        nulls[name] = col.null_count
-        if not (
-            pa.types.is_integer(t)
-            or pa.types.is_date(t)
-            or pa.types.is_string(t)
-            or pa.types.is_large_string(t)
-        ):
-            continue
-        if col.null_count == len(col):
-            continue
-        mm = pc.min_max(col)
-        lo, hi = mm["min"].as_py(), mm["max"].as_py()
-        mins[name] = _stat_value(lo)
-        if not (isinstance(hi, str) and len(hi) > STRING_PREFIX):
-            maxs[name] = _stat_value(hi)
-    return json.dumps(
-        {
-            "numRecords": rows.num_rows,
-            "minValues": mins,
-            "maxValues": maxs,
-            "nullCount": nulls,
-            "tightBounds": True,
-        },
-        separators=(",", ":"),
-    )
 
 
 @dataclass(frozen=True)
@@ -345,7 +279,7 @@ def commit_changes(
                 if k in rec
             }
             add.update({"modificationTime": now, "dataChange": True, "deletionVector": descriptor_json(dv)})
-            add["stats"] = json.dumps({"numRecords": m.num_records, "tightBounds": False})
+            add["stats"] = m.stats
             out += [remove(m.entry.path), {"add": add}]
         for m in marks:
             if cdf and m.erased is not None and m.erased.num_rows:

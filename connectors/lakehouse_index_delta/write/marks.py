@@ -11,7 +11,7 @@ it with the attempt's other files and a rerun writes its own.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -28,13 +28,15 @@ from lakehouse_index_delta.deletion_vectors import (
     relative_descriptor,
     serialize_roaring_bitmap_array,
 )
+from lakehouse_index_delta.write.stats import footer_stats
 
 
 @dataclass(frozen=True)
 class FileMark:
     """A data file whose removed rows a new deletion vector marks.
 
-    ``num_records``: the rows the file holds physically (its ``stats.numRecords``);
+    ``num_records``: the rows the file holds physically; ``stats``: the ``add``'s statistics
+    (:func:`~.stats.footer_stats`);
     ``bitmap``: the new DV (RoaringBitmapArray, portable format) holding ``cardinality``
     positions; ``replaces``: the id of the DV it replaces (None: the file had none);
     ``removed``: how many live rows it newly marks; ``erased``: those rows in the file's
@@ -44,6 +46,7 @@ class FileMark:
 
     entry: FileEntry
     num_records: int
+    stats: str
     bitmap: bytes
     cardinality: int
     replaces: str | None
@@ -59,26 +62,26 @@ class FileMark:
         return self.cardinality >= self.num_records
 
 
-def plan_mark(source: TableSource, entry: FileEntry, positions: np.ndarray, *, cdf: bool) -> FileMark:
-    """The mark of ``entry``'s live rows at ``positions`` (physical row positions) on top of its DV."""
+def plan_mark(
+    source: TableSource, entry: FileEntry, positions: np.ndarray, config: Mapping[str, str], *, cdf: bool
+) -> FileMark:
+    """The mark of ``entry``'s live rows at ``positions`` (physical row positions) on top of its DV
+    (``config``: the table's properties, naming the statistics columns; ``cdf``: the change data
+    feed is on)."""
     before = source.deleted_positions(entry)
     marked = before | BitMap64(positions.astype(np.uint64))
     replaces = entry.deletes.id if entry.deletes is not None else None
-    records = entry.num_records if entry.num_records is not None else _footer_rows(source, entry)
+    fs, path = source.io.arrow(entry.path)
+    with fs.open_input_file(path) as f:
+        meta = pq.read_metadata(f)
     bitmap = serialize_roaring_bitmap_array(marked)
-    mark = FileMark(entry, records, bitmap, len(marked), replaces, len(marked) - len(before))
+    stats = footer_stats(meta, config)
+    mark = FileMark(entry, meta.num_rows, stats, bitmap, len(marked), replaces, len(marked) - len(before))
     if not cdf:
         return mark
     physical, compression, int96 = read_physical(source, entry)
     erased = physical.take(pa.array(np.sort(positions), pa.int64()))
     return replace(mark, erased=erased, compression=compression, int96=int96)
-
-
-def _footer_rows(source: TableSource, entry: FileEntry) -> int:
-    """The file's row count from its Parquet footer (an ``add`` without statistics)."""
-    fs, path = source.io.arrow(entry.path)
-    with fs.open_input_file(path) as f:
-        return int(pq.read_metadata(f).num_rows)
 
 
 def write_deletion_vectors(

@@ -235,7 +235,7 @@ class DeltaTransaction(Transaction):
         marks: list[FileMark] = []
         rewrites: list[FileRewrite] = []
         if mor:
-            marks = each_file(lambda i: plan_mark(w.source, base.files[i[0]], i[1], cdf=cdf), removed)
+            marks = each_file(lambda i: plan_mark(w.source, base.files[i[0]], i[1], config, cdf=cdf), removed)
         else:
             rewrites = each_file(lambda i: plan_rewrite(w.source, base, base.files[i[0]], i[1]), removed)
         what = log_commit.LogCommit(
