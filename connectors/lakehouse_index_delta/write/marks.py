@@ -2,8 +2,9 @@
 
 A file's new deletion vector holds the positions its current one marks plus the newly
 removed ones (a logical file has one DV). The commit removes the old logical file
-(path, old DV) and adds the same path with the new DV
-(:func:`~.log_commit.commit_changes`). The bitmaps are computed once on the write's
+(path, old DV) and adds the same path with the new DV and statistics read from its Parquet
+footer (:func:`~.stats.footer_stats`; :func:`~.log_commit.commit_changes`); a file whose
+every row is then marked is removed instead. The bitmaps are computed once on the write's
 snapshot; the DV file holding them is written by each commit attempt, so a lost race deletes
 it with the attempt's other files and a rerun writes its own.
 """
