@@ -19,7 +19,7 @@ from __future__ import annotations
 import struct
 import uuid
 import zlib
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,7 +68,7 @@ def z85_decode(text: str) -> bytes:
 
 
 def z85_encode(data: bytes) -> str:
-    """Z85 with Spark's convention: zero-pad to a multiple of 4 bytes (used by tests)."""
+    """Z85 with Spark's convention: zero-pad to a multiple of 4 bytes."""
     padded = data + b"\x00" * (-len(data) % 4)
     out = []
     for i in range(0, len(padded), 4):
@@ -165,6 +165,35 @@ def parse_roaring_bitmap_array(data: bytes, source: str) -> BitMap64:
         return BitMap64.deserialize(data[4:])
     except Exception as e:  # pyroaring raises ValueError on malformed input
         raise TableFormatError(f"{source}: deletion vector bitmap is corrupt: {e}") from e
+
+
+def serialize_roaring_bitmap_array(bitmap: BitMap64) -> bytes:
+    """``bitmap`` as a portable RoaringBitmapArray (what :func:`parse_roaring_bitmap_array` reads)."""
+    return struct.pack("<i", PORTABLE_MAGIC) + bitmap.serialize()
+
+
+def deletion_vector_file(bitmaps: Sequence[bytes]) -> tuple[bytes, list[int]]:
+    """A DV file holding the serialized ``bitmaps``, and the offset of each (its descriptor's ``offset``)."""
+    out = bytearray([_DV_FILE_FORMAT_VERSION])
+    offsets = []
+    for b in bitmaps:
+        offsets.append(len(out))
+        out += struct.pack(">i", len(b)) + b + struct.pack(">I", zlib.crc32(b))
+    return bytes(out), offsets
+
+
+def relative_descriptor(
+    file_id: uuid.UUID, offset: int, bitmap: bytes, cardinality: int, table_root: str
+) -> DeletionVectorDescriptor:
+    """The ``u`` descriptor of a DV at ``offset`` of ``deletion_vector_<file_id>.bin`` in the table root."""
+    d = {
+        "storageType": "u",
+        "pathOrInlineDv": z85_encode(file_id.bytes),
+        "offset": offset,
+        "sizeInBytes": len(bitmap),
+        "cardinality": cardinality,
+    }
+    return DeletionVectorDescriptor.from_json(d, table_root)
 
 
 def read_deletion_vector(

@@ -73,14 +73,7 @@ def plan_rewrite(
     one = [snapshot.columns[0].name]  # any column: only the live positions are wanted
     live = read_file(source, snapshot, entry, columns=one, with_positions=True)[ROW_COLUMN].to_numpy()
     erase = np.isin(live, positions)
-    fs, path = source.io.arrow(entry.path)
-    with fs.open_input_file(path) as f:
-        # INT96 timestamps are read as microseconds (as every read of the table does): the
-        # default, nanoseconds, wraps values outside 1677-2262 around silently.
-        pf = pq.ParquetFile(f, coerce_int96_timestamp_unit="us")
-        physical = without_views(pf.read())
-        compression = _compression(pf.metadata)
-        int96 = _has_int96(pf.schema)
+    physical, compression, int96 = read_physical(source, entry)
     return FileRewrite(
         entry=entry,
         kept=physical.take(pa.array(live[~erase])),
@@ -90,6 +83,17 @@ def plan_rewrite(
         compression=compression,
         int96=int96,
     )
+
+
+def read_physical(source: TableSource, entry: FileEntry) -> tuple[pa.Table, str, bool]:
+    """Every row of ``entry``'s file in its physical schema, its compression, and whether it
+    stores timestamps as INT96 (so that a file written from its rows keeps them)."""
+    fs, path = source.io.arrow(entry.path)
+    with fs.open_input_file(path) as f:
+        # INT96 timestamps are read as microseconds (as every read of the table does): the
+        # default, nanoseconds, wraps values outside 1677-2262 around silently.
+        pf = pq.ParquetFile(f, coerce_int96_timestamp_unit="us")
+        return without_views(pf.read()), _compression(pf.metadata), _has_int96(pf.schema)
 
 
 def write_parquet(

@@ -150,6 +150,7 @@ def _through_index(
         else (),
         files_marked=done.marked,
         files_added=done.added_files,
+        retries=done.commit.retries,
     )
     return _finish(ctx, operation, result)
 

@@ -9,6 +9,11 @@ already (an index located them), so they write their own commit, following the p
   values, size and deletion vector (the logical file is (path, DV));
 * one ``add`` per rewrite that keeps rows, with statistics of the new file (for the erase:
   it holds no subject, so no statistic can be a subject's value);
+* merge-on-read (:mod:`.marks`): per marked file, a ``remove`` of (path, old DV) and, unless
+  every row of it is then marked, an ``add`` of the same path with its new DV, same size, ``baseRowId`` and
+  ``defaultRowCommitVersion``, statistics from the file's Parquet footer with
+  ``tightBounds: false``; the new DVs in one
+  ``deletion_vector_<uuid>.bin`` file;
 * one ``add`` per new data file of the write's added rows (Hive-style partition folders,
   statistics; fresh ``baseRowId``s under row tracking);
 * ``cdc`` files of the removed rows when the change data feed is on (a ``purge`` removes
@@ -23,7 +28,6 @@ are deleted, and the caller decides (the erase locates again on the newer versio
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import time
 import uuid
@@ -44,16 +48,15 @@ from lakehouse_index.sink.contract import Commit
 from lakehouse_index.sink.partitions import split
 from lakehouse_index.sink.rewrite import FileRewrite, delete_quietly, sibling_uri, write_parquet
 from lakehouse_index.source import Snapshot, TableSource, relative_log_path
+from lakehouse_index_delta.deletion_vectors import DeletionVectorDescriptor, descriptor_json
+from lakehouse_index_delta.write.marks import FileMark, write_deletion_vectors
 from lakehouse_index_delta.write.new_files import DeltaFiles
+from lakehouse_index_delta.write.stats import file_stats
 
 CHANGE_TYPE = "_change_type"
 #: Fields of a live ``add`` that its ``remove`` repeats (the logical file is path + DV).
 REMOVE_FIELDS = ("path", "partitionValues", "size", "deletionVector", "baseRowId", "defaultRowCommitVersion")
 ROW_TRACKING_DOMAIN = "delta.rowTracking"
-#: Leading columns with statistics unless the table says otherwise (the protocol's default).
-DEFAULT_STATS_COLUMNS = 32
-#: Longest string prefix kept as a minimum; longer maxima are left out.
-STRING_PREFIX = 32
 
 
 def _engine() -> str:
@@ -66,70 +69,9 @@ def _engine() -> str:
         return "lakehouse-index"
 
 
-def _true(config: Mapping[str, str], key: str) -> bool:
+def is_true(config: Mapping[str, str], key: str) -> bool:
+    """Whether the table property ``key`` is set to true."""
     return str(config.get(key, "false")).lower() == "true"
-
-
-def _stat_value(v: Any) -> Any:
-    if isinstance(v, dt.datetime):
-        return None
-    if isinstance(v, dt.date):
-        return v.isoformat()
-    if isinstance(v, str):
-        return v[:STRING_PREFIX]
-    return v
-
-
-def file_stats(rows: pa.Table, config: Mapping[str, str]) -> str:
-    """Delta ``stats`` JSON of a new file: record count, null counts, min/max of simple columns.
-
-    Columns as the file names them (physical names under column mapping). Minima and
-    maxima only for integer, date and string columns among the leading
-    ``delta.dataSkippingNumIndexedCols`` (or ``delta.dataSkippingStatsColumns``); string
-    minima are cut to a prefix and cut maxima left out, so every bound is exact or safe.
-    """
-    names = rows.schema.names
-    listed = config.get("delta.dataSkippingStatsColumns")
-    if listed:
-        chosen = [c.strip().strip("`") for c in listed.split(",") if c.strip()]
-    else:
-        n = int(config.get("delta.dataSkippingNumIndexedCols", DEFAULT_STATS_COLUMNS))
-        chosen = names if n < 0 else names[:n]
-    mins: dict[str, Any] = {}
-    maxs: dict[str, Any] = {}
-    nulls: dict[str, int] = {}
-    for name in chosen:
-        if name not in names:
-            continue
-        col = rows.column(name)
-        t = col.type
-        if pa.types.is_nested(t):
-            continue
-        nulls[name] = col.null_count
-        if not (
-            pa.types.is_integer(t)
-            or pa.types.is_date(t)
-            or pa.types.is_string(t)
-            or pa.types.is_large_string(t)
-        ):
-            continue
-        if col.null_count == len(col):
-            continue
-        mm = pc.min_max(col)
-        lo, hi = mm["min"].as_py(), mm["max"].as_py()
-        mins[name] = _stat_value(lo)
-        if not (isinstance(hi, str) and len(hi) > STRING_PREFIX):
-            maxs[name] = _stat_value(hi)
-    return json.dumps(
-        {
-            "numRecords": rows.num_rows,
-            "minValues": mins,
-            "maxValues": maxs,
-            "nullCount": nulls,
-            "tightBounds": True,
-        },
-        separators=(",", ":"),
-    )
 
 
 @dataclass(frozen=True)
@@ -154,7 +96,7 @@ class RowTracking:
         high = int(json.loads(raw)["rowIdHighWaterMark"]) if raw else -1
         id_col = config.get("delta.rowTracking.materializedRowIdColumnName")
         version_col = config.get("delta.rowTracking.materializedRowCommitVersionColumnName")
-        enabled = _true(config, "delta.enableRowTracking") and bool(id_col) and bool(version_col)
+        enabled = is_true(config, "delta.enableRowTracking") and bool(id_col) and bool(version_col)
         return cls(high, enabled, id_col, version_col)
 
     def kept_rows(
@@ -208,6 +150,12 @@ def _new_file(
     return uri, write_parquet(source, uri, rows, compression, int96=int96)
 
 
+def _dv_id(record: Mapping[str, Any], root: str) -> str | None:
+    """The unique id of a live ``add``'s deletion vector (None: it has none)."""
+    dv = record.get("deletionVector")
+    return None if dv is None else DeletionVectorDescriptor.from_json(dv, root).id
+
+
 def _cdc_rows(erased: pa.Table) -> pa.Table:
     # Spark's data files of a CDF table may carry a (null) _change_type column already.
     rows = erased.drop_columns([c for c in erased.column_names if c == CHANGE_TYPE])
@@ -234,8 +182,10 @@ def commit_changes(
     what: LogCommit,
     config: Mapping[str, str],
     row_tracking: bool,
+    marks: Sequence[FileMark] = (),
 ) -> tuple[Commit, dict[str, str], tuple[str, ...]]:
-    """Commit version ``version + 1``: the removes and rewrites of ``rewrites`` and the added rows.
+    """Commit version ``version + 1``: the removes and rewrites of ``rewrites``, the new deletion
+    vectors of ``marks`` and the added rows.
 
     Returns the commit, per rewritten file (path) the URI of the file replacing it, and the
     URIs of the files holding the added rows. The removes repeat the live adds
@@ -246,12 +196,19 @@ def commit_changes(
     """
     root = source.uri
     version = snapshot.version
-    records = source.file_records(version, [r.entry.path for r in rewrites])
-    missing = [r.entry.path for r in rewrites if r.entry.path not in records]
-    if missing:
-        raise WriteConflictError(f"{root}: files {missing[:3]} are no longer live at version {version}")
+    paths = [r.entry.path for r in rewrites] + [m.entry.path for m in marks]
+    records = source.file_records(version, paths)
+    missing = [p for p in paths if p not in records]
+    moved = [
+        m.entry.path
+        for m in marks
+        if m.entry.path in records and _dv_id(records[m.entry.path], root) != m.replaces
+    ]
+    if missing or moved:
+        files = [*missing, *moved][:3]
+        raise WriteConflictError(f"{root}: files {files} are no longer live as planned at version {version}")
     now = int(time.time() * 1000)
-    cdf = _true(config, "delta.enableChangeDataFeed")
+    cdf = is_true(config, "delta.enableChangeDataFeed")
     written: list[str] = []  # data and change-data files, deleted when the commit fails
     replaced: dict[str, str] = {}
     tracking = RowTracking.of(source, version, config) if row_tracking else None
@@ -262,11 +219,28 @@ def commit_changes(
             bases[r.entry.path] = high + 1
             high += r.kept.num_rows
 
+    def remove(path: str) -> dict[str, Any]:
+        rec = records[path]
+        out: dict[str, Any] = {k: rec[k] for k in REMOVE_FIELDS if k in rec}
+        out.update({"deletionTimestamp": now, "dataChange": True, "extendedFileMetadata": True})
+        return {"remove": out}
+
+    def cdc(path: str, erased: pa.Table, compression: str, int96: bool) -> dict[str, Any]:
+        folder = relative_log_path(root, path).rsplit("/", 1)
+        cdc_dir = join_uri(root, "_change_data", *folder[:-1])
+        uri, size = _new_file(source, path, _cdc_rows(erased), compression, "cdc-00000", cdc_dir, int96=int96)
+        written.append(uri)
+        out = {
+            "path": relative_log_path(root, uri),
+            "partitionValues": records[path]["partitionValues"],
+            "size": size,
+            "dataChange": False,
+        }
+        return {"cdc": out}
+
     def file_actions(r: FileRewrite) -> list[dict[str, Any]]:
         rec = records[r.entry.path]
-        remove: dict[str, Any] = {k: rec[k] for k in REMOVE_FIELDS if k in rec}
-        remove.update({"deletionTimestamp": now, "dataChange": True, "extendedFileMetadata": True})
-        out: list[dict[str, Any]] = [{"remove": remove}]
+        out: list[dict[str, Any]] = [remove(r.entry.path)]
         if r.kept.num_rows:
             kept = tracking.kept_rows(source, snapshot, r, rec) if tracking else r.kept
             uri, size = _new_file(source, r.entry.path, kept, r.compression, "part-00000", int96=r.int96)
@@ -284,19 +258,32 @@ def commit_changes(
                 add.update({"baseRowId": bases[r.entry.path], "defaultRowCommitVersion": version + 1})
             out.append({"add": add})
         if cdf and r.erased.num_rows:
-            folder = relative_log_path(root, r.entry.path).rsplit("/", 1)
-            cdc_dir = join_uri(root, "_change_data", *folder[:-1])
-            uri, size = _new_file(
-                source, r.entry.path, _cdc_rows(r.erased), r.compression, "cdc-00000", cdc_dir, int96=r.int96
-            )
+            out.append(cdc(r.entry.path, r.erased, r.compression, r.int96))
+        return out
+
+    def mark_actions() -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        kept = [m for m in marks if not m.removes_file]
+        descriptors: list[DeletionVectorDescriptor] = []
+        if kept:
+            uri, descriptors = write_deletion_vectors(storage, root, kept)
             written.append(uri)
-            cdc = {
-                "path": relative_log_path(root, uri),
-                "partitionValues": rec["partitionValues"],
-                "size": size,
-                "dataChange": False,
+        for m in marks:
+            if m.removes_file:
+                out.append(remove(m.entry.path))
+        for m, dv in zip(kept, descriptors, strict=True):
+            rec = records[m.entry.path]
+            add: dict[str, Any] = {
+                k: rec[k]
+                for k in ("path", "partitionValues", "size", "baseRowId", "defaultRowCommitVersion")
+                if k in rec
             }
-            out.append({"cdc": cdc})
+            add.update({"modificationTime": now, "dataChange": True, "deletionVector": descriptor_json(dv)})
+            add["stats"] = m.stats
+            out += [remove(m.entry.path), {"add": add}]
+        for m in marks:
+            if cdf and m.erased is not None and m.erased.num_rows:
+                out.append(cdc(m.entry.path, m.erased, m.compression, m.int96))
         return out
 
     added_uris: list[str] = []
@@ -327,11 +314,12 @@ def commit_changes(
             out.append({"add": add})
         return out
 
-    removed_rows = sum(r.erased.num_rows for r in rewrites)
+    removed_rows = sum(r.erased.num_rows for r in rewrites) + sum(m.removed for m in marks)
     kept_rows = sum(r.kept.num_rows for r in rewrites)
     added_rows = 0 if what.added is None else what.added.num_rows
     try:
         actions = [a for per_file in each_file(file_actions, rewrites) for a in per_file]
+        actions += mark_actions()
         new = added_actions()
         actions += new
         if tracking and high != tracking.high_water:
@@ -345,7 +333,13 @@ def commit_changes(
             "operation": what.operation,
             "operationParameters": dict(what.parameters),
             "operationMetrics": {
-                "numRemovedFiles": str(len(rewrites)),
+                "numRemovedFiles": str(len(rewrites) + sum(1 for m in marks if m.removes_file)),
+                "numDeletionVectorsAdded": str(
+                    sum(1 for m in marks if m.replaces is None and not m.removes_file)
+                ),
+                "numDeletionVectorsUpdated": str(
+                    sum(1 for m in marks if m.replaces is not None and not m.removes_file)
+                ),
                 "numAddedFiles": str(sum(1 for r in rewrites if r.kept.num_rows) + len(new)),
                 "numDeletedRows": str(removed_rows),
                 "numCopiedRows": str(kept_rows),
@@ -358,7 +352,7 @@ def commit_changes(
             "txnId": str(uuid.uuid4()),
         }
         log_dir = join_uri(root, "_delta_log")
-        if _true(config, "delta.enableInCommitTimestamps"):
+        if is_true(config, "delta.enableInCommitTimestamps"):
             previous = _previous_ict(storage, log_dir, version)
             info = {"inCommitTimestamp": max(now, (previous or 0) + 1), **info}
         body = (

@@ -37,6 +37,7 @@ from lakehouse_index_delta.features import (
 )
 from lakehouse_index_delta.write import deltalake_ops as ops
 from lakehouse_index_delta.write import log_commit, new_files, purge
+from lakehouse_index_delta.write.marks import FileMark, plan_mark
 
 
 class DeltaWriter(TableWriter):
@@ -192,17 +193,29 @@ class DeltaTransaction(Transaction):
             lambda _: Commit(new_files.commit_files(self.dt, files), rows_written=rows),
         )
 
+    def _deletion_vectors_writable(self) -> bool:
+        """Whether the table takes new deletion vectors: the ``deletionVectors`` feature and
+        ``delta.enableDeletionVectors=true`` (as Delta's own writers decide)."""
+        protocol, config = self.dt.protocol(), dict(self.dt.metadata().configuration)
+        declared = declared_writer_features(protocol.min_writer_version, protocol.writer_features)
+        return "deletionVectors" in declared and log_commit.is_true(config, "delta.enableDeletionVectors")
+
     def write_mode(self, operation: WriteOperation) -> WriteMode:
-        """Copy-on-write: this writer rewrites the files holding the rows it removes."""
-        return WriteMode.COPY_ON_WRITE
+        """Merge-on-read (deletion vectors) when the table takes them, else copy-on-write."""
+        return WriteMode.MERGE_ON_READ if self._deletion_vectors_writable() else WriteMode.COPY_ON_WRITE
 
     def commit_row_changes(self, changes: RowChanges) -> RowChangeCommit:
         """This package's own commit (:func:`.log_commit.commit_changes`): the files holding
-        removed rows rewritten without them, the added rows in new files; after a lost race the
+        removed rows rewritten without them (copy-on-write) or given deletion vectors marking
+        them (merge-on-read, :mod:`.marks`), the added rows in new files; after a lost race the
         same changes commit on the newer version when the conflict rules let them."""
         w = self.writer
-        if changes.mode is not WriteMode.COPY_ON_WRITE:
-            raise RowChangesRefused(f"this writer does not write {changes.mode.value} changes")
+        mor = changes.mode is WriteMode.MERGE_ON_READ
+        if mor and not self._deletion_vectors_writable():
+            raise RowChangesRefused(
+                "the table takes no deletion vectors (it needs the deletionVectors feature and "
+                "delta.enableDeletionVectors=true)"
+            )
         protocol, config = self.dt.protocol(), dict(self.dt.metadata().configuration)
         adds = changes.added is not None and changes.added.num_rows > 0
         refused = refused_by_row_changes(
@@ -217,10 +230,14 @@ class DeltaTransaction(Transaction):
         tracking = "rowTracking" in declared_writer_features(
             protocol.min_writer_version, protocol.writer_features
         )
-        rewrites = each_file(
-            lambda item: plan_rewrite(w.source, self.snapshot, self.snapshot.files[item[0]], item[1]),
-            sorted(changes.removed.items()),
-        )
+        base, removed = self.snapshot, sorted(changes.removed.items())
+        cdf = log_commit.is_true(config, "delta.enableChangeDataFeed")
+        marks: list[FileMark] = []
+        rewrites: list[FileRewrite] = []
+        if mor:
+            marks = each_file(lambda i: plan_mark(w.source, base.files[i[0]], i[1], config, cdf=cdf), removed)
+        else:
+            rewrites = each_file(lambda i: plan_rewrite(w.source, base, base.files[i[0]], i[1]), removed)
         what = log_commit.LogCommit(
             _LOG_OPERATIONS[changes.operation], {"lakehouse-index": "indexed"}, changes.added
         )
@@ -236,6 +253,7 @@ class DeltaTransaction(Transaction):
                 what=what,
                 config=config,
                 row_tracking=tracking,
+                marks=marks,
             )
             out["last"] = (replaced, added)
             return done
@@ -257,7 +275,8 @@ class DeltaTransaction(Transaction):
         replaced, added = out["last"]
         by_old = {r.entry.path: r for r in rewrites}
         rewritten = {new: Rewritten(old, by_old[old].kept_positions) for old, new in replaced.items()}
-        return RowChangeCommit(done, rewritten, (), added)
+        marked = tuple(m.entry.path for m in marks if not m.removes_file)
+        return RowChangeCommit(done, rewritten, marked, added)
 
     def commit_erase(self, rewrites: Sequence[FileRewrite], subjects: int) -> tuple[Commit, dict[str, str]]:
         """The erase's own commit (:func:`.log_commit.commit_changes`): no predicate, no key recorded."""

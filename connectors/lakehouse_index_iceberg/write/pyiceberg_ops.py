@@ -12,7 +12,7 @@ sets the columns and commits delete + append in one transaction.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,11 +27,12 @@ from lakehouse_index.io.uri import canonical_uri
 from lakehouse_index.read.datafiles import ROW_COLUMN
 from lakehouse_index.read.scan import scan_files
 from lakehouse_index.sink.conflicts import Isolation, commit_rebasing
-from lakehouse_index.sink.contract import Commit, RowChangeCommit, RowChanges
+from lakehouse_index.sink.contract import Commit, RowChangeCommit, RowChanges, WriteMode
 from lakehouse_index.sink.read_set import ReadSet
 from lakehouse_index.sink.rewrite import FileRewrite, Rewritten, delete_quietly, plan_rewrite, write_parquet
 from lakehouse_index.source import Snapshot, TableSource
 from lakehouse_index_iceberg.write.erase_commit import data_file
+from lakehouse_index_iceberg.write.position_deletes import commit_position_deletes
 
 #: The lineage column ``scan_files(with_lineage=True)`` adds: the row's FileEntry path.
 FILE_PATH_COLUMN = "_file_path"
@@ -205,14 +206,7 @@ def _copy_on_write(
                     added_uris.append(canonical_uri(df.file_path, decoded=True))
                     fa.append_data_file(df)
         return {}, tuple(added_uris)
-    originals: dict[str, Any] = {}
-    for task in t.scan(snapshot_id=snap.version).plan_files():
-        key = canonical_uri(task.file.file_path, decoded=True)
-        if key in positions:
-            originals[key] = task.file
-    missing = set(positions) - set(originals)
-    if missing:
-        raise WriteConflictError(f"data files {sorted(missing)[:3]} are not live in snapshot {snap.version}")
+    originals = _originals(t, snap, positions)
     rewrites = each_file(
         lambda item: plan_rewrite(source, snap, snap.files[item[0]], item[1]), sorted(positions.items())
     )
@@ -245,6 +239,19 @@ def _copy_on_write(
         delete_quietly(storage, written)
         raise
     return lineage, tuple(added_uris)
+
+
+def _originals(t: Any, snap: Snapshot, paths: Collection[str]) -> dict[str, Any]:
+    """pyiceberg's ``DataFile`` of each of ``paths`` (live in ``snap``), by path."""
+    originals: dict[str, Any] = {}
+    for task in t.scan(snapshot_id=snap.version).plan_files():
+        key = canonical_uri(task.file.file_path, decoded=True)
+        if key in paths:
+            originals[key] = task.file
+    missing = set(paths) - set(originals)
+    if missing:
+        raise WriteConflictError(f"data files {sorted(missing)[:3]} are not live in snapshot {snap.version}")
+    return originals
 
 
 def _head_snapshot(t: Any, source: TableSource) -> tuple[Any, Snapshot | None]:
@@ -375,25 +382,59 @@ def upsert(
     return with_retries(tbl, source, reads, isolation(tbl, "upsert", uri), "upsert", op)
 
 
+#: The table properties choosing each operation's write mode (``copy-on-write``, the default,
+#: or ``merge-on-read``), as Iceberg's Spark writes read them; an overwrite deletes rows by a
+#: filter, so it follows the delete's.
+MODE_PROPERTIES = {
+    "overwrite": "write.delete.mode",
+    "delete": "write.delete.mode",
+    "update": "write.update.mode",
+    "upsert": "write.merge.mode",
+}
+
+
+def write_mode(tbl: Any, operation: str, uri: str) -> WriteMode:
+    """The write mode the table's properties set for ``operation`` (copy-on-write when unset);
+    WriteRefusedError for a value Iceberg does not define."""
+    prop = MODE_PROPERTIES.get(operation)
+    raw = None if prop is None else tbl.properties.get(prop)
+    if raw is None:
+        return WriteMode.COPY_ON_WRITE
+    try:
+        return WriteMode(str(raw).lower())
+    except ValueError:
+        raise WriteRefusedError(
+            f"{uri}: {prop}={raw!r} is not one of copy-on-write, merge-on-read; nothing was written"
+        ) from None
+
+
 def row_changes(
     tbl: Any, changes: RowChanges, source: TableSource, storage: Storage, uri: str
 ) -> RowChangeCommit:
-    """Commit ``changes`` (rows found by the caller, copy-on-write): the files holding removed rows
-    rewritten without them and the added rows appended, in one overwrite snapshot; after a lost
-    race, again on the reloaded table when the conflict rules let the same changes through."""
-    out: list[tuple[dict[str, Rewritten], tuple[str, ...]]] = []
+    """Commit ``changes`` (rows found by the caller) in one snapshot: copy-on-write, the files
+    holding removed rows rewritten without them (an overwrite); merge-on-read, a position-delete
+    file per such file (:mod:`.position_deletes`); the added rows appended. After a lost race,
+    again on the reloaded table when the conflict rules let the same changes through."""
+    out: list[tuple[dict[str, Rewritten], tuple[str, ...], tuple[str, ...]]] = []
     removed = sum(len(p) for p in changes.removed.values())
+    mor = changes.mode is WriteMode.MERGE_ON_READ
 
     def op(t: Any) -> Commit:
         before, snap = _head_snapshot(t, source)
         if snap is None:
             raise WriteConflictError(f"{uri} has no snapshot: the rows to change are gone")
         added = None if changes.added is None else _in_table_schema(t, changes.added)
-        out.append(_copy_on_write(t, source, storage, snap, changes.removed, added))
         written = 0 if added is None else added.num_rows
+        if mor:
+            originals = _originals(t, snap, changes.removed)
+            version, files = commit_position_deletes(t, source, storage, originals, changes.removed, added)
+            out.append(({}, tuple(sorted(changes.removed)), files))
+            return Commit(version, rows_written=written, rows_deleted=removed)
+        lineage, files = _copy_on_write(t, source, storage, snap, changes.removed, added)
+        out.append((lineage, (), files))
         return Commit(version_after(t, before), rows_written=written, rows_deleted=removed)
 
     name = changes.operation.value
     done = with_retries(tbl, source, changes.reads, isolation(tbl, name, uri), name, op)
-    lineage, added_files = out[-1]
-    return RowChangeCommit(done, lineage, (), added_files)
+    lineage, marked, added_files = out[-1]
+    return RowChangeCommit(done, lineage, marked, added_files)

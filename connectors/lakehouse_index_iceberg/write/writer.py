@@ -98,14 +98,20 @@ class IcebergTransaction(Transaction):
         return new_files.append_data_files(self.tbl, files, self.writer.source)
 
     def write_mode(self, operation: WriteOperation) -> WriteMode:
-        """Copy-on-write: this writer rewrites the files holding the rows it removes."""
-        return WriteMode.COPY_ON_WRITE
+        """The table's ``write.delete.mode`` / ``write.update.mode`` / ``write.merge.mode``
+        (copy-on-write when unset)."""
+        return ops.write_mode(self.tbl, operation.value, self.writer.uri)
 
     def commit_row_changes(self, changes: RowChanges) -> RowChangeCommit:
-        """The files holding removed rows rewritten without them, the added rows appended, in one
-        overwrite snapshot (:func:`.pyiceberg_ops.row_changes`)."""
-        if changes.mode is not WriteMode.COPY_ON_WRITE:
-            raise RowChangesRefused(f"this writer does not write {changes.mode.value} changes")
+        """The files holding removed rows rewritten without them (copy-on-write) or given
+        position-delete files (merge-on-read; format v2 only: v3 tables take deletion vectors,
+        which this writer does not write), the added rows appended, in one snapshot
+        (:func:`.pyiceberg_ops.row_changes`)."""
+        if changes.mode is WriteMode.MERGE_ON_READ and self.tbl.format_version != 2:
+            raise RowChangesRefused(
+                f"merge-on-read of format-version {self.tbl.format_version} tables is not written here "
+                "(v3 takes deletion vectors)"
+            )
         w = self.writer
         return ops.row_changes(self.tbl, changes, w.source, w.storage, w.uri)
 
