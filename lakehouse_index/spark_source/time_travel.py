@@ -109,16 +109,24 @@ def _iceberg(table: Table, options: SourceOptions) -> int:
     return table.resolve_version()
 
 
+def _generic(table: Table, options: SourceOptions) -> int:
+    """``versionAsOf`` / ``timestampAsOf`` as ``Table.resolve_version`` takes them (formats without a
+    Spark source of their own to follow)."""
+    return table.resolve_version(options.version_as_of, options.timestamp_as_of)
+
+
+#: The time-travel dialect of each format's own Spark source, by format name (a format not listed
+#: reads ``versionAsOf`` / ``timestampAsOf`` as ``Table.resolve_version`` does).
+DIALECTS: dict[str, Callable[[Table, SourceOptions], int]] = {"iceberg": _iceberg, "delta": _delta}
+
+
 def pinned_version(table: Table, options: SourceOptions) -> int:
     """The version a read of ``table`` with ``options`` reads, as the table format's own source picks it."""
     fmt = table.source.format_name
-    if fmt == "iceberg":
-        return _iceberg(table, options)
-    if options.iceberg_time_travel:
+    dialect = DIALECTS.get(fmt, _generic)
+    if options.iceberg_time_travel and dialect is not _iceberg:
         raise QueryError(
             f"option(s) {', '.join(options.iceberg_time_travel)} are Apache Iceberg's time travel, and "
             f"{options.path} is a {fmt} table: use versionAsOf or timestampAsOf"
         )
-    if fmt == "delta":
-        return _delta(table, options)
-    return table.resolve_version(options.version_as_of, options.timestamp_as_of)
+    return dialect(table, options)
