@@ -142,10 +142,10 @@ class LakehouseIndexReader(DataSourceReader):
         return [InputPartition(part) for part in read.parts]
 
     @profiled("read")
-    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+    def read(self, partition: InputPartition | None) -> Iterator[pa.RecordBatch]:
         """The partition's rows; no table open, no log read, no planning (the partition carries its file)."""
-        part: Part | None = partition.value
-        if part is None:  # Spark reads one empty partition when the plan keeps none
+        if partition is None:  # Spark reads once, with no partition, when the plan keeps none
             return
+        part: Part = partition.value
         rows = read_part(self.shape, self.predicate, self.columns, part)
         yield from rows.cast(self.arrow_schema).to_batches()

@@ -286,7 +286,7 @@ def test_iceberg_versions_equal_spark_with_the_iceberg_runtime(spark: Any, tmp_p
     assert {r.mode for r in results} == {"merge-on-read"}
     location = fmt.metadata_location()
     for v in [start, *(r.table_version for r in results)]:
-        want = _spark_rows(spark.read.format("iceberg").option("snapshot-id", v).load(location))
+        want = _spark_rows(spark.read.format("iceberg").option("versionAsOf", v).load(location))
         assert _multiset(fmt.read(v)) == _multiset(want), v
         _check_index(fmt.t, v, want)
     final = fmt.read(results[-1].table_version)
