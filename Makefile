@@ -42,11 +42,15 @@ TEST_WORKERS ?= 2
 test: setup
 	$(BIN)/python -m pytest -q -n $(TEST_WORKERS)
 
-# pyspark 4.x in its own venv, with the jars of its line: every Spark test again, the
-# lakehouse_index data source's (pyspark >= 4.1) among them.
+# pyspark 4.x in its own venv, with the jars of its line: the Spark tests of the code that differs
+# between Spark lines (the lakehouse_index data source, pyspark >= 4.1; Spark reads and jobs; the
+# session with delta-spark and the Iceberg runtime; S3A). `make test-spark4 SPARK4_TESTS=tests`
+# runs every Spark test on 4.x.
 VENV4 ?= .venv-spark4
 BIN4 := $(VENV4)/bin
-SPARK4_TESTS ?= spark
+SPARK4_TESTS ?= tests/spark_source tests/core/test_spark_read.py tests/workflows/test_spark_append.py \
+	tests/connectors/iceberg/test_iceberg_spark_tables.py tests/io/test_spark_s3a.py \
+	tests/workflows/test_merge_on_read_writes.py tests/kinds/test_covering_buckets.py tests/docs/test_docs.py
 
 $(VENV4)/.installed: pyproject.toml constraints-spark4.txt
 	rm -rf $(VENV4)
@@ -56,7 +60,7 @@ $(VENV4)/.installed: pyproject.toml constraints-spark4.txt
 	touch $@
 
 test-spark4: $(VENV4)/.installed $(NODE_TOOLS)/node_modules/.installed $(JVM_TOOLS)/jars/spark-$(SPARK4_LINE)/.fetched
-	$(BIN4)/python -m pytest -q -n $(TEST_WORKERS) -m '$(SPARK4_TESTS)'
+	$(BIN4)/python -m pytest -q -n $(TEST_WORKERS) -m spark $(SPARK4_TESTS)
 
 lint: setup
 	$(BIN)/ruff check lakehouse_index connectors tests integration

@@ -192,8 +192,11 @@ def worker(role: str, fmt: str, env: dict[str, str], barrier: Any, stop: Any, re
         results.put((role, "error", traceback.format_exc()))
 
 
-def run_write_race(tmp_path: Path, fmt: str, seconds: float) -> WriteRaceReport:
-    """Race for ``seconds`` on a new table of format ``fmt`` and check the oracle (module doc)."""
+def run_write_race(
+    tmp_path: Path, fmt: str, seconds: float, most_versions: int | None = None
+) -> WriteRaceReport:
+    """Race for ``seconds`` on a new table of format ``fmt`` and check the oracle (module doc) at every
+    version, or at ``most_versions`` of them."""
     w = watched_table(tmp_path, fmt, [_record(i, i, 0) for i in range(6)])
     env = dict(w.env, TABLE=str(tmp_path / "t"))
     ctx = mp.get_context("spawn")
@@ -227,7 +230,7 @@ def run_write_race(tmp_path: Path, fmt: str, seconds: float) -> WriteRaceReport:
     assert code == 0, stderr
     api, native = outcomes["api"][1], outcomes["native"][1]
     checking = time.monotonic()
-    versions = check_oracle(w, api["done"], native["committed"])
+    versions = check_oracle(w, api["done"], native["committed"], most_versions)
     print(f"{fmt}: oracle of {versions} versions in {time.monotonic() - checking:.0f} s")
     ops = Counter(op for op, _, _ in api["done"])
     return WriteRaceReport(
@@ -266,8 +269,22 @@ def reader(w: Watched) -> Any:
     return w.read
 
 
-def check_oracle(w: Watched, done: list[tuple[str, int, dict[int, int | None]]], appended: list[int]) -> int:
-    """No write lost, and every version's answers equal the format library's read; versions checked."""
+def spread(versions: list[int], most: int | None) -> list[int]:
+    """``versions`` if ``most`` is None, else at most ``most`` of them evenly spread, first and last kept."""
+    if most is None or len(versions) <= most:
+        return versions
+    step = (len(versions) - 1) / (most - 1)
+    return sorted({versions[round(i * step)] for i in range(most)})
+
+
+def check_oracle(
+    w: Watched,
+    done: list[tuple[str, int, dict[int, int | None]]],
+    appended: list[int],
+    most_versions: int | None = None,
+) -> int:
+    """No write lost (every API write checked at its version), and the index's answers equal the format
+    library's read at every version (or at ``most_versions`` of them, evenly spread); versions checked."""
     read = reader(w)
     want: dict[int, int | None] = {i: 0 for i in range(6)}
     for op, version, effect in done:
@@ -281,6 +298,7 @@ def check_oracle(w: Watched, done: list[tuple[str, int, dict[int, int | None]]],
     assert final == {i: [v] for i, v in want.items() if v is not None}, "a write was lost or doubled"
     w.t.sync_indexes()
     cols = SCHEMA.names
+    versions = spread(versions, most_versions)
     for v in versions:
         oracle = read(v).select(cols)
         got = w.t.lookup(INDEX, KEYS, version_as_of=v)
