@@ -84,14 +84,13 @@ def commit_position_deletes(
     race raises pyiceberg's ``CommitFailedException`` after its files are deleted."""
     from pyiceberg.io.pyarrow import _dataframe_to_data_files
     from pyiceberg.manifest import ManifestEntry, ManifestEntryStatus, write_manifest, write_manifest_list
-    from pyiceberg.table import TableProperties, snapshots, update
-    from pyiceberg.table.refs import SnapshotRefType
+    from pyiceberg.table import TableProperties, snapshots
 
     from lakehouse_index_iceberg.write.delete_manifests import DeleteManifestWriter
+    from lakehouse_index_iceberg.write.snapshot_commit import commit_on_main
 
     # pyiceberg's metadata classes are pydantic models with aliased fields, which mypy reads badly.
     sn: Any = snapshots
-    up: Any = update
     meta, io, head = t.metadata, t.io, t.current_snapshot()
     snapshot_id, commit = meta.new_snapshot_id(), uuid.uuid4()
     compression = meta.properties.get(
@@ -147,19 +146,7 @@ def commit_position_deletes(
             summary=summary,
             schema_id=meta.current_schema_id,
         )
-        t.catalog.commit_table(
-            t,
-            (up.AssertRefSnapshotId(snapshot_id=head.snapshot_id, ref="main"),),
-            (
-                up.AddSnapshotUpdate(snapshot=snapshot),
-                up.SetSnapshotRefUpdate(
-                    snapshot_id=snapshot_id,
-                    parent_snapshot_id=head.snapshot_id,
-                    ref_name="main",
-                    type=SnapshotRefType.BRANCH,
-                ),
-            ),
-        )
+        commit_on_main(t, head.snapshot_id, snapshot)
     except BaseException:
         delete_quietly(storage, written)
         raise

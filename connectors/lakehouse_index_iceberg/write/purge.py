@@ -116,14 +116,13 @@ def _is_replace_of(snapshot: Any, keep: int) -> bool:
 def _commit_replace(tbl: Any, keep: int, snapshot_id: int) -> None:
     """Step 1: the ``replace`` snapshot listing the kept snapshot's live entries as EXISTING."""
     from pyiceberg.manifest import ManifestContent, ManifestWriterV2, write_manifest_list
-    from pyiceberg.table import TableProperties, snapshots, update
-    from pyiceberg.table.refs import SnapshotRefType
+    from pyiceberg.table import TableProperties, snapshots
 
     from lakehouse_index_iceberg.write.delete_manifests import DeleteManifestWriter
+    from lakehouse_index_iceberg.write.snapshot_commit import commit_on_main
 
     # pyiceberg's metadata classes are pydantic models with aliased fields, which mypy reads badly.
     sn: Any = snapshots
-    up: Any = update
 
     meta, io = tbl.metadata, tbl.io
     head = tbl.current_snapshot()
@@ -162,19 +161,7 @@ def _commit_replace(tbl: Any, keep: int, snapshot_id: int) -> None:
         summary=sn.Summary(sn.Operation.REPLACE, **totals, **{PURGE_OF: str(keep)}),
         schema_id=head.schema_id,
     )
-    tbl.catalog.commit_table(
-        tbl,
-        (up.AssertRefSnapshotId(snapshot_id=head.snapshot_id, ref="main"),),
-        (
-            up.AddSnapshotUpdate(snapshot=snapshot),
-            up.SetSnapshotRefUpdate(
-                snapshot_id=snapshot_id,
-                parent_snapshot_id=head.snapshot_id,
-                ref_name="main",
-                type=SnapshotRefType.BRANCH,
-            ),
-        ),
-    )
+    commit_on_main(tbl, head.snapshot_id, snapshot)
 
 
 def _expire(tbl: Any) -> Any:
