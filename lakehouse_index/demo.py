@@ -208,9 +208,8 @@ def run_demo(
         # deltalake's own engine (DataFusion), not a pyarrow dataset over deltalake's Python
         # filesystem: that scan's last file handles are released on an Arrow thread, which aborts
         # the process at interpreter exit ("terminate called without an active exception").
-        listed = ", ".join("'" + k.replace("'", "''") + "'" for k in keys)
-        sql = f'SELECT * FROM t WHERE "{KEY}" IN ({listed})'
-        oracle = QueryBuilder().register("t", oracle_table).execute(sql).read_all()
+        engine = QueryBuilder().register("t", oracle_table)
+        oracle = engine.execute(f"SELECT * FROM t WHERE {where}").read_all()  # the scans' predicate
         _check_answers(answers, oracle, version)
         console.print(
             f"[green]✓[/] every answer equals deltalake's own read of version {version} "

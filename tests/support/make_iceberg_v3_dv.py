@@ -68,9 +68,9 @@ def _history(spark: Any) -> list[int]:
 def _expected(spark: Any, snapshots: list[int]) -> dict[str, Any]:
     out = []
     for sid in snapshots:
-        df = spark.read.format("iceberg").option("versionAsOf", sid).load("local.db.t")
+        df = spark.read.format("iceberg").option("snapshot-id", sid).load("local.db.t")
         rows = sorted([r["id"], r["k"], r["v"]] for r in df.collect())
-        files = spark.read.format("iceberg").option("versionAsOf", sid).load("local.db.t.files")
+        files = spark.read.format("iceberg").option("snapshot-id", sid).load("local.db.t.files")
         data = sorted(r["file_path"] for r in files.where("content = 0").select("file_path").collect())
         dvs = files.where("content = 1").count()
         out.append({"snapshot": sid, "rows": rows, "dataFiles": data, "deleteFiles": dvs})
