@@ -45,12 +45,22 @@ class ExecutorConfig:
     """Where index data is computed, and the layout of the files written."""
 
     #: Builds and refreshes whose rows (net of deleted rows) number at most this run in this
-    #: process with pyarrow; larger ones on Spark.
-    local_max_rows: int = 1_000_000
+    #: process with pyarrow; larger ones on Spark. None (the default): sized by the machine
+    #: (``executors.sizing``): in process while the entries fit in ``local_memory_share`` of
+    #: the memory available, with a cluster configured up to ``cluster_local_max_rows``.
+    local_max_rows: int | None = None
     #: Optimizes (compactions of index entries: no data file is decoded) of at most this many
-    #: entries run in this process; larger ones on Spark. An entry is a key and a row address,
-    #: far cheaper to merge than a data row is to extract, hence the higher bound.
-    local_max_entries: int = 10_000_000
+    #: entries run in this process; larger ones on Spark. None: sized like ``local_max_rows``.
+    local_max_entries: int | None = None
+    #: Share of the memory available to this process (cgroup limit, else ``MemAvailable``) that
+    #: in-process work may take when no explicit bound is set.
+    local_memory_share: float = 0.5
+    #: With a cluster configured (a Spark session or ``$LAKEHOUSE_INDEX_SPARK_MASTER`` whose
+    #: master is not ``local``), builds and refreshes of more rows than this go to it.
+    cluster_local_max_rows: int = 1_000_000
+    #: With a cluster configured, optimizes of more index entries than this go to it (an entry
+    #: is a key and a row address, far cheaper to merge than a data row is to extract).
+    cluster_local_max_entries: int = 10_000_000
     #: Rows assumed per byte of a data file whose row count the table's log does not record.
     bytes_per_row_estimate: int = 64
     #: Rows per row group of secondary and covering index files (a point lookup decodes one).
@@ -81,11 +91,6 @@ class ExecutorConfig:
             rows = f.num_records if f.num_records is not None else f.size // self.bytes_per_row_estimate
             total += max(0, rows - f.deleted_count)
         return total
-
-    def runs_locally(self, rows: int, *, compaction: bool = False) -> bool:
-        """Whether work of ``rows`` rows (index entries when ``compaction``) runs in this process
-        (else on Spark)."""
-        return rows <= (self.local_max_entries if compaction else self.local_max_rows)
 
 
 @dataclass(frozen=True)

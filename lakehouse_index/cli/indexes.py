@@ -125,12 +125,14 @@ class Maintenance(OptionGroup):
     def runs_locally(self, t: li.Table, rows: int | None, *, compaction: bool = False) -> bool:
         """Whether work of ``rows`` rows (None: the latest version's; index entries when
         ``compaction``) runs in this process (no JVM)."""
+        from lakehouse_index.executors.sizing import cluster_configured, runs_locally
+
         policy = t.config.executor
         if rows is None:
             rows = policy.estimate_rows(t.snapshot().files.values())
         if self.local_max_rows is not None:
             return rows <= self.local_max_rows
-        return policy.runs_locally(rows, compaction=compaction)
+        return runs_locally(policy, rows, cluster=cluster_configured(), compaction=compaction)
 
     def run(
         self, description: str, in_process: bool, work: Callable[[SparkSession | None], li.IndexInfo]

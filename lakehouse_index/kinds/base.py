@@ -146,10 +146,12 @@ class BuildContext:
     #: A fresh directory owned by the operation (``ctx.data_uri`` of the lifecycle).
     data_dir: str
     config: ExecutorConfig
-    #: The executor for work of about this many rows (in process when small, else Spark).
-    executor_for: Callable[[int], Executor]
-    #: The executor for an optimize merging about this many index entries (no data file read).
-    compactor_for: Callable[[int], Executor]
+    #: The executor for work of about this many rows of entries of this schema (in process
+    #: while they fit in memory, else Spark: ``executors.sizing``).
+    executor_for: Callable[[int, pa.Schema], Executor]
+    #: The executor for an optimize merging about this many index entries of this schema (no
+    #: data file read).
+    compactor_for: Callable[[int, pa.Schema], Executor]
     #: The in-process executor (entries already in memory are written with it).
     local: Executor
 

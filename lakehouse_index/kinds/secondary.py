@@ -54,7 +54,7 @@ class SecondaryKind(IndexKind):
         out: tuple[IndexFile, ...] = ()
         parts = [] if work.rows is None or work.rows.num_rows == 0 else [work.rows.cast(schema)]
         if work.jobs:
-            ex = ctx.executor_for(n)
+            ex = ctx.executor_for(n, schema)
             entries = ex.entries(ctx.source, snapshot, spec.columns, work.jobs)
             if ex.in_memory:  # written in one go with the row entries
                 parts.append(entries.cast(schema))
@@ -95,7 +95,7 @@ class SecondaryKind(IndexKind):
         if mode == "quick":
             deltas = [f for f in stable.content.files if f.level is Level.DELTA]
             n = sum(f.rows for f in deltas)
-            ex = ctx.compactor_for(n)
+            ex = ctx.compactor_for(n, schema)
             merged = ex.write(
                 ex.read_index(ctx.storage, ctx.index_dir, deltas), ctx.target(layout, schema, Level.DELTA), n
             )
@@ -105,7 +105,7 @@ class SecondaryKind(IndexKind):
         live_ids = [f.id for f in state.files]
         if not stable.content.files or not live_ids:
             return state, Content((), src.ordinal)
-        ex = ctx.compactor_for(stable.content.rows)
+        ex = ctx.compactor_for(stable.content.rows, schema)
         entries = ex.read_index(ctx.storage, ctx.index_dir, stable.content.files)
         live = ex.compact(entries, MoveMap.of(src.files, src.ordinal), live_ids)
         files = ex.write(live, ctx.target(layout, schema, Level.BASE), stable.content.rows)

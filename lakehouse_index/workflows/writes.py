@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from lakehouse_index.context import IndexContext
 from lakehouse_index.errors import IndexMaintenanceError, WriteRefusedError
+from lakehouse_index.executors.sizing import entry_bytes, runs_locally
 from lakehouse_index.expressions import Predicate
 from lakehouse_index.faults import crash_point
 from lakehouse_index.sink.contract import (
@@ -158,7 +159,8 @@ def _through_index(
 def append(ctx: IndexContext, data: Any) -> WriteResult:
     """Append ``data`` (pyarrow, pandas or Spark); see :meth:`lakehouse_index.Table.append`.
 
-    A Spark DataFrame of more than ``local_max_rows`` rows is written by Spark, with the
+    A Spark DataFrame of more than ``cluster_local_max_rows`` rows (``local_max_rows`` when
+    set) is written by Spark, with the
     index entries computed in the same job (:mod:`.spark_append`). Other data goes through
     the format library, then each index refreshes; with
     ``ExecutorConfig.write_time_entries_in_process``, when an index takes entries computed
@@ -168,7 +170,14 @@ def append(ctx: IndexContext, data: Any) -> WriteResult:
     start = time.perf_counter()
     tx = begin(ctx, WriteOperation.APPEND)
     config = ctx.config.executor
-    if inputs.is_spark_frame(data) and not config.runs_locally(inputs.spark_rows_estimate(data, config)):
+    # Rows already in Spark stay there unless they are few: bringing them to this process
+    # costs a transfer a Spark write does not, so they are sized as work beside a cluster.
+    if inputs.is_spark_frame(data) and not runs_locally(
+        config,
+        inputs.spark_rows_estimate(data, config),
+        row_bytes=entry_bytes(tx.snapshot.schema),
+        cluster=True,
+    ):
         from lakehouse_index.workflows import spark_append
 
         distributed = spark_append.append(ctx, tx, data, start)
