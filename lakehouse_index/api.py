@@ -521,6 +521,7 @@ class Table:
         force: bool = False,
         column: str | None = None,
         progress: Callable[[str], None] | None = None,
+        deep_verify: bool = False,
     ) -> EraseResult:
         """Erase every row whose ``index`` key is one of ``keys`` (data subjects), on Delta or Iceberg.
 
@@ -533,8 +534,13 @@ class Table:
         4. with ``purge``: removes every older table version and every index file and log
            entry that may still hold the subjects (refused when the table's retention
            settings forbid it, unless ``force``);
-        5. with ``purge``: decodes every file under the table and the index root and fails
-           with :class:`~lakehouse_index.errors.ErasureVerificationError` on any trace;
+        5. with ``purge``: verifies that no trace is left, and fails with
+           :class:`~lakehouse_index.errors.ErasureVerificationError` on any: by default it
+           decodes every file under the table and the index root that is not a live data or
+           index file (logs, metadata, deletion vectors, leftovers) and checks the key columns
+           of the data files the erase wrote, of live data files with row-level deletes and of
+           the index files whose statistics may hold a subject (the index has proved that no
+           other live row holds one); ``deep_verify`` decodes every file whole instead;
         6. writes an audit record (subjects as salted hashes) unless ``retain_audit=False``.
 
         ``dry_run`` only reports what would change. ``column``, when given, must be the
@@ -550,6 +556,7 @@ class Table:
             force=force,
             column=column,
             progress=progress,
+            deep_verify=deep_verify,
         )
 
     def erasures(self) -> list[AuditRecord]:

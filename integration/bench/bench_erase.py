@@ -1,4 +1,4 @@
-"""Benchmark W5 (issue 14): erase 100 subjects end to end with purge, next to the naive path.
+"""Benchmark W5 (issues 14, 32): erase 100 subjects end to end with purge, next to the naive path.
 
 Data: the Delta benchmark table (:mod:`integration.bench.datagen`, ``full``: 5M rows in 100
 files, ids dealt over every file), with ``SecondaryIndex("by_email", key="email")``. The
@@ -6,20 +6,21 @@ subjects are 100 emails drawn with a fixed seed; their rows sit in many files.
 
 * **lakehouse-index**: ``t.erase("by_email", subjects, purge=True)``: locate through the
   index, one targeted commit (removes + rewrites of exactly the files holding subjects),
-  incremental refresh (lineage remap), purge of the history and of the index, decoded
-  verification of every remaining file, audit record. Timed end to end; the verification
-  (a decode of every file, the cost of the proof) is also reported on its own.
+  incremental refresh (lineage remap), purge of the history and of the index, the default
+  (scoped) verification, audit record. Timed end to end; the verification is also reported on
+  its own, next to the deep one (every file under the table and the index root decoded whole),
+  timed afterwards on the same files.
 * **naive**: deltalake's DELETE by predicate (``email IN (...)``; it scans the table), then
-  VACUUM with zero retention and a checkpoint plus log cleanup, then a full index rebuild,
-  timed both as the library sizes it (Spark above ``local_max_rows``) and in this process;
-  the naive time counts the faster rebuild.
+  VACUUM with zero retention and a checkpoint plus log cleanup, then a full index rebuild (as
+  the library sizes it: in process while it fits in memory).
 
 Both run in the same process on work copies of the same table; the index exists before
 either starts. Reported: time, files and bytes rewritten, index work, and whether every
-other row is unchanged (multiset of ids against the table before). Goal: ≥10x faster than
-the naive path; bytes rewritten no more than the files that held the subjects.
+other row is unchanged (multiset of ids against the table before). Goal (issue 32): ≥3x faster
+than the naive path at ``full`` (5M rows), and at ``large`` (50M rows) within 1.5x of the
+``full`` time; bytes rewritten no more than the files that held the subjects.
 
-Run: ``python -m integration.bench.bench_erase --scale small|full``.
+Run: ``python -m integration.bench.bench_erase --scale small|full|large``.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import pyarrow.compute as pc
 
 from integration.bench import datagen
 from integration.bench.common import bench_main, fmt_ms, fmt_ratio, load_average, ratio, timed, verdict
+from lakehouse_index.workflows.erasure.verify.residue import find_residue
 
 SCRIPT = "integration/bench/bench_erase.py"
 INDEX = "by_email"
@@ -43,7 +45,12 @@ SCALES = {
     "tiny": (datagen.TableParams(20_000, 8), 10),
     "small": (datagen.TableParams(500_000, 20), 100),
     "full": (datagen.TableParams(5_000_000, 100), 100),
+    "large": (datagen.TableParams(50_000_000, 1000), 100),
 }
+#: The goal against the naive path (issue 32; issue 14 asked for 10x).
+GOAL = 3.0
+#: `run_all --large` runs the 50M-row scale.
+HAS_LARGE = True
 
 
 @dataclass
@@ -72,6 +79,8 @@ class EraseBench:
     ours: PathResult = field(default_factory=PathResult)
     naive: PathResult = field(default_factory=PathResult)
     load: float = 0.0
+    deep_verify_seconds: float = float("nan")
+    verification: dict[str, Any] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
 
 
@@ -121,6 +130,12 @@ def run(scale: str, *, log: Any = print) -> EraseBench:
         res.ours.bytes_rewritten = result.bytes_rewritten
         res.ours.steps = dict(result.timings)
         res.ours.index_work = "incremental refresh (lineage remap) + purge of index history"
+        res.verification = {k: v for k, v in (result.verification or {}).items() if k != "hits"}
+        log("deep verification of the same files")
+        index_root = li.open_table(str(ours_path)).context.index_root
+        res.deep_verify_seconds, deep = timed(lambda: find_residue([str(ours_path), index_root], subjects))
+        if not deep.ok:
+            res.problems.append("the deep verification found a trace the erase's did not")
 
         log("naive: deltalake DELETE, VACUUM, log cleanup, full index rebuild")
 
@@ -139,26 +154,14 @@ def run(scale: str, *, log: Any = print) -> EraseBench:
 
             steps["vacuum + checkpoint + log cleanup"], _ = timed(cleanup)
             rebuilt = li.open_table(str(naive_path))
-            # The rebuild as the library sizes it (Spark above local_max_rows), and in this
-            # process: the naive path is credited with the faster of the two.
             steps["index rebuild"], _ = timed(lambda: rebuilt.refresh_index(INDEX, "full"))
-            same = li.SecondaryIndex(INDEX + "_in_process", key="email")  # a second full build
-            steps["index rebuild in process"], _ = timed(
-                lambda: rebuilt.create_index(same, local_max_rows=10**12)
-            )
 
         naive()
         kept = [datagen.email_of(int(i)) for i in np.setdiff1d(np.arange(20), chosen)]
-        for name in (INDEX, INDEX + "_in_process"):  # both rebuilds index the table left
-            found = li.open_table(str(naive_path)).locate(name, kept)
-            if sorted(found["email"].to_pylist()) != sorted(kept):
-                res.problems.append(f"naive: the rebuilt index {name!r} does not locate the rows left")
-        steps = res.naive.steps
-        res.naive.seconds = (
-            steps["delete"]
-            + steps["vacuum + checkpoint + log cleanup"]
-            + min(steps["index rebuild"], steps["index rebuild in process"])
-        )
+        found = li.open_table(str(naive_path)).locate(INDEX, kept)
+        if sorted(found["email"].to_pylist()) != sorted(kept):
+            res.problems.append("naive: the rebuilt index does not locate the rows left")
+        res.naive.seconds = sum(res.naive.steps.values())
         dt_files, dt_bytes = _removed_by_last_commit_delete(naive_path)
         res.naive.files_rewritten, res.naive.bytes_rewritten = dt_files, dt_bytes
         res.naive.index_work = "full rebuild"
@@ -189,7 +192,7 @@ def render(res: EraseBench) -> str:
     """The docs/BENCHMARKS.md section."""
     speedup = ratio(res.naive.seconds, res.ours.seconds)
     verify_s = res.ours.steps.get("verify", float("nan"))
-    same_work = ratio(res.naive.seconds, res.ours.seconds - verify_s)
+    v = res.verification
     lines = [
         f"Scale **{res.scale}**: {res.rows:,} rows in {res.files} files; {res.subjects} subjects "
         f"(one row each, held by {res.holding_files} files, {res.holding_bytes / 1e6:.1f} MB). "
@@ -205,14 +208,16 @@ def render(res: EraseBench) -> str:
         f"{res.naive.subjects_left} |",
         "",
         "Steps of the erase: " + ", ".join(f"{k} {fmt_ms(v)}" for k, v in res.ours.steps.items()) + ".",
-        "Steps of the naive path: "
-        + ", ".join(f"{k} {fmt_ms(v)}" for k, v in res.naive.steps.items())
-        + " (its time counts the faster of the two rebuilds).",
+        "Steps of the naive path: " + ", ".join(f"{k} {fmt_ms(v)}" for k, v in res.naive.steps.items()) + ".",
         "",
-        f"Speed-up over the naive path, end to end: **{fmt_ratio(speedup)}** (goal ≥ 10x: "
-        f"{verdict(speedup, 10.0, higher_is_better=True)}). The erase's verification (a decode of every "
-        f"remaining file, which the naive path does not do) took {fmt_ms(verify_s)}; without it, for the "
-        f"same work, the speed-up is {fmt_ratio(same_work)}. Bytes rewritten vs the files holding subjects: "
+        f"Speed-up over the naive path, end to end: **{fmt_ratio(speedup)}** (goal ≥ {GOAL:g}x: "
+        f"{verdict(speedup, GOAL, higher_is_better=True)}). The erase's verification (scoped, which the "
+        f"naive path does not do) took {fmt_ms(verify_s)}: {v.get('filesChecked', 0)} files decoded (logs, "
+        f"metadata, anything not live), the key columns of {v.get('dataFilesKeyChecked', 0)} data files (the "
+        f"erase's rewrites and files with deletes) and {v.get('indexFilesKeyChecked', 0)} index files, "
+        f"{v.get('filesSkipped', 0)} live files not decoded. The deep verification of the same files "
+        f"(`deep_verify=True`: every file decoded whole) took {fmt_ms(res.deep_verify_seconds)}. "
+        f"Bytes rewritten vs the files holding subjects: "
         f"{res.ours.bytes_rewritten / 1e6:.1f} MB vs {res.holding_bytes / 1e6:.1f} MB (goal: no more).",
     ]
     if res.problems:
@@ -230,7 +235,7 @@ def main(argv: list[str] | None = None) -> EraseBench:
         scales=list(SCALES),
         run=run,
         render=render,
-        section=("erase", "GDPR erase, W5 (issue 14)", SCRIPT),
+        section=("erase", "GDPR erase, W5 (issues 14, 32)", SCRIPT),
         results=asdict,
     )
 

@@ -46,6 +46,12 @@ def erase(
         bool, typer.Option("--dry-run", help="report what would change; change nothing")
     ] = False,
     force: Annotated[bool, typer.Option(help="purge even where retention settings forbid it")] = False,
+    deep_verify: Annotated[
+        bool,
+        typer.Option(
+            "--deep-verify", help="after a purge, decode every file whole (default: what the erase touched)"
+        ),
+    ] = False,
     as_json: Annotated[bool, typer.Option("--json", help=_ERASE_JSON)] = False,
     quiet: QuietOpt = False,
     *,
@@ -62,7 +68,9 @@ def erase(
     t = table_options.open(table)
     subjects = typed_keys(t, name, raw)
     with _steps(quiet, f"erasing {len(subjects)} subject(s)") as say:
-        result = t.erase(name, subjects, purge=purge, dry_run=dry_run, force=force, progress=say)
+        result = t.erase(
+            name, subjects, purge=purge, dry_run=dry_run, force=force, progress=say, deep_verify=deep_verify
+        )
     if as_json:
         echo_json(result.to_json())
         return
@@ -74,8 +82,13 @@ def erase(
         markup=False,
     )
     if result.verification is not None:
+        v = result.verification
+        keyed = v.get("dataFilesKeyChecked", 0) + v.get("indexFilesKeyChecked", 0)
         console.print(
-            f"verified: {result.verification.get('filesChecked')} file(s) checked, no trace", markup=False
+            f"verified ({v.get('depth')}): {v.get('filesChecked')} file(s) decoded"
+            + (f", the key columns of {keyed} more" if keyed else "")
+            + ", no trace",
+            markup=False,
         )
     if result.audit_uri:
         console.print(f"audit record: {result.audit_uri}", markup=False)

@@ -42,6 +42,8 @@ from lakehouse_index.sink.read_set import ReadSet
 from lakehouse_index.sink.rewrite import FileRewrite, Rewritten, plan_rewrite
 from lakehouse_index.source import Snapshot
 from lakehouse_index.workflows.erasure import audit
+from lakehouse_index.workflows.erasure.subjects import key_values, physical_matches, subject_rows
+from lakehouse_index.workflows.erasure.verification import verify
 from lakehouse_index.workflows.writes import begin
 
 FILE_COLUMN = "_file"
@@ -176,14 +178,14 @@ def _check_keys(keys: Sequence[Any], key_columns: Sequence[str], snapshot: Snaps
         raise EraseRefusedError("a subject key cannot be null")
     if len(key_columns) > 1:
         keys = _composite(keys, len(key_columns))
-    if any(_is_nan(v) for v in _values(keys)):
+    if any(_is_nan(v) for v in key_values(keys)):
         # NaN equals nothing: the residue scan and the audit could not name it (and it is no
         # person's key); refused before the commit, not after.
         raise EraseRefusedError("a subject key cannot be NaN")
     from lakehouse_index.workflows.erasure.verify.needles import Needles
 
     try:  # the verification and the audit record look for these values: refused now, not after the commit
-        Needles(_values(keys))
+        Needles(key_values(keys))
     except (TypeError, ValueError) as e:
         raise EraseRefusedError(f"the keys cannot be erased: {e}") from e
     for name in key_columns:
@@ -213,16 +215,23 @@ def _check_keys(keys: Sequence[Any], key_columns: Sequence[str], snapshot: Snaps
     return keys
 
 
-def _locate(ctx: IndexContext, index: str, keys: Sequence[Any], snap: Snapshot) -> dict[str, np.ndarray]:
+def _locate(
+    ctx: IndexContext, index: str, key_columns: Sequence[str], keys: Sequence[Any], snap: Snapshot
+) -> dict[str, np.ndarray]:
+    """The live rows holding subjects, by file (through the index), and the files whose rows
+    removed by row-level deletes hold one (no live row to erase: the rewrite leaves out the
+    deleted rows, so the subject leaves the file's bytes too)."""
     located = index_queries.locate(ctx, index, keys, lambda: snap)
     out: dict[str, np.ndarray] = {}
-    if located.num_rows == 0:
-        return out
     files = located[FILE_COLUMN]
     rows = located[ROW_COLUMN].to_numpy()
     for path in pc.unique(files).to_pylist():
         mask = pc.equal(files, path).to_numpy(zero_copy_only=False)
         out[path] = np.unique(rows[mask])
+    subjects = subject_rows(key_columns, keys, snap)
+    with_deletes = [e for e in snap.files.values() if e.path not in out and (e.deletes or e.equality_deletes)]
+    held = each_file(lambda e: physical_matches(ctx.source, snap, e, subjects).num_rows > 0, with_deletes)
+    out.update((e.path, np.empty(0, np.int64)) for e, hides in zip(with_deletes, held, strict=True) if hides)
     return out
 
 
@@ -237,6 +246,7 @@ def erase(
     force: bool = False,
     column: str | None = None,
     progress: Callable[[str], None] | None = None,
+    deep_verify: bool = False,
 ) -> EraseResult:
     """Erase every row whose ``index`` key is one of ``keys``; see :meth:`lakehouse_index.Table.erase`.
 
@@ -281,7 +291,8 @@ def erase(
             purge_report = _purge(ctx, say, force)
             clock.lap("purge")
             crash_point("erase.after_purge")
-            verification = _verify(ctx, spec.key, keys, say)
+            touched = [f.replaced_by for f in deleted.findings if f.replaced_by]
+            verification = verify(ctx, spec.key, keys, touched, say, deep=deep_verify)
             clock.lap("verify")
             crash_point("erase.after_verify")
     elif purge:
@@ -352,11 +363,7 @@ class _Deleted:
 
 def _subjects(key_columns: Sequence[str], keys: Sequence[Any], snap: Snapshot) -> ReadSet:
     """The rows the erase reads: those holding a subject's key (as the index matches keys)."""
-    values = [[k[i] if len(key_columns) > 1 else k for k in keys] for i in range(len(key_columns))]
-    rows = pa.table(
-        {c: pa.array(v, snap.schema.field(c).type) for c, v in zip(key_columns, values, strict=True)}
-    )
-    return ReadSet.matching(rows, tuple(key_columns))
+    return ReadSet.matching(subject_rows(key_columns, keys, snap), tuple(key_columns))
 
 
 def _targeted_delete(
@@ -385,7 +392,7 @@ def _targeted_delete(
         snap = tx.snapshot
         if rewrites is None:
             say(f"locating {len(keys)} subject(s) through index {index!r} at version {snap.version}")
-            where = _locate(ctx, index, keys, snap)
+            where = _locate(ctx, index, key_columns, keys, snap)
             rewrites = each_file(
                 lambda item, snap=snap: plan_rewrite(ctx.source, snap, snap.files[item[0]], item[1]),  # type: ignore[misc]
                 sorted(where.items()),
@@ -467,11 +474,6 @@ def _as_json(report: Any) -> dict[str, Any]:
     return dict(to_json()) if to_json is not None else dict(report.__dict__)
 
 
-def _values(keys: Sequence[Any]) -> list[Any]:
-    """The single values of the keys (a composite key's columns one by one)."""
-    return [v for k in keys for v in (k if isinstance(k, tuple) else (k,))]
-
-
 def _purge(ctx: IndexContext, say: Callable[[str], None], force: bool) -> dict[str, Any]:
     from lakehouse_index.workflows.erasure.purge import purge_history, purge_indexes
 
@@ -481,63 +483,12 @@ def _purge(ctx: IndexContext, say: Callable[[str], None], force: bool) -> dict[s
     return {"history": _as_json(history), "indexes": _as_json(indexes)}
 
 
-def _verify(
-    ctx: IndexContext, key_columns: Sequence[str], keys: Sequence[Any], say: Callable[[str], None]
-) -> dict[str, Any]:
-    """The residue scan of every file under the table and its index root, as JSON (``ok``, ``hits``).
-
-    A composite key is a combination: its parts alone are often other people's data (the
-    country of ``(country, id)``). So the rows of the latest version are checked for the
-    combinations themselves (``liveCombinations``), and a part that a remaining row holds
-    in the same column is not searched for (``sharedParts``, positions among the keys'
-    values, a composite key's values one by one). ``searched`` lists the positions
-    searched for; a hit's ``valueNumber`` indexes that list.
-    """
-    from lakehouse_index.read.scan import scan_snapshot
-    from lakehouse_index.workflows.erasure.verify.residue import find_residue
-
-    values = _values(keys)
-    searched = list(range(len(values)))
-    composite: dict[str, Any] = {}
-    if len(key_columns) > 1:
-        say("verifying: looking for the subjects' key combinations in the latest version")
-        live = scan_snapshot(ctx.source, ctx.latest_snapshot(), columns=list(key_columns))
-        subjects = pa.table(
-            {c: pa.array([k[i] for k in keys], live.schema.field(c).type) for i, c in enumerate(key_columns)}
-        )
-        combinations = live.join(subjects, keys=list(key_columns), join_type="inner").num_rows
-        shared = {
-            n * len(key_columns) + i
-            for i, c in enumerate(key_columns)
-            for n, held in enumerate(pc.is_in(subjects[c], value_set=pc.unique(live[c])).to_pylist())
-            if held
-        }
-        searched = [n for n in searched if n not in shared]
-        composite = {"liveCombinations": combinations, "sharedParts": sorted(shared), "searched": searched}
-    if not searched:
-        say("verifying: every part of the keys is held by remaining rows; no file is searched")
-        return {"ok": composite["liveCombinations"] == 0, "hits": [], "filesChecked": 0, **composite}
-    say("verifying: decoding every file of the table and its indexes")
-
-    def progress(done: int, total: int) -> None:
-        if done == total or done % 100 == 0:
-            say(f"verified {done}/{total} files")
-
-    report = find_residue(
-        [ctx.uri, ctx.index_root], [values[n] for n in searched], storage=ctx.storage, progress=progress
-    )
-    out = _as_json(report)
-    if composite:
-        out = {**out, **composite, "ok": out["ok"] and composite["liveCombinations"] == 0}
-    return out
-
-
 def _write_audit(ctx: IndexContext, result: EraseResult, keys: Sequence[Any], ordinal: int | None) -> str:
     from lakehouse_index.workflows.erasure.verify.needles import Needles
 
     salt = audit.table_salt(ctx.storage, ctx.index_root)
     # Paths can spell a subject (a partition value): the record names it by number instead.
-    needles = Needles(_values(keys))
+    needles = Needles(key_values(keys))
 
     def redact(path: str | None) -> str | None:
         return None if path is None else needles.redact(path)

@@ -76,7 +76,7 @@ import threading
 import time
 import urllib.parse
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Container, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -153,6 +153,8 @@ class ResidueReport:
     seconds: float
     #: Files whose magic bytes promised a format that did not decode (scanned raw instead).
     unreadable: tuple[str, ...] = ()
+    #: Files whose contents were not decoded (``skip``: checked by the caller).
+    files_skipped: int = 0
 
     @property
     def ok(self) -> bool:
@@ -164,6 +166,7 @@ class ResidueReport:
         return {
             "ok": self.ok,
             "filesChecked": self.files_checked,
+            "filesSkipped": self.files_skipped,
             "bytesChecked": self.bytes_checked,
             "filesByDecoder": dict(sorted(self.files_by_decoder.items())),
             "hits": [h.to_json() for h in self.hits],
@@ -234,15 +237,19 @@ def find_residue(
     *,
     storage: Storage | None = None,
     progress: Callable[[int, int], None] | None = None,
+    skip: Container[str] = frozenset(),
 ) -> ResidueReport:
     """Decode and search every file under ``roots`` for ``values``; see the module docstring.
 
     ``roots`` are URIs or local paths (a table's root, an index root, or single files);
-    every file below each is read once. ``values`` are typed values (str, int, float,
-    Decimal, bool, bytes, date, datetime, time, UUID); None or NaN raise ValueError, other
-    types TypeError, an empty list ValueError. ``storage`` serves the roots of its scheme
-    (others get a ``Storage`` for their URI). ``progress(files_done, files_total)`` is
-    called after each file. A root that does not exist raises FileNotFoundError.
+    every file below each is read once, but for the files whose URIs (canonical) are in
+    ``skip``: their names are searched, their contents not (the caller checks them its own
+    way, and :attr:`ResidueReport.files_skipped` counts them). ``values`` are typed values
+    (str, int, float, Decimal, bool, bytes, date, datetime, time, UUID); None or NaN raise
+    ValueError, other types TypeError, an empty list ValueError. ``storage`` serves the roots
+    of its scheme (others get a ``Storage`` for their URI). ``progress(files_done,
+    files_total)`` is called after each file. A root that does not exist raises
+    FileNotFoundError.
     """
     started = time.perf_counter()
     needles = Needles(values)
@@ -254,7 +261,8 @@ def find_residue(
             entries.setdefault(e.uri, (st, e))
     # Names below the roots (a root's own name is the caller's choice of where to look).
     hits = _check_names(needles, [e for _, e in entries.values() if len(e.parts) > 1])
-    files = sorted((e.uri, st, e) for st, e in entries.values() if e.is_file)
+    every = [(e.uri, st, e) for st, e in entries.values() if e.is_file]
+    files = sorted(f for f in every if f[0] not in skip)
     decoders: dict[str, str] = {}
     unreadable: list[str] = []
     done = [0, 0]  # files, bytes
@@ -299,4 +307,5 @@ def find_residue(
         hits=tuple(sorted(set(hits), key=lambda h: (h.path, h.decoder, h.location, h.value_number))),
         seconds=time.perf_counter() - started,
         unreadable=tuple(sorted(unreadable)),
+        files_skipped=len(every) - len(files),
     )
