@@ -1,4 +1,5 @@
-"""Optimize (compact) an index: quick merges delta files, full writes a new base (OPTIMIZING → ACTIVE)."""
+"""Optimize (compact) an index: quick merges delta files, full writes a new base; the purge of an
+erase rewrites the files holding entries of rows no longer live (OPTIMIZING → ACTIVE)."""
 
 from __future__ import annotations
 
@@ -40,3 +41,22 @@ def optimize_index(
     return run_operation(
         log, operation, body, precheck=lambda stable: kind_of(stable.spec).needs_optimize(stable, how.value)
     )
+
+
+def purge_index(ctx: IndexContext, name: str) -> LogEntry:
+    """Rewrite index ``name`` without any entry of a row that is no longer live, touching only
+    the index files that hold one where the kind can tell them (``IndexKind.purge``; otherwise
+    this is an ``optimize full``): the purge of an erase, once the erase has removed every file
+    physically holding a subject. The latest entry afterwards."""
+    log = ctx.log(name)
+
+    def body(op: OpContext) -> OpResult:
+        stable = op.stable
+        assert stable is not None
+        build = build_context(ctx, log.index_dir, op.data_uri)
+        kind = kind_of(stable.spec)
+        done = kind.purge(build, stable)
+        state, content = done if done is not None else kind.optimize(build, stable, OptimizeMode.FULL.value)
+        return OpResult(state, content, stable.pending)
+
+    return run_operation(log, Operation.OPTIMIZE_PURGE, body)

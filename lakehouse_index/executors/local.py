@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -13,7 +12,7 @@ from lakehouse_index.executors.writer import read_root_index, write_entries
 from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.io.parallel import each_file
 from lakehouse_index.kinds.base import Executor, IndexJob, WriteTarget
-from lakehouse_index.kinds.entries import FILE_ID, PUT, entry_table, filter_rows, merge
+from lakehouse_index.kinds.entries import FILE_ID, PUT, entry_table, filter_rows, in_file_ids, merge
 from lakehouse_index.kinds.moves import MoveMap
 from lakehouse_index.log.entry import IndexFile
 from lakehouse_index.read.datafiles import read_file
@@ -47,7 +46,7 @@ class LocalExecutor(Executor):
 
     def compact(self, entries: pa.Table, moves: MoveMap, live_ids: Sequence[int]) -> pa.Table:
         live = merge(moves.translate(entries), None)
-        keep = np.isin(live[FILE_ID].to_numpy(), np.asarray(live_ids, dtype=np.int64))
+        keep = in_file_ids(live[FILE_ID].to_numpy(), live_ids)
         return filter_rows(live, keep)
 
     def write(self, entries: pa.Table, target: WriteTarget, rows: int = 0) -> tuple[IndexFile, ...]:

@@ -242,6 +242,13 @@ class IndexKind(ABC):
     def optimize(self, ctx: BuildContext, stable: LogEntry, mode: str) -> tuple[SourceState, Content]:
         """Compact the snapshot ``stable`` (``mode``: ``quick`` or ``full``)."""
 
+    def purge(self, ctx: BuildContext, stable: LogEntry) -> tuple[SourceState, Content] | None:
+        """The snapshot ``stable`` without any entry of a row that is not live (deleted, or in a
+        removed file no move carries it from), rewriting only the index files that hold one: the
+        purge of an erase, once every file physically holding a subject has been removed. None
+        (the default) when the kind cannot tell those files; the caller optimizes ``full``."""
+        return None
+
     @abstractmethod
     def access(self, spec: IndexSpec, predicate: Predicate) -> Access:
         """How ``predicate`` can use an index of this kind."""

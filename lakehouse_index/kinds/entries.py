@@ -119,6 +119,20 @@ def take_rows(
 FILTER_SLICE_ROWS = 10_000
 
 
+def in_file_ids(file_ids: np.ndarray, ids: np.ndarray | Sequence[int]) -> np.ndarray:
+    """``np.isin(file_ids, ids)`` for file ids (small non-negative integers): one gather from a
+    dense table of the ids instead of a pass over ``file_ids`` per id or a sort of both."""
+    wanted = np.asarray(ids, dtype=np.int64)
+    if not len(wanted) or not len(file_ids):
+        return np.zeros(len(file_ids), dtype=bool)
+    low, high = int(min(wanted.min(), file_ids.min())), int(max(wanted.max(), file_ids.max()))
+    if low < 0 or high >= 1 << 26:  # not file ids: no dense table
+        return np.isin(file_ids, wanted)
+    table = np.zeros(high + 1, dtype=bool)
+    table[wanted] = True
+    return table[file_ids]
+
+
 def filter_rows(table: pa.Table, keep: np.ndarray) -> pa.Table:
     """``table.filter(keep)`` for a boolean numpy mask. When the kept rows form few runs (an
     optimize dropping a few erased rows' entries) they are cut out as zero-copy slices

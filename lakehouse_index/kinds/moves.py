@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 
 from lakehouse_index.config import SizedCache
-from lakehouse_index.kinds.entries import FILE_ID, ROW, filter_rows
+from lakehouse_index.kinds.entries import FILE_ID, ROW, filter_rows, in_file_ids
 from lakehouse_index.log.entry import SourceFile, SourceState
 
 
@@ -60,9 +60,20 @@ class MoveMap:
         """``entries`` with the addresses of moved rows replaced; entries of deleted rows dropped."""
         if not self.runs or entries.num_rows == 0:
             return entries
-        fids = entries[FILE_ID].to_numpy().copy()
-        rows = entries[ROW].to_numpy().copy()
+        fids, rows, alive = self.resolve(entries[FILE_ID].to_numpy(), entries[ROW].to_numpy())
+        names = entries.schema.names
+        out = entries.set_column(names.index(FILE_ID), FILE_ID, pa.array(fids, pa.int64())).set_column(
+            names.index(ROW), ROW, pa.array(rows, pa.int64())
+        )
+        return filter_rows(out, alive)
+
+    def resolve(self, file_ids: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Where the rows at addresses ``(file_ids, rows)`` live now: their new file ids and rows,
+        and whether they live on at all (False: the commit that removed their file deleted them)."""
+        fids, rows = file_ids.astype(np.int64, copy=True), rows.astype(np.int64, copy=True)
         keep = np.ones(len(fids), dtype=bool)
+        if not self.runs or not len(fids):
+            return fids, rows, keep
         # Every run of every moved file, ordered by (file id, start): one search places a
         # row address in its run, whatever file it names.
         moved = np.array(sorted(self.runs), dtype=np.int64)
@@ -77,7 +88,7 @@ class MoveMap:
         # Each pass moves entries one step along their chain; a chain is at most as long as
         # the number of moved files.
         for _ in range(len(moved) + 1):
-            todo = np.nonzero(keep & np.isin(fids, moved))[0]
+            todo = np.nonzero(keep & in_file_ids(fids, moved))[0]
             if not len(todo):
                 break
             f, r = fids[todo], rows[todo]
@@ -90,11 +101,7 @@ class MoveMap:
             hit, run = todo[inside], run[inside]
             rows[hit] = to_row[run] + rows[hit] - start[run]
             fids[hit] = to_fid[run]
-        names = entries.schema.names
-        out = entries.set_column(names.index(FILE_ID), FILE_ID, pa.array(fids, pa.int64())).set_column(
-            names.index(ROW), ROW, pa.array(rows, pa.int64())
-        )
-        return filter_rows(out, keep)
+        return fids, rows, keep
 
     def spark_rows(self) -> list[tuple[int, int, int, int, int]]:
         """``(file id, start, end, new file id, new start)`` per run, for a Spark range join."""

@@ -12,13 +12,25 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, ClassVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakehouse_index.io import join_uri
+from lakehouse_index.io.parallel import each_file
 from lakehouse_index.kinds.base import Access, BuildContext, IndexKind, IndexWork, WriteTimeEntries
 from lakehouse_index.kinds.columns import require_columns
-from lakehouse_index.kinds.entries import META_COLUMNS, entry_table, index_schema, put_entries, sort_columns
+from lakehouse_index.kinds.entries import (
+    FILE_ID,
+    META_COLUMNS,
+    ROW,
+    entry_table,
+    filter_rows,
+    in_file_ids,
+    index_schema,
+    put_entries,
+    sort_columns,
+)
 from lakehouse_index.kinds.keys import check_key_type
 from lakehouse_index.kinds.layout import Layout
 from lakehouse_index.log.entry import Content, IndexFile, Level, LogEntry, SourceState
@@ -110,6 +122,39 @@ class SecondaryKind(IndexKind):
         live = ex.compact(entries, MoveMap.of(src.files, src.ordinal), live_ids)
         files = ex.write(live, ctx.target(layout, schema, Level.BASE), stable.content.rows)
         return state, Content(files, src.ordinal)
+
+    def purge(self, ctx: BuildContext, stable: LogEntry) -> tuple[SourceState, Content]:
+        """Rewrite only the index files holding an entry of a row that is not live (its address,
+        moves followed, is deleted or in a file the source state no longer has), without those
+        entries, each level's together. The others, the file map and its moves stay: live
+        entries are not moved. Every file's address columns are read, nothing else of files that
+        hold no such entry."""
+        from lakehouse_index.kinds.moves import MoveMap
+
+        src = stable.source
+        layout, schema = self.layout(stable.spec), self._stored_schema(ctx, stable)
+        moves = MoveMap.of(src.files, src.ordinal)
+        live = [f.id for f in src.files if f.removed_ordinal is None]
+
+        def dead(f: IndexFile) -> np.ndarray | None:
+            fs, path = ctx.storage.arrow(join_uri(ctx.index_dir, f.path))
+            address = pq.read_table(path, filesystem=fs, columns=[FILE_ID, ROW])
+            fids, _, alive = moves.resolve(address[FILE_ID].to_numpy(), address[ROW].to_numpy())
+            drop = ~(alive & in_file_ids(fids, live))
+            return drop if drop.any() else None
+
+        drops = each_file(dead, stable.content.files)
+        out: list[IndexFile] = []
+        for level in Level:
+            at_level = [(f, d) for f, d in zip(stable.content.files, drops, strict=True) if f.level is level]
+            out += [f for f, d in at_level if d is None]
+            rewrite = [(f, d) for f, d in at_level if d is not None]
+            if rewrite:
+                rows = ctx.local.read_index(ctx.storage, ctx.index_dir, [f for f, _ in rewrite])
+                keep = ~np.concatenate([d for _, d in rewrite])
+                target = ctx.target(layout, schema, level, level.value)
+                out += ctx.local.write(filter_rows(rows, keep), target)
+        return src, Content(tuple(out), stable.content.base_ordinal)
 
     @staticmethod
     def _stored_schema(ctx: BuildContext, stable: LogEntry) -> pa.Schema:

@@ -57,6 +57,8 @@ class Operation(str, Enum):
     REFRESH_QUICK = "refresh-quick"
     OPTIMIZE_QUICK = "optimize-quick"
     OPTIMIZE_FULL = "optimize-full"
+    #: The purge of an erase: the index without some removed rows' entries.
+    OPTIMIZE_PURGE = "optimize-purge"
     DELETE = "delete"
     RESTORE = "restore"
     VACUUM = "vacuum"

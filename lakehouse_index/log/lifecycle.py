@@ -94,6 +94,7 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition(O.REFRESH_QUICK, S.ACTIVE, S.REFRESHING, S.ACTIVE),
     Transition(O.OPTIMIZE_QUICK, S.ACTIVE, S.OPTIMIZING, S.ACTIVE),
     Transition(O.OPTIMIZE_FULL, S.ACTIVE, S.OPTIMIZING, S.ACTIVE),
+    Transition(O.OPTIMIZE_PURGE, S.ACTIVE, S.OPTIMIZING, S.ACTIVE),
     Transition(O.DELETE, S.ACTIVE, S.DELETING, S.DELETED),
     Transition(O.RESTORE, S.DELETED, S.RESTORING, S.ACTIVE),
     # Vacuum of a deleted index removes everything; of an active index, only data no

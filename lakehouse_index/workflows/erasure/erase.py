@@ -288,7 +288,7 @@ def erase(
                 f"{ctx.uri}; nothing was purged. Rerun the erase"
             )
         if purge:
-            purge_report = _purge(ctx, say, force)
+            purge_report = _purge(ctx, say, force, _paths_spell_no_subject(deleted, keys))
             clock.lap("purge")
             crash_point("erase.after_purge")
             touched = [f.replaced_by for f in deleted.findings if f.replaced_by]
@@ -474,12 +474,22 @@ def _as_json(report: Any) -> dict[str, Any]:
     return dict(to_json()) if to_json is not None else dict(report.__dict__)
 
 
-def _purge(ctx: IndexContext, say: Callable[[str], None], force: bool) -> dict[str, Any]:
+def _paths_spell_no_subject(deleted: _Deleted, keys: Sequence[Any]) -> bool:
+    """Whether no file the erase removed has a path that spells a subject (a table partitioned
+    by the subject column): the index's file map keeps the paths of removed files until a full
+    optimize drops them."""
+    from lakehouse_index.workflows.erasure.verify.needles import Needles
+
+    needles = Needles(key_values(keys))
+    return all(needles.redact(f.path) == f.path for f in deleted.findings)
+
+
+def _purge(ctx: IndexContext, say: Callable[[str], None], force: bool, targeted: bool) -> dict[str, Any]:
     from lakehouse_index.workflows.erasure.purge import purge_history, purge_indexes
 
     say("purging older table versions and index data")
     history = purge_history(ctx, keep_version=ctx.source.latest_version(), force=force)
-    indexes = purge_indexes(ctx)
+    indexes = purge_indexes(ctx, targeted=targeted)
     return {"history": _as_json(history), "indexes": _as_json(indexes)}
 
 

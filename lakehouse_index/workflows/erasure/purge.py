@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lakehouse_index.actions.optimize_index import optimize_index
+from lakehouse_index.actions.optimize_index import optimize_index, purge_index
 from lakehouse_index.actions.refresh_index import refresh_index
 from lakehouse_index.actions.vacuum_index import vacuum_index
 from lakehouse_index.context import IndexContext
@@ -132,16 +132,19 @@ class IndexPurge:
         }
 
 
-def purge_indexes(ctx: IndexContext) -> IndexPurge:
+def purge_indexes(ctx: IndexContext, *, targeted: bool = False) -> IndexPurge:
     """Rewrite every index of the table so nothing of removed data remains, and drop its history.
 
     For each index: an operation left in progress by a dead process of this host (a killed
     purge) is cancelled (a live one makes the index's operations raise ``IndexBusyError``); an ACTIVE
     index is refreshed to the latest version (nothing to do when the caller already did),
-    optimized ``full`` (a new base of the live entries: no DEL entries, tombstones, moved
-    or removed files; covering and skipping files rewritten) and vacuumed with zero
-    retention; a DELETED index is vacuumed away. Then every log entry but the newest
-    stable one is expired and no data file outside it remains.
+    then rewritten: ``targeted``, only the index files holding an entry of a row no longer live
+    (``purge_index``: the erase has removed every file physically holding a subject, so every
+    entry of a subject's row is such an entry); else ``optimize full`` (a new base of the live
+    entries: no DEL entries, tombstones, moved or removed files; covering and skipping files
+    rewritten). Then it is
+    vacuumed with zero retention; a DELETED index is vacuumed away. Then every log entry but the
+    newest stable one is expired and no data file outside it remains.
     """
     out = []
     for info in ctx.indexes():
@@ -153,7 +156,10 @@ def purge_indexes(ctx: IndexContext) -> IndexPurge:
         assert stable is not None
         if stable.state is IndexState.ACTIVE:
             refresh_index(ctx, info.name)
-            optimize_index(ctx, info.name, "full")
+            if targeted:
+                purge_index(ctx, info.name)
+            else:
+                optimize_index(ctx, info.name, "full")
             pause_point("index-optimized")
         vacuum_index(ctx, info.name, retention_hours=0)
         newest = log.latest_stable()
