@@ -52,6 +52,7 @@ if TYPE_CHECKING:
         VersionPurgedError,
     )
     from lakehouse_index.kinds.base import IndexKind
+    from lakehouse_index.kinds.multicolumn.spec import MultiColumnIndex
     from lakehouse_index.log.entry import IndexState
     from lakehouse_index.sink.contract import WriteMode
     from lakehouse_index.spark_source import SourceRead, explain_spark_source, register_spark_source
@@ -96,6 +97,7 @@ _MODULES = {
         "VersionPurgedError",
     ),
     "lakehouse_index.kinds.base": ("IndexKind",),
+    "lakehouse_index.kinds.multicolumn.spec": ("MultiColumnIndex",),
     "lakehouse_index.log.entry": ("IndexState",),
     "lakehouse_index.spark_source": ("SourceRead", "explain_spark_source", "register_spark_source"),
     "lakehouse_index.sink.contract": ("WriteMode",),
@@ -127,6 +129,7 @@ __all__ = [
     "IndexState",
     "InvalidIndexSpecError",
     "LakehouseIndexError",
+    "MultiColumnIndex",
     "NotATableError",
     "OptimizeMode",
     "PlannerConfig",

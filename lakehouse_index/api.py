@@ -33,10 +33,13 @@ from lakehouse_index.actions.vacuum_index import vacuum_index
 from lakehouse_index.config import Config, PlannerConfig
 from lakehouse_index.context import IndexContext, IndexInfo, IndexStatus
 from lakehouse_index.errors import QueryError
+from lakehouse_index.expressions import Predicate
 from lakehouse_index.io import Storage, join_uri, normalize_uri
+from lakehouse_index.kinds.multicolumn.weights import check_fraction
 from lakehouse_index.log.store import INDEX_DIR_NAME
 from lakehouse_index.query import index_queries, planner
 from lakehouse_index.query.index_queries import Where
+from lakehouse_index.query.index_scan import sample_scan
 from lakehouse_index.read.scan import scan_files, scan_snapshot
 from lakehouse_index.registry import open_source
 from lakehouse_index.sink.contract import WriteMode
@@ -166,9 +169,14 @@ class Table:
         """The rows of a table version matching ``where``, deletes applied (pyarrow, no JVM).
 
         With ``where``, the files read are narrowed by the cheapest index that applies (see
-        :meth:`read` and :meth:`explain`); ``use_indexes=False`` reads every live file.
+        :meth:`read` and :meth:`explain`), or a multi-column index answers from its own row
+        groups (index only when it holds ``columns``); ``use_indexes=False`` reads every live file.
         """
         snap = self.snapshot(version_as_of, timestamp_as_of)
+        if use_indexes and where is not None:
+            found = index_queries.scan(self.context, snap, where, columns)
+            if found is not None:
+                return found
         files = (
             index_queries.files_for(self.context, snap, where) if use_indexes and where is not None else None
         )
@@ -211,6 +219,34 @@ class Table:
             where=where,
             config=self.config.read,
         )
+
+    def sample(
+        self,
+        fraction: float,
+        *,
+        where: Where | None = None,
+        version_as_of: int | str | None = None,
+        timestamp_as_of: dt.datetime | int | None = None,
+        columns: Sequence[str] | None = None,
+        use_indexes: bool = True,
+    ) -> pa.Table:
+        """A uniform sample of a table version's rows (matching ``where``): pyarrow, no JVM.
+
+        Each row is in with probability ``fraction`` independently of its values: its weight,
+        a hash of its identity (``kinds.multicolumn.weights``), is below ``fraction``. The
+        same call gives the same rows; a smaller fraction's rows are a subset of a larger
+        one's; a row keeps its weight at every version while its values do. A multi-column
+        index (:class:`~lakehouse_index.kinds.multicolumn.spec.MultiColumnIndex`) answers
+        reading about ``fraction`` of its rows; without one (or ``use_indexes=False``) every
+        live file is scanned and the same weights computed (``explain(sample=...)`` says which).
+        """
+        f = check_fraction(fraction)
+        snap = self.snapshot(version_as_of, timestamp_as_of)
+        if not use_indexes:
+            identity = index_queries.sample_identity(self.context, snap)
+            predicate = Predicate.of(where, snap.schema)
+            return sample_scan(self.source, snap, f, identity, predicate, columns)
+        return index_queries.sample(self.context, snap, f, where, columns)
 
     # ------------------------------------------------------------------ index lifecycle
 
@@ -383,6 +419,7 @@ class Table:
         where: Where | None = None,
         version_as_of: int | str | None = None,
         timestamp_as_of: dt.datetime | int | None = None,
+        sample: float | None = None,
     ) -> planner.Plan:
         """The plan of a query: every candidate with its cost, the choice, and why the others lost.
 
@@ -390,8 +427,11 @@ class Table:
         lists that index's snapshots and the plain scan. A read with a predicate:
         ``print(t.explain(where="email = 'a@x' AND country = 'DE'"))`` weighs every index of
         the table (the ones that cannot answer are listed with the reason) and the plain scan,
-        as :meth:`read` and :meth:`scan` do.
+        as :meth:`read` and :meth:`scan` do. ``sample=fraction``: the plan of :meth:`sample`.
         """
+        if sample is not None:
+            snap = self.snapshot(version_as_of, timestamp_as_of)
+            return index_queries.sample_plan(self.context, snap, check_fraction(sample), where)
         if where is not None:
             return index_queries.read_plan(self.context, self.snapshot(version_as_of, timestamp_as_of), where)
         if name is None:

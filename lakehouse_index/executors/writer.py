@@ -11,6 +11,7 @@ depend on which executor ran.
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -174,6 +175,8 @@ def write_entries(
         buckets = np.fromiter((bucket_of(v, n) for v in values), dtype=np.int32, count=len(values))
         entries = entries.append_column(bucket_col, pa.array(buckets, pa.int32()))
         order = [(bucket_col, "ascending"), *order]
+    if layout.group_rows is not None:
+        config = dataclasses.replace(config, index_row_group_rows=layout.group_rows)
     writer = FileWriter(target.storage, target.data_dir, target.schema, config, bucket_col)
     return writer.write(sorted_batches(entries, order))
 

@@ -188,11 +188,15 @@ class Access:
     covers: bool = False
     #: The kind prunes files for the predicate (:meth:`IndexKind.prune`).
     prunes: bool = False
+    #: The index holds every column of the predicate and prunes its own row groups by their
+    #: statistics on any of them: the read takes only those row groups' entries, answering
+    #: from the index when it holds the columns asked for (``query.index_scan``).
+    scans: bool = False
 
     @property
     def usable(self) -> bool:
         """Whether the index can help at all."""
-        return self.keys is not None or self.covers or self.prunes
+        return self.keys is not None or self.covers or self.prunes or self.scans
 
 
 class IndexKind(ABC):
@@ -213,6 +217,13 @@ class IndexKind(ABC):
     #: them (:func:`~lakehouse_index.kinds.columns.changed_columns`). Kinds that record it in
     #: their own files instead (skipping) set this False.
     tracks_column_identity: ClassVar[bool] = True
+    #: Its entries carry each row's sampling weight (``_weight``, see
+    #: ``kinds.multicolumn.weights``) and row-group bounds on it: ``Table.sample`` reads it.
+    samples: ClassVar[bool] = False
+
+    def sample_identity(self, spec: IndexSpec) -> tuple[str, ...]:
+        """The columns a row's sampling weight is a hash of (kinds with :attr:`samples`)."""
+        raise NotImplementedError(f"{self.name} indexes keep no sampling weights")
 
     @abstractmethod
     def validate(self, spec: IndexSpec, snapshot: Snapshot) -> None:

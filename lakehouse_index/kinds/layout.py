@@ -35,12 +35,15 @@ class Layout:
     without buckets files hold ranges of them that do not overlap (at most
     ``ExecutorConfig.rows_per_index_file`` rows each; a file cut inside a run of one key
     leaves that key the bound of both files); with buckets, each bucket gets its own
-    directory. Rows are sorted by ``sort`` within a file.
+    directory. Rows are sorted by ``sort`` within a file. ``group_rows``: rows per row group
+    instead of ``ExecutorConfig.index_row_group_rows`` (a kind pruning its own row groups by
+    their statistics wants small ones).
     """
 
     key: tuple[str, ...]
     sort: tuple[str, ...]
     buckets: Buckets | None = None
+    group_rows: int | None = None
 
 
 BUCKET_DIR = re.compile(r"/bucket=(\d+)/")

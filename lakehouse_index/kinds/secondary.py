@@ -81,7 +81,7 @@ class SecondaryKind(IndexKind):
     ) -> pa.Table:
         return entry_table(rows, spec.columns, file_id, ordinal, op).cast(index_schema(spec, snapshot))
 
-    def write_time_entries(self, spec: IndexSpec, snapshot: Snapshot) -> WriteTimeEntries:
+    def write_time_entries(self, spec: IndexSpec, snapshot: Snapshot) -> WriteTimeEntries | None:
         """Entries of a written file are its rows' key (and payload) columns at their positions."""
         return WriteTimeEntries(
             columns=tuple(spec.columns),

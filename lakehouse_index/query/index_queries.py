@@ -20,8 +20,8 @@ from lakehouse_index.errors import IllegalIndexStateError, IndexNotFoundError
 from lakehouse_index.io.parallel import shared_pool
 from lakehouse_index.kinds.base import kind_of
 from lakehouse_index.log.entry import IndexState, LogEntry
+from lakehouse_index.query import index_scan, planner
 from lakehouse_index.query import lookup as lk
-from lakehouse_index.query import planner
 from lakehouse_index.query.coverage import plain_scan
 from lakehouse_index.source import FileEntry, Snapshot
 
@@ -122,11 +122,9 @@ def locate(ctx: IndexContext, name: str, keys: Sequence[Any], target: Callable[[
     return relisting(ctx, query)
 
 
-def read_plan(ctx: IndexContext, snap: Snapshot, where: Where) -> planner.Plan:
-    """The planner's choice among every active index (and a plain scan) for ``where`` at ``snap``."""
-    predicate = expr.Predicate.of(where, snap.schema)
-    assert predicate is not None
-    indexes = [
+def _handles(ctx: IndexContext) -> list[planner.IndexHandle]:
+    """Every active index of the table, as the planner weighs it."""
+    return [
         planner.IndexHandle(
             info.name,
             kind_of(info.spec),
@@ -136,6 +134,13 @@ def read_plan(ctx: IndexContext, snap: Snapshot, where: Where) -> planner.Plan:
         for info in ctx.indexes()
         if info.state is IndexState.ACTIVE
     ]
+
+
+def read_plan(ctx: IndexContext, snap: Snapshot, where: Where) -> planner.Plan:
+    """The planner's choice among every active index (and a plain scan) for ``where`` at ``snap``."""
+    predicate = expr.Predicate.of(where, snap.schema)
+    assert predicate is not None
+    indexes = _handles(ctx)
     text = where if isinstance(where, str) else str(where)
     return planner.plan_read(
         ctx.source, ctx.storage, f"read where {text}", indexes, snap, predicate, ctx.config
@@ -147,7 +152,100 @@ def files_for(ctx: IndexContext, snap: Snapshot, where: Where) -> list[FileEntry
     relisting the index logs if a stale view named deleted data."""
 
     def query() -> list[FileEntry] | None:
-        files = read_plan(ctx, snap, where).chosen.files
-        return None if files is None else list(files)
+        plan = read_plan(ctx, snap, where)
+        chosen = plan.chosen
+        if chosen.scans:
+            assert chosen.entry is not None and chosen.coverage is not None and chosen.index is not None
+            predicate = expr.Predicate.of(where, snap.schema)
+            assert predicate is not None
+            return index_scan.files_matching(
+                ctx.source,
+                ctx.storage,
+                ctx.index_dir(chosen.index),
+                chosen.entry,
+                snap,
+                chosen.coverage,
+                predicate,
+            )
+        return None if chosen.files is None else list(chosen.files)
 
     return relisting(ctx, query)
+
+
+def scan(ctx: IndexContext, snap: Snapshot, where: Where, columns: Sequence[str] | None) -> pa.Table | None:
+    """The rows of ``snap`` matching ``where`` read through an index scanning its own row groups,
+    when the planner chooses one (None: it chose another way; the caller reads files)."""
+
+    def query() -> pa.Table | None:
+        chosen = read_plan(ctx, snap, where).chosen
+        if not chosen.scans:
+            return None
+        assert chosen.entry is not None and chosen.coverage is not None and chosen.index is not None
+        predicate = expr.Predicate.of(where, snap.schema)
+        return index_scan.answer(
+            ctx.source,
+            ctx.storage,
+            ctx.index_dir(chosen.index),
+            chosen.entry,
+            snap,
+            chosen.coverage,
+            predicate,
+            columns,
+        )
+
+    return relisting(ctx, query)
+
+
+def sample_plan(ctx: IndexContext, snap: Snapshot, fraction: float, where: Where | None) -> planner.Plan:
+    """The planner's choice of index (or plain scan) for a sample of ``fraction`` at ``snap``."""
+    predicate = expr.Predicate.of(where, snap.schema)
+    identity = sample_identity(ctx, snap)
+    handles = [
+        h
+        for h in _handles(ctx)
+        if not h.kind.samples or (h.snapshots and h.kind.sample_identity(h.snapshots[-1].spec) == identity)
+    ]
+    return planner.plan_sample(ctx.source, ctx.storage, handles, snap, predicate, fraction, ctx.config)
+
+
+def sample(
+    ctx: IndexContext, snap: Snapshot, fraction: float, where: Where | None, columns: Sequence[str] | None
+) -> pa.Table:
+    """The rows of ``snap`` (matching ``where``) whose weight is below ``fraction`` (see ``Table.sample``)."""
+
+    def query() -> pa.Table:
+        plan = sample_plan(ctx, snap, fraction, where)
+        chosen = plan.chosen
+        predicate = expr.Predicate.of(where, snap.schema)
+        if chosen.scans:
+            assert chosen.entry is not None and chosen.coverage is not None and chosen.index is not None
+            spec = chosen.entry.spec
+            return index_scan.answer(
+                ctx.source,
+                ctx.storage,
+                ctx.index_dir(chosen.index),
+                chosen.entry,
+                snap,
+                chosen.coverage,
+                predicate,
+                columns,
+                fraction,
+                kind_of(spec).sample_identity(spec),
+            )
+        return index_scan.sample_scan(
+            ctx.source, snap, fraction, sample_identity(ctx, snap), predicate, columns
+        )
+
+    return relisting(ctx, query)
+
+
+def sample_identity(ctx: IndexContext, snap: Snapshot) -> tuple[str, ...]:
+    """The columns a sample's weights are hashed from: those of the table's first active index
+    keeping weights (by name; only indexes hashing the same columns answer samples), else
+    every column of ``snap``."""
+    for h in sorted(_handles(ctx), key=lambda h: h.name):
+        if h.kind.samples and h.snapshots:
+            spec = h.snapshots[-1].spec
+            if all(c in snap.schema.names for c in spec.columns):
+                return h.kind.sample_identity(spec)
+    return tuple(snap.schema.names)

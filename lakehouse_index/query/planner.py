@@ -36,6 +36,7 @@ from lakehouse_index.io import Storage
 from lakehouse_index.kinds.base import Access, IndexKind, IndexLocation
 from lakehouse_index.kinds.columns import changed_columns
 from lakehouse_index.log.entry import LogEntry
+from lakehouse_index.query import index_scan
 from lakehouse_index.query import lookup as lk
 from lakehouse_index.query.coverage import Coverage, coverage, covered_files
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
@@ -70,6 +71,8 @@ class Candidate:
     files: tuple[FileEntry, ...] | None = None
     #: Bytes of ``files``.
     fetch_bytes: int = 0
+    #: Answers by reading the index rows its row-group bounds keep (``query.index_scan``).
+    scans: bool = False
 
     @property
     def cost(self) -> int:
@@ -268,6 +271,8 @@ def plan_read(
         if access.covers:
             filters.append((len(groups), index))
             groups.append([])
+        if access.scans:
+            groups.append(_scan_candidates(source, storage, index, target, predicate, None, config))
     # Filtering reads a whole index snapshot: locate its files only when it can still win.
     for at, index in filters:
         beat = _cost_to_beat([c for g in groups for c in g], target, config.planner)
@@ -343,6 +348,62 @@ def _read_candidates(
     files = tuple(fe for p, fe in target.files.items() if p in paths)
     fetch = sum(f.size for f in files)
     return [replace(c, files=files, fetch_bytes=fetch) if c.usable else c for c in snaps]
+
+
+def _scan_candidates(
+    source: TableSource,
+    storage: Storage,
+    index: IndexHandle,
+    target: Snapshot,
+    predicate: Predicate | None,
+    fraction: float | None,
+    config: Config,
+) -> list[Candidate]:
+    """The snapshots of an index that scans its own row groups: each costs the bytes of the row
+    groups its statistics keep for ``predicate`` (and the sample ``fraction``), plus its repair."""
+    label = f"{index.name} ({'sample' if fraction is not None else 'index scan'}): "
+    out = []
+    for c in _snapshot_candidates(source, index.name, index.snapshots, target, 1, config, prefix=label):
+        if c.entry is None or c.coverage is None:
+            out.append(c)
+            continue
+        picked = index_scan.pick_groups(
+            storage, index.index_dir, c.entry, predicate, fraction, c.coverage.cap
+        )
+        groups = f", {picked.read} of {picked.total} row groups"
+        out.append(replace(c, label=c.label + groups, index_bytes=picked.bytes, scans=True))
+    return out
+
+
+def plan_sample(
+    source: TableSource,
+    storage: Storage,
+    indexes: Sequence[IndexHandle],
+    target: Snapshot,
+    predicate: Predicate | None,
+    fraction: float,
+    config: Config = Config(),
+) -> Plan:
+    """Cost every index that keeps sampling weights (``IndexKind.samples``) whose columns hold
+    ``predicate``, against the plain scan computing the weights."""
+    cands: list[Candidate] = []
+    for index in indexes:
+        latest = index.snapshots[-1] if index.snapshots else None
+        if (
+            latest is None
+            or not index.kind.samples
+            or (predicate is not None and not predicate.columns <= set(latest.spec.columns))
+        ):
+            cands.append(Candidate(index.name, None, None, 0, 0, 0, Reason.WRONG_COLUMNS, index=index.name))
+            continue
+        cands += _scan_candidates(source, storage, index, target, predicate, fraction, config)
+    notes = (
+        ()
+        if any(c.scans for c in cands)
+        else ("no index keeps sampling weights for this query: the plain scan computes each row's weight",)
+    )
+    text = f"sample {fraction}" + (f" where {predicate}" if predicate is not None else "")
+    return _choose(text, target, 0, cands, config.planner, notes)
 
 
 def _preference(c: Candidate) -> tuple[int, int]:

@@ -78,6 +78,11 @@ def _xxh64_lanes(lanes: Sequence[np.ndarray]) -> np.ndarray:
     return h
 
 
+def hash_pair(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """XXH64 of the 16 bytes ``a[i] ‖ b[i]`` (uint64 each): combines two columns' hashes."""
+    return _xxh64_lanes([a, b])
+
+
 def _int64_storage(arr: pa.Array) -> np.ndarray:
     t = arr.type
     if pa.types.is_boolean(t):

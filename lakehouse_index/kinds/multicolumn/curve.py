@@ -1,0 +1,57 @@
+"""The multi-column index's sort key ``_cell``: weight tier, then a Z-order curve.
+
+Per batch of entries written (a build, a refresh's delta, an optimize), each indexed
+column's values are replaced by their rank (ties share the lowest, nulls last), scaled to
+``CURVE_BITS // n`` bits (``n`` indexed columns), and the bits interleaved (Morton /
+Z-order): rows close in every column get close cells. The cell puts the row's weight tier
+(:func:`~lakehouse_index.kinds.multicolumn.weights.tiers`) above the curve. Sorted by
+cell and cut into row groups, each row group spans a small box of every indexed column,
+and its Parquet min/max statistics prune ranges on any subset of them.
+
+Ranks are of the batch being written, not stored: the cell only places rows, the answers
+come from the statistics of the values themselves, so a delta file laid out by its own
+ranks answers exactly the same (an optimize lays the whole index out again).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lakehouse_index.kinds.multicolumn.weights import tiers
+
+#: The sort column of the entries (int64).
+CELL = "_cell"
+#: Bits of the curve below the tier (4 bits of tier above: the cell stays a positive int64).
+CURVE_BITS = 57
+
+
+def quantised_ranks(values: pa.ChunkedArray | pa.Array, bits: int) -> np.ndarray:
+    """Each value's rank among ``values`` (ties: the lowest; nulls last) scaled to ``bits`` bits."""
+    n = len(values)
+    if n == 0:
+        return np.zeros(0, dtype=np.uint64)
+    ranks = pc.rank(values, sort_keys="ascending", tiebreaker="min")  # nulls last (the default)
+    r = np.asarray(ranks.to_numpy(zero_copy_only=False), dtype=np.uint64) - np.uint64(1)
+    return ((r.astype(np.float64) / n) * float(1 << bits)).astype(np.uint64)
+
+
+def z_order(coordinates: Sequence[np.ndarray], bits: int) -> np.ndarray:
+    """Interleave the low ``bits`` bits of each coordinate (the first column's bit lowest)."""
+    n = len(coordinates)
+    z = np.zeros(len(coordinates[0]), dtype=np.uint64)
+    for bit in range(bits):
+        for j, q in enumerate(coordinates):
+            z |= ((q >> np.uint64(bit)) & np.uint64(1)) << np.uint64(bit * n + j)
+    return z
+
+
+def cells(table: pa.Table, indexed: Sequence[str], weights: np.ndarray) -> pa.Array:
+    """The ``_cell`` of every row of ``table``: tier, then the Z-order of the indexed columns' ranks."""
+    bits = CURVE_BITS // len(indexed)
+    z = z_order([quantised_ranks(table.column(c), bits) for c in indexed], bits)
+    cell = (tiers(weights).astype(np.uint64) << np.uint64(CURVE_BITS)) | z
+    return pa.array(cell.astype(np.int64), pa.int64())

@@ -1,0 +1,126 @@
+"""The multi-column index plug-in: the secondary index's entries plus ``_weight`` and ``_cell``.
+
+Entries are ``(indexed…, included…, record_key…, _weight, _cell, _file_id, _row, _version,
+_op)``: the row-address entry format (:mod:`lakehouse_index.kinds.entries`) with two more
+columns before the address, so the LSM merge, lineage remap, row-level deletes (DEL
+entries), optimize and purge of :class:`~lakehouse_index.kinds.secondary.SecondaryKind`
+apply unchanged. Files are sorted by ``_cell`` (weight tier, then a Z-order curve of the
+indexed columns: :mod:`.curve`) and cut into row groups of the spec's ``block_rows`` rows,
+whose Parquet statistics of every indexed column and of ``_weight`` are what queries
+prune by (``query.index_scan``).
+
+Entries are computed in this process (pyarrow): the weights and the curve are numpy code
+the Spark executor does not run; optimizes too (the layout's block size is the
+in-process writer's). Spark building is not done for this kind.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from lakehouse_index.errors import InvalidIndexSpecError
+from lakehouse_index.kinds.base import Access, BuildContext, Executor, IndexWork, WriteTimeEntries
+from lakehouse_index.kinds.columns import require_columns
+from lakehouse_index.kinds.entries import FILE_ID, META_COLUMNS, ROW, VERSION, entry_table, index_schema
+from lakehouse_index.kinds.layout import Layout
+from lakehouse_index.kinds.multicolumn.curve import CELL, cells
+from lakehouse_index.kinds.multicolumn.spec import MultiColumnIndex
+from lakehouse_index.kinds.multicolumn.weights import WEIGHT, weights
+from lakehouse_index.kinds.secondary import SecondaryKind
+from lakehouse_index.kinds.skipping.hashing import encoding
+from lakehouse_index.log.entry import Content, IndexFile, LogEntry, SourceState
+from lakehouse_index.source import Snapshot
+from lakehouse_index.spec import IndexSpec
+
+if TYPE_CHECKING:
+    from lakehouse_index.expressions import Predicate
+
+#: The columns the kind adds to the entry format, before the row address.
+EXTRA_COLUMNS = (WEIGHT, CELL)
+
+
+def multicolumn_schema(spec: IndexSpec, snapshot: Snapshot) -> pa.Schema:
+    """The entry schema: the spec's columns, ``_weight``, ``_cell``, then the address and stamps."""
+    base = index_schema(spec, snapshot)
+    at = len(spec.columns)
+    base = base.insert(at, pa.field(WEIGHT, pa.float64(), nullable=False))
+    return base.insert(at + 1, pa.field(CELL, pa.int64(), nullable=False))
+
+
+def with_cells(spec: MultiColumnIndex, entries: pa.Table, schema: pa.Schema) -> pa.Table:
+    """``entries`` (the spec's columns and the address) with each row's weight and cell, in ``schema``."""
+    w = weights(entries, spec.columns)
+    at = len(spec.columns)
+    out = entries.add_column(at, WEIGHT, pa.array(w, pa.float64()))
+    out = out.add_column(at + 1, CELL, cells(entries, spec.indexed, w))
+    return out.select(schema.names).cast(schema)
+
+
+def _local(ctx: BuildContext) -> Callable[[int, pa.Schema], Executor]:
+    return lambda rows, schema: ctx.local
+
+
+class MultiColumnKind(SecondaryKind):
+    """Ranges on any subset of the indexed columns, and samples by weight."""
+
+    name = "multicolumn"
+    spec_type = MultiColumnIndex
+    samples = True
+
+    def validate(self, spec: IndexSpec, snapshot: Snapshot) -> None:
+        """The columns exist, hold values the weight can hash, and names do not clash with ours."""
+        require_columns(spec.name, spec.columns, snapshot, (*META_COLUMNS, *EXTRA_COLUMNS))
+        for col in spec.columns:
+            t = snapshot.column(col).type
+            if encoding(t) is None:
+                raise InvalidIndexSpecError(
+                    f"index {spec.name!r}: column {col!r} has type {t}, which a multi-column index "
+                    "cannot hold (use numbers, decimals, strings, binaries, booleans, dates or timestamps)"
+                )
+
+    def layout(self, spec: IndexSpec) -> Layout:
+        """Sorted by cell (weight tier, then Z-order), then row address; bounds of the indexed columns."""
+        assert isinstance(spec, MultiColumnIndex)
+        return Layout(key=spec.key, sort=(CELL, FILE_ID, ROW, VERSION), group_rows=spec.block_rows)
+
+    def index_files(self, ctx: BuildContext, work: IndexWork) -> tuple[IndexFile, ...]:
+        spec = work.spec
+        assert isinstance(spec, MultiColumnIndex)
+        schema = multicolumn_schema(spec, work.snapshot)
+        parts = [] if work.rows is None or work.rows.num_rows == 0 else [work.rows.cast(schema)]
+        if work.jobs:
+            entries = ctx.local.entries(ctx.source, work.snapshot, spec.columns, work.jobs)
+            parts.append(with_cells(spec, entries, schema))
+        if not parts:
+            return ()
+        target = ctx.target(self.layout(spec), schema, work.level, "files")
+        return ctx.local.write(pa.concat_tables(parts), target)
+
+    def optimize(self, ctx: BuildContext, stable: LogEntry, mode: str) -> tuple[SourceState, Content]:
+        """The secondary index's optimize, in this process (its blocks are laid out by it alone)."""
+        local = dataclasses.replace(ctx, executor_for=_local(ctx), compactor_for=_local(ctx))
+        return super().optimize(local, stable, mode)
+
+    def row_entries(
+        self, rows: pa.Table, spec: IndexSpec, snapshot: Snapshot, file_id: int, ordinal: int, op: int
+    ) -> pa.Table:
+        assert isinstance(spec, MultiColumnIndex)
+        entries = entry_table(rows, spec.columns, file_id, ordinal, op)
+        return with_cells(spec, entries, multicolumn_schema(spec, snapshot))
+
+    def write_time_entries(self, spec: IndexSpec, snapshot: Snapshot) -> WriteTimeEntries | None:
+        """None: the write's tasks do not compute weights and cells; the index follows by refresh."""
+        return None
+
+    def access(self, spec: IndexSpec, predicate: Predicate) -> Access:
+        """Keys pinned on every indexed column are lookups; any predicate on the index's columns
+        scans the row groups its bounds keep."""
+        return Access(keys=predicate.key_values(spec.key), scans=predicate.columns <= set(spec.columns))
+
+    def sample_identity(self, spec: IndexSpec) -> tuple[str, ...]:
+        """Every column the index stores (see :mod:`.weights`)."""
+        return spec.columns
