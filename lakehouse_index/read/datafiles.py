@@ -134,7 +134,7 @@ def read_rows(
             raise TableFormatError(
                 f"deletes of {entry.path} name row {int(deleted[-1])} but the file has {total} rows"
             )
-        data = pf.read(columns=stored) if stored else pa.table({})
+        data = without_views(pf.read(columns=stored)) if stored else pa.table({})
         rows = np.arange(total, dtype=np.int64)
         if deleted is not None and len(deleted):
             keep = np.ones(total, dtype=bool)
