@@ -34,11 +34,12 @@ from tests.support.paths import code_env
 
 
 def test_the_built_in_kinds_are_plug_ins() -> None:
-    assert sorted(kinds()) == ["covering", "secondary", "skipping"]
+    assert sorted(kinds()) == ["covering", "multicolumn", "secondary", "skipping"]
     for spec in (
         li.SecondaryIndex("a", key="k"),
         li.CoveringIndex("b", indexed="k"),
         li.SkippingIndex("c", columns="k"),
+        li.MultiColumnIndex("d", columns=["k", "v"]),
     ):
         found = kind_of(spec)
         assert found.name == spec.kind and isinstance(spec, found.spec_type)
@@ -57,7 +58,7 @@ def test_a_spec_of_a_kind_not_installed_is_refused() -> None:
     with pytest.raises(InvalidIndexSpecError) as refused:  # as the log parses a spec
         spec_from_json({"kind": "no-such-kind", "name": "x"})
     assert str(refused.value) == (
-        "no index kind 'no-such-kind' is installed (installed: ['covering', 'secondary', 'skipping'])"
+        "no index kind 'no-such-kind' is installed (installed: ['covering', 'multicolumn', 'secondary', 'skipping'])"
     )
 
 
