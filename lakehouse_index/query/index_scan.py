@@ -7,8 +7,9 @@ every row group bound each column. A read:
 
 1. **picks row groups** (:func:`pick_groups`): the statistics of every row group of the
    snapshot's files become one row of skipping statistics each (min, max, null count; NaN
-   counted as possible in every floating column), and the skipping index's three-valued
-   evaluator (``kinds.skipping.prune``) keeps the groups where the predicate may be true;
+   possible in the floating columns of a group whose greatest ``_cell`` carries the NaN
+   flag, ``kinds.multicolumn.curve``), and the skipping index's three-valued evaluator
+   (``kinds.skipping.prune``) keeps the groups where the predicate may be true;
    a sample also drops the groups whose least ``_weight`` is at or above the fraction (the
    weight tiers put small weights in their own row groups). A group lacking statistics
    of a column is kept. Delta files newer than the cap are skipped;
@@ -39,7 +40,9 @@ from lakehouse_index.config import ReadConfig, SizedCache
 from lakehouse_index.expressions import Predicate
 from lakehouse_index.expressions.types import Family, family
 from lakehouse_index.io import Storage, join_uri
-from lakehouse_index.kinds.entries import FILE_ID, META_COLUMNS, ROW, VERSION, merge
+from lakehouse_index.io.parallel import each_file
+from lakehouse_index.kinds.entries import FILE_ID, META_COLUMNS, OP, ROW, VERSION, merge
+from lakehouse_index.kinds.multicolumn.curve import CELL, NAN_FLAG
 from lakehouse_index.kinds.multicolumn.weights import WEIGHT, in_sample
 from lakehouse_index.kinds.skipping.files import SkippingData
 from lakehouse_index.kinds.skipping.prune import prune
@@ -105,6 +108,12 @@ def _file_groups(storage: Storage, uri: str, size: int, columns: tuple[str, ...]
     names = meta.schema.names
     counts = np.array([meta.row_group(rg).num_rows for rg in range(n)], dtype=np.int64)
     unknown = np.zeros(n, dtype=bool)
+    nan_possible = np.ones(n, dtype=bool)
+    if CELL in names:  # the cell's NaN flag tells the row groups holding no NaN
+        hi_cell = _stat_values(meta, names.index(CELL), pa.int64(), False)
+        if hi_cell is not None:
+            top = np.asarray(hi_cell.fill_null(NAN_FLAG).to_numpy(), dtype=np.int64)
+            nan_possible = top >= NAN_FLAG
     fields: dict[str, pa.Array] = {}
     for c in columns:
         typ = schema.field(c).type
@@ -125,7 +134,9 @@ def _file_groups(storage: Storage, uri: str, size: int, columns: tuple[str, ...]
         else:
             no_range = np.asarray(lo.is_null().to_numpy(zero_copy_only=False), dtype=bool)
             unknown |= (nulls < 0) | (no_range & (nulls != counts))
-        nans = counts if family(typ) is Family.FLOAT else np.zeros(n, dtype=np.int64)
+        nans = (
+            np.where(nan_possible, counts, 0) if family(typ) is Family.FLOAT else np.zeros(n, dtype=np.int64)
+        )
         fields[c] = pa.StructArray.from_arrays(
             [
                 lo,
@@ -204,6 +215,15 @@ def pick_groups(
     return Picked(tuple(out), size, read, total)
 
 
+def _entry_field(target: Snapshot, name: str) -> pa.Field:
+    """The type an entry column is read as: a table column as ``target`` types it."""
+    if name == WEIGHT:
+        return pa.field(name, pa.float64())
+    if name in META_COLUMNS:
+        return pa.field(name, pa.int8() if name == OP else pa.int64())
+    return target.schema.field(name)
+
+
 def matching_entries(
     source: TableSource,
     storage: Storage,
@@ -214,50 +234,67 @@ def matching_entries(
     predicate: Predicate | None,
     fraction: float | None,
     *,
+    columns: Sequence[str] | None = None,
+    address: bool = True,
     apply_deletes: bool = True,
 ) -> pa.Table:
     """The live entries of the files ``cov`` answers for whose rows match ``predicate`` (and,
     with ``fraction``, whose weight is below it): the index's share of the answer.
 
-    Holds the spec's columns (as ``target`` types them), ``_weight`` and the row address.
-    ``apply_deletes=False`` keeps rows deleted since indexing (callers re-reading the rows
-    from the data files, which applies deletes)."""
+    Holds ``columns`` of the spec's (default all, as ``target`` types them) and, with
+    ``address``, the row address (``_file_id``, ``_row``). Only the columns the answer needs
+    are read: versions and ops only when delta files or moves need the LSM merge or a file
+    holds entries newer than the cap. ``apply_deletes=False`` keeps rows deleted since
+    indexing (callers re-reading the rows from the data files, which applies deletes)."""
     spec = entry.spec
-    names = [*spec.columns, WEIGHT, *META_COLUMNS]
-    schema = pa.schema(
-        [target.schema.field(c) for c in spec.columns]
-        + [pa.field(WEIGHT, pa.float64())]
-        + [pa.field(c, pa.int8() if c == "_op" else pa.int64()) for c in META_COLUMNS]
+    wanted = list(spec.columns if columns is None else columns)
+    picked = pick_groups(storage, index_dir, entry, predicate, fraction, cov.cap)
+    merged = bool(cov.moves) or any(f.level is Level.DELTA for f in entry.content.files)
+    capped = all(f.max_ordinal is not None and f.max_ordinal <= cov.cap for f, _ in picked.groups)
+    every_id = set(cov.answered) >= {f.id for f in entry.source.files}
+    deletes = apply_deletes and bool(cov.filter_deletes)
+    meta = (
+        list(META_COLUMNS)
+        if merged
+        else [
+            *([FILE_ID] if address or deletes or not every_id else []),
+            *([ROW] if address or deletes else []),
+            *([] if capped else [VERSION]),
+        ]
     )
+    checked = [c for c in spec.columns if predicate is not None and c in predicate.columns]
+    names = list(dict.fromkeys([*wanted, *checked, *([WEIGHT] if fraction is not None else []), *meta]))
+    schema = pa.schema([_entry_field(target, c) for c in names])
     expression = predicate.to_pyarrow() if predicate is not None else None
-    parts = []
-    for f, groups in pick_groups(storage, index_dir, entry, predicate, fraction, cov.cap).groups:
-        pf = FOOTERS.open(storage, join_uri(index_dir, f.path), f.size)
-        t = pf.read_row_groups(list(groups), columns=names)
+
+    def one(item: tuple[IndexFile, tuple[int, ...]]) -> pa.Table:
+        f, groups = item
+        t = FOOTERS.open(storage, join_uri(index_dir, f.path), f.size).read_row_groups(
+            list(groups), columns=names
+        )
         t = t.select(names).cast(schema) if not t.schema.equals(schema) else t
-        mask = pc.less_equal(t[VERSION], cov.cap)
+        if VERSION in names:
+            t = t.filter(pc.less_equal(t[VERSION], cov.cap))
         if fraction is not None:
-            mask = pc.and_(mask, pc.less(t[WEIGHT], pa.scalar(fraction, pa.float64())))
-        t = t.filter(mask)
-        if expression is not None:
-            t = t.filter(expression)
-        if t.num_rows:
-            parts.append(t)
-    raw = pa.concat_tables(parts) if parts else schema.empty_table()
-    raw = cov.moves.translate(raw)
-    has_deltas = bool(cov.moves) or any(f.level is Level.DELTA for f in entry.content.files)
-    live = merge(raw, None) if has_deltas else raw
-    live = live.filter(pc.is_in(live[FILE_ID], value_set=cov.answered_ids))
-    if not apply_deletes or not cov.filter_deletes or live.num_rows == 0:
-        return live
-    keep = np.ones(live.num_rows, dtype=bool)
-    fids, rows = live[FILE_ID].to_numpy(), live[ROW].to_numpy()
-    for fid in cov.filter_deletes:
-        sel = np.flatnonzero(fids == fid)
-        if len(sel):
-            alive = _live_positions(source, target, cov.answered[fid], rows[sel], _READ)
-            keep[sel] = np.isin(rows[sel], alive)
-    return live.filter(pa.array(keep))
+            t = t.filter(pc.less(t[WEIGHT], pa.scalar(fraction, pa.float64())))
+        return t.filter(expression) if expression is not None else t
+
+    parts = [t for t in each_file(one, picked.groups) if t.num_rows]
+    live = pa.concat_tables(parts) if parts else schema.empty_table()
+    if merged:
+        live = merge(cov.moves.translate(live), None)
+    if not every_id:
+        live = live.filter(pc.is_in(live[FILE_ID], value_set=cov.answered_ids))
+    if deletes and live.num_rows:
+        keep = np.ones(live.num_rows, dtype=bool)
+        fids, rows = live[FILE_ID].to_numpy(), live[ROW].to_numpy()
+        for fid in cov.filter_deletes:
+            sel = np.flatnonzero(fids == fid)
+            if len(sel):
+                alive = _live_positions(source, target, cov.answered[fid], rows[sel], _READ)
+                keep[sel] = np.isin(rows[sel], alive)
+        live = live.filter(pa.array(keep))
+    return live.select([*wanted, *([FILE_ID, ROW] if address else [])])
 
 
 def files_matching(
@@ -297,9 +334,19 @@ def answer(
     result_schema = pa.schema([target.schema.field(c) for c in out_cols])
     index_only = set(out_cols) <= set(entry.spec.columns)
     live = matching_entries(
-        source, storage, index_dir, entry, target, cov, predicate, fraction, apply_deletes=index_only
+        source,
+        storage,
+        index_dir,
+        entry,
+        target,
+        cov,
+        predicate,
+        fraction,
+        columns=out_cols if index_only else (),
+        address=not index_only,
+        apply_deletes=index_only,
     )
-    parts = [live.select(out_cols)] if index_only else _fetch(source, target, cov, live, out_cols, predicate)
+    parts = [live] if index_only else _fetch(source, target, cov, live, out_cols, predicate)
     if cov.scan:
         need = list(dict.fromkeys([*out_cols, *(identity if fraction is not None else ())]))
         scanned = scan_files(source, target, cov.scan, columns=need, where=predicate)

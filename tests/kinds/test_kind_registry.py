@@ -58,7 +58,8 @@ def test_a_spec_of_a_kind_not_installed_is_refused() -> None:
     with pytest.raises(InvalidIndexSpecError) as refused:  # as the log parses a spec
         spec_from_json({"kind": "no-such-kind", "name": "x"})
     assert str(refused.value) == (
-        "no index kind 'no-such-kind' is installed (installed: ['covering', 'multicolumn', 'secondary', 'skipping'])"
+        "no index kind 'no-such-kind' is installed "
+        "(installed: ['covering', 'multicolumn', 'secondary', 'skipping'])"
     )
 
 

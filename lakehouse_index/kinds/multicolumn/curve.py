@@ -4,7 +4,8 @@ Per batch of entries written (a build, a refresh's delta, an optimize), each ind
 column's values are replaced by their rank (ties share the lowest, nulls last), scaled to
 ``CURVE_BITS // n`` bits (``n`` indexed columns), and the bits interleaved (Morton /
 Z-order): rows close in every column get close cells. The cell puts the row's weight tier
-(:func:`~lakehouse_index.kinds.multicolumn.weights.tiers`) above the curve. Sorted by
+(:func:`~lakehouse_index.kinds.multicolumn.weights.tiers`) above the curve, and above that
+a flag for rows holding NaN (:data:`NAN_FLAG`). Sorted by
 cell and cut into row groups, each row group spans a small box of every indexed column,
 and its Parquet min/max statistics prune ranges on any subset of them.
 
@@ -25,8 +26,14 @@ from lakehouse_index.kinds.multicolumn.weights import tiers
 
 #: The sort column of the entries (int64).
 CELL = "_cell"
-#: Bits of the curve below the tier (4 bits of tier above: the cell stays a positive int64).
+#: Bits of the curve below the tier (4 bits of tier above, then the NaN flag: the cell stays a
+#: positive int64).
 CURVE_BITS = 57
+#: The cell bit of rows holding a NaN in a floating column of the index: they sort after the
+#: others, and a row group whose greatest cell is below this bit holds no NaN (Parquet
+#: statistics leave NaN out of min/max; without this a range on a float column could not
+#: exclude a row group in which NaN might match, as it does in Spark).
+NAN_FLAG = 1 << 61
 
 
 def quantised_ranks(values: pa.ChunkedArray | pa.Array, bits: int) -> np.ndarray:
@@ -49,9 +56,20 @@ def z_order(coordinates: Sequence[np.ndarray], bits: int) -> np.ndarray:
     return z
 
 
-def cells(table: pa.Table, indexed: Sequence[str], weights: np.ndarray) -> pa.Array:
-    """The ``_cell`` of every row of ``table``: tier, then the Z-order of the indexed columns' ranks."""
+def nan_rows(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
+    """Per row, whether one of its floating ``columns`` holds NaN."""
+    out = np.zeros(table.num_rows, dtype=bool)
+    for c in columns:
+        if pa.types.is_floating(table.schema.field(c).type):
+            out |= np.asarray(pc.fill_null(pc.is_nan(table.column(c)), False).to_numpy(zero_copy_only=False))
+    return out
+
+
+def cells(table: pa.Table, indexed: Sequence[str], stored: Sequence[str], weights: np.ndarray) -> pa.Array:
+    """The ``_cell`` of every row of ``table``: the NaN flag (a NaN in one of the ``stored``
+    columns), the weight's tier, then the Z-order of the ``indexed`` columns' ranks."""
     bits = CURVE_BITS // len(indexed)
     z = z_order([quantised_ranks(table.column(c), bits) for c in indexed], bits)
     cell = (tiers(weights).astype(np.uint64) << np.uint64(CURVE_BITS)) | z
+    cell |= nan_rows(table, stored).astype(np.uint64) << np.uint64(61)
     return pa.array(cell.astype(np.int64), pa.int64())

@@ -56,7 +56,7 @@ def with_cells(spec: MultiColumnIndex, entries: pa.Table, schema: pa.Schema) -> 
     w = weights(entries, spec.columns)
     at = len(spec.columns)
     out = entries.add_column(at, WEIGHT, pa.array(w, pa.float64()))
-    out = out.add_column(at + 1, CELL, cells(entries, spec.indexed, w))
+    out = out.add_column(at + 1, CELL, cells(entries, spec.indexed, spec.columns, w))
     return out.select(schema.names).cast(schema)
 
 

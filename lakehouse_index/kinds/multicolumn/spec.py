@@ -10,7 +10,7 @@ from lakehouse_index.spec import AutoRefresh, IndexSpec, _columns, validate_inde
 
 #: Rows per block (Parquet row group) by default: a range on one of ``n`` indexed columns reads
 #: about its selectivity plus ``blocks ** (-1 / n)`` of the index, so blocks are small.
-DEFAULT_BLOCK_ROWS = 1024
+DEFAULT_BLOCK_ROWS = 512
 #: Most indexed columns: the Z-order curve gives each column ``CURVE_BITS // n`` bits.
 MAX_INDEXED = 8
 
