@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import pyarrow as pa
 
@@ -34,9 +34,10 @@ from lakehouse_index.config import Config, PlannerConfig
 from lakehouse_index.context import IndexContext, IndexInfo, IndexStatus
 from lakehouse_index.errors import QueryError
 from lakehouse_index.io import Storage, join_uri, normalize_uri
+from lakehouse_index.kinds.keys import ArrowKeys
 from lakehouse_index.log.store import INDEX_DIR_NAME
 from lakehouse_index.query import index_queries, planner
-from lakehouse_index.query.index_queries import Where
+from lakehouse_index.query.index_queries import Keys, Where
 from lakehouse_index.read.scan import scan_files, scan_snapshot
 from lakehouse_index.registry import open_source
 from lakehouse_index.sink.contract import WriteMode
@@ -337,30 +338,80 @@ class Table:
         """
         return index_queries.plan(self.context, name, keys, self._target(version_as_of, timestamp_as_of))
 
+    @overload
     def lookup(
         self,
         name: str,
-        keys: Sequence[Any],
+        keys: DataFrame,
         *,
         version_as_of: int | str | None = None,
         timestamp_as_of: dt.datetime | int | None = None,
         columns: Sequence[str] | None = None,
-    ) -> pa.Table:
+    ) -> DataFrame: ...
+
+    @overload
+    def lookup(
+        self,
+        name: str,
+        keys: Sequence[Any] | ArrowKeys,
+        *,
+        version_as_of: int | str | None = None,
+        timestamp_as_of: dt.datetime | int | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> pa.Table: ...
+
+    def lookup(
+        self,
+        name: str,
+        keys: Keys,
+        *,
+        version_as_of: int | str | None = None,
+        timestamp_as_of: dt.datetime | int | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> Any:
         """Rows of the table version whose index key equals one of ``keys`` (tuples for composite keys).
 
         A ``None`` key matches rows whose key is null. Deletes of the version are applied.
+
+        ``keys`` may be a list (or set) of values, Arrow data (a ``pyarrow.Array`` for a
+        one-column key, or a ``pyarrow.Table`` with the key columns by name: converted without
+        a Python step per key), or a **Spark DataFrame** with the key columns by name, for key
+        sets too large for this process: the answer is then a Spark DataFrame, computed on
+        Spark as a join of the keys with the index files and then with the data files that
+        hold them. A batch of keys is sorted once and every index file, row group and data
+        file is read once for all the keys it holds.
         """
         target = self._target(version_as_of, timestamp_as_of)
         return index_queries.lookup(self.context, name, keys, target, columns)
 
+    @overload
     def locate(
         self,
         name: str,
-        keys: Sequence[Any],
+        keys: DataFrame,
         *,
         version_as_of: int | str | None = None,
         timestamp_as_of: dt.datetime | int | None = None,
-    ) -> pa.Table:
+    ) -> DataFrame: ...
+
+    @overload
+    def locate(
+        self,
+        name: str,
+        keys: Sequence[Any] | ArrowKeys,
+        *,
+        version_as_of: int | str | None = None,
+        timestamp_as_of: dt.datetime | int | None = None,
+    ) -> pa.Table: ...
+
+    def locate(
+        self,
+        name: str,
+        keys: Keys,
+        *,
+        version_as_of: int | str | None = None,
+        timestamp_as_of: dt.datetime | int | None = None,
+    ) -> Any:
         """Where the rows with ``keys`` live: key columns, record key columns, ``_file``, ``_row``.
 
         ``_file`` is the data file's URI and ``_row`` the row's position in it (deleted rows
@@ -372,6 +423,12 @@ class Table:
         position; null for a file with neither. It is computed from ``(_file, _row)`` at
         query time (the index stores no row ids), reading only the materialized column at
         the located positions. Without row ids, the row address is the record key.
+
+        ``keys`` as for :meth:`lookup`. Given a Spark DataFrame of keys, the answer is a Spark
+        DataFrame (key, record key, ``_file``, ``_row``) computed on Spark: the index files read
+        as Parquet and joined with the keys (null-safely), the LSM merge and the repair of the
+        snapshot to the version applied there. It does not compute ``_row_id``: an index
+        without a record key on a table with row ids raises UnsupportedFeatureError.
         """
         return index_queries.locate(self.context, name, keys, self._target(version_as_of, timestamp_as_of))
 

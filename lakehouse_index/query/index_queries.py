@@ -10,7 +10,7 @@ the log (another process's vacuum) makes it relist the logs and answer again.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 import pyarrow as pa
 
@@ -19,16 +19,23 @@ from lakehouse_index.context import IndexContext
 from lakehouse_index.errors import IllegalIndexStateError, IndexNotFoundError
 from lakehouse_index.io.parallel import shared_pool
 from lakehouse_index.kinds.base import kind_of
+from lakehouse_index.kinds.keys import ArrowKeys
 from lakehouse_index.log.entry import IndexState, LogEntry
 from lakehouse_index.query import lookup as lk
 from lakehouse_index.query import planner
-from lakehouse_index.query.coverage import plain_scan
+from lakehouse_index.query.coverage import Coverage, plain_scan
 from lakehouse_index.source import FileEntry, Snapshot
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame
 
 _R = TypeVar("_R")
 
 #: A predicate as queries take it: SQL text, a parsed predicate, or a pyarrow Expression.
 Where = str | expr.Predicate | Any
+#: Lookup keys as queries take them: Python values (tuples for composite keys), Arrow data
+#: (``kinds.keys.ArrowKeys``), or a Spark DataFrame with the key columns.
+Keys = Sequence[Any] | ArrowKeys | Any
 
 
 def relisting(ctx: IndexContext, query: Callable[[], _R]) -> _R:
@@ -63,6 +70,11 @@ def lookup_snapshots(ctx: IndexContext, name: str) -> list[LogEntry]:
     return snapshots
 
 
+#: The number of keys the planner is given for a Spark DataFrame of keys (not counted: a
+#: job): many, so each index file costs at most its size (read once for all the keys).
+_MANY_KEYS = 2**40
+
+
 def plan(ctx: IndexContext, name: str, keys: Sequence[Any], target: Callable[[], Snapshot]) -> planner.Plan:
     """The planner's choice of index snapshot (or plain scan) for a lookup of ``keys`` at ``target()``.
 
@@ -70,9 +82,13 @@ def plan(ctx: IndexContext, name: str, keys: Sequence[Any], target: Callable[[],
     round trip instead of two when warm); on local files, where a read costs less than
     handing work to a thread, one after the other (``LogConfig.concurrent_reads``).
     """
+    return _plan(ctx, name, len(keys), target)
+
+
+def _plan(ctx: IndexContext, name: str, n_keys: int, target: Callable[[], Snapshot]) -> planner.Plan:
     if not ctx.config.log.reads_concurrently(ctx.storage.concurrent_reads):
         snapshots = lookup_snapshots(ctx, name)
-        return planner.plan(ctx.source, name, snapshots, target(), len(keys), ctx.config)
+        return planner.plan(ctx.source, name, snapshots, target(), n_keys, ctx.config)
     # The index's log is read while the table's log is (``IndexLog`` is thread-safe; the
     # table source stays on the caller's thread).
     pending = shared_pool("lakehouse-index-log", 4).submit(lookup_snapshots, ctx, name)
@@ -81,29 +97,45 @@ def plan(ctx: IndexContext, name: str, keys: Sequence[Any], target: Callable[[],
     except BaseException:
         pending.result()  # the index's own error (no such index...) comes first
         raise
-    return planner.plan(ctx.source, name, pending.result(), snap, len(keys), ctx.config)
+    return planner.plan(ctx.source, name, pending.result(), snap, n_keys, ctx.config)
 
 
-def lookup_plan(
-    ctx: IndexContext, name: str, keys: Sequence[Any], target: Callable[[], Snapshot]
-) -> lk.LookupPlan:
-    """What a lookup or locate of ``keys`` reads: the chosen snapshot and its repair to ``target()``."""
-    chosen = plan(ctx, name, keys, target)
+def _choice(
+    ctx: IndexContext, name: str, n_keys: int, target: Callable[[], Snapshot]
+) -> tuple[LogEntry, Coverage, Snapshot]:
+    """The snapshot a lookup of ``n_keys`` keys reads, its repair to ``target()``, and that version."""
+    chosen = _plan(ctx, name, n_keys, target)
     best = chosen.chosen
     entry = best.entry or ctx.log(name).latest_stable()
     assert entry is not None
-    cov = best.coverage or plain_scan(chosen.target)
-    return lk.plan_lookup(ctx.source, entry, chosen.target, keys, cov, ctx.config.read)
+    return entry, best.coverage or plain_scan(chosen.target), chosen.target
+
+
+def lookup_plan(
+    ctx: IndexContext, name: str, keys: Sequence[Any] | ArrowKeys, target: Callable[[], Snapshot]
+) -> lk.LookupPlan:
+    """What a lookup or locate of ``keys`` reads: the chosen snapshot and its repair to ``target()``."""
+    entry, cov, snap = _choice(ctx, name, len(keys), target)
+    return lk.plan_lookup(ctx.source, entry, snap, keys, cov, ctx.config.read)
 
 
 def lookup(
     ctx: IndexContext,
     name: str,
-    keys: Sequence[Any],
+    keys: Keys,
     target: Callable[[], Snapshot],
     columns: Sequence[str] | None = None,
-) -> pa.Table:
-    """The rows of ``target()`` whose index key is one of ``keys`` (see ``Table.lookup``)."""
+) -> Any:
+    """The rows of ``target()`` whose index key is one of ``keys`` (see ``Table.lookup``): a
+    pyarrow Table, or a Spark DataFrame for a DataFrame of keys."""
+    if spark_keys_given(keys):
+        from lakehouse_index.query import spark_keys
+
+        entry, cov, snap = relisting(ctx, lambda: _choice(ctx, name, _MANY_KEYS, target))
+        index_dir = ctx.index_dir(name)
+        return spark_keys.lookup(
+            ctx.source, ctx.storage, index_dir, entry, snap, cov, keys, columns, ctx.config.read
+        )
 
     def query() -> pa.Table:
         found = lookup_plan(ctx, name, keys, target)
@@ -112,14 +144,26 @@ def lookup(
     return relisting(ctx, query)
 
 
-def locate(ctx: IndexContext, name: str, keys: Sequence[Any], target: Callable[[], Snapshot]) -> pa.Table:
-    """Where the rows of ``target()`` with ``keys`` live (see ``Table.locate``)."""
+def locate(ctx: IndexContext, name: str, keys: Keys, target: Callable[[], Snapshot]) -> Any:
+    """Where the rows of ``target()`` with ``keys`` live (see ``Table.locate``): a pyarrow
+    Table, or a Spark DataFrame for a DataFrame of keys."""
+    if spark_keys_given(keys):
+        from lakehouse_index.query import spark_keys
+
+        entry, cov, snap = relisting(ctx, lambda: _choice(ctx, name, _MANY_KEYS, target))
+        index_dir = ctx.index_dir(name)
+        return spark_keys.locate(ctx.source, ctx.storage, index_dir, entry, snap, cov, keys, ctx.config.read)
 
     def query() -> pa.Table:
         found = lookup_plan(ctx, name, keys, target)
         return lk.locate(ctx.source, ctx.storage, ctx.index_dir(name), found)
 
     return relisting(ctx, query)
+
+
+def spark_keys_given(keys: object) -> TypeGuard[DataFrame]:
+    """Whether ``keys`` is a Spark DataFrame (classic or Connect), without importing pyspark."""
+    return type(keys).__module__.startswith("pyspark.sql") and hasattr(keys, "sparkSession")
 
 
 def read_plan(ctx: IndexContext, snap: Snapshot, where: Where) -> planner.Plan:

@@ -27,6 +27,7 @@ from lakehouse_index.expressions import Predicate
 from lakehouse_index.expressions.matching import match_keys
 from lakehouse_index.io.parallel import each_file
 from lakehouse_index.kinds.base import kind_of
+from lakehouse_index.kinds.keys import ArrowKeys
 from lakehouse_index.log.entry import IndexState
 from lakehouse_index.query import index_queries
 from lakehouse_index.read.datafiles import ROW_COLUMN, read_file
@@ -94,7 +95,7 @@ def locate(
     ctx: IndexContext,
     snap: Snapshot,
     index: str,
-    keys: Sequence[Any],
+    keys: Sequence[Any] | ArrowKeys,
     columns: Sequence[str] | None,
     predicate: Predicate | None = None,
 ) -> Located:
@@ -187,7 +188,8 @@ def plan_upsert(
     index = index_on(ctx, on)
     if index is None:
         return None
-    located = locate(ctx, tx.snapshot, index, _lookup_keys(data, on), list(on))
+    # The data's key columns as Arrow keys: typed and matched without a Python step per row.
+    located = locate(ctx, tx.snapshot, index, data.select(list(on)), list(on))
     position = {key: i for i, key in enumerate(match_keys(data, on))}
     matched = [position[k] for k in match_keys(located.rows, on)]
     used = set(matched)
@@ -207,10 +209,3 @@ def plan_overwrite(
     located = locate(ctx, tx.snapshot, pinned[0], pinned[1], [], predicate)
     changes = _changes(tx, WriteOperation.OVERWRITE, located, data, mode, ReadSet.where(predicate))
     return PlannedWrite(located, changes, rows_written=data.num_rows)
-
-
-def _lookup_keys(data: pa.Table, on: Sequence[str]) -> list[Any]:
-    """The data's keys as ``lookup`` takes them: a value per row for one column, tuples for several."""
-    if len(on) == 1:
-        return data.column(on[0]).to_pylist()
-    return list(zip(*(data.column(c).to_pylist() for c in on), strict=True))

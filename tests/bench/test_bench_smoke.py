@@ -233,7 +233,6 @@ def test_lookup_benchmark_tiny(spark: SparkSession, isolated: Path) -> None:
         assert all(ids == () for k, ids in share.scan_appended.answers.items() if k not in new)
     assert "files appended (of indexed)" in isolated.read_text()
 
-    assert res.batches and all(set(per) == {"lookup", "duckdb", "lance"} for per in res.batches.values())
     warm = res.io["lookup, warm"]
     assert warm["index-data reads"] >= 1 and warm["table-data reads"] >= 1
     assert res.io["locate, warm"]["table-data reads"] == 0  # locate answers from the index alone
@@ -245,6 +244,23 @@ def test_lookup_benchmark_tiny(spark: SparkSession, isolated: Path) -> None:
 
 
 @pytest.mark.spark
+def test_batch_lookup_benchmark_tiny(isolated: Path) -> None:
+    from integration.bench import bench_batch_lookup
+
+    res = bench_batch_lookup.main(["--scale", "tiny"])
+    assert res.disagreements == []  # every batch's answer equals the generator's (checked inside)
+    sizes = [n for n in bench_batch_lookup.BATCH_SIZES if n <= res.params.rows]
+    assert list(res.batches) == sizes
+    assert all(set(per) == set(bench_batch_lookup.METHODS) for per in res.batches.values())
+    # The 1,000-key batch's rows lie in some of the table's pages, found through some index groups.
+    floor = res.floor
+    assert 0 < floor["pages"] <= floor["pages_total"] and 0 < floor["KB"] <= floor["KB_total"]
+    assert floor["index_files"] >= 1 and floor["index_row_groups"] >= 1
+    assert "<!-- bench:batch_lookup -->" in isolated.read_text()
+    doc = json.loads(results_path("batch_lookup").read_text())
+    assert doc["benchmark"] == "batch_lookup" and _same(doc["results"], bench_batch_lookup.results(res))
+
+
 def test_build_benchmark_tiny(spark: SparkSession, isolated: Path) -> None:
     from deltalake import DeltaTable
 
