@@ -235,9 +235,7 @@ class Binder:
             if e.is_string:
                 return str(e.this)
             return number(str(e.this))
-        if isinstance(e, exp.Concat) and all(
-            isinstance(p, exp.Literal) and p.is_string for p in e.expressions
-        ):
+        if type(e) is exp.Concat and all(isinstance(p, exp.Literal) and p.is_string for p in e.expressions):
             # Spark reads adjacent string literals ('a' 'b', or 'it''s') as one string.
             return "".join(str(p.this) for p in e.expressions)
         if isinstance(e, exp.Cast) and isinstance(e.this, exp.Literal) and e.this.is_string:

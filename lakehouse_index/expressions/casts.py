@@ -191,7 +191,9 @@ def _float_to_integral(values: pa.Array, t: pa.DataType) -> pa.Array:
     x = np.where(np.isnan(x) | mask, 0.0, np.trunc(x))
     wide = 64 if _bits(t) == 64 else 32
     lo, hi = -(2 ** (wide - 1)), 2 ** (wide - 1) - 1
-    ints = np.where(x >= float(hi), hi, np.where(x <= float(lo), lo, np.clip(x, lo, hi).astype(np.int64)))
+    with np.errstate(invalid="ignore"):
+        inside = np.clip(x, lo, hi).astype(np.int64)
+    ints = np.where(x >= float(hi), hi, np.where(x <= float(lo), lo, inside))
     out = pa.array(ints.astype(np.int64), pa.int64(), mask=mask)
     return out.cast(t, safe=False)
 

@@ -232,8 +232,10 @@ def _case(name: str, args: Args) -> tuple[Args, pa.DataType]:
 
 
 def _nullif(name: str, args: Args) -> tuple[Args, pa.DataType]:
-    t = _common(name, args)
-    return [cast_to(a, t) for a in args], t
+    """``nullif(a, b)``: of ``a``'s type (Spark's ``if(a = b, NULL, a)``), compared in the common type."""
+    a, b = args
+    _common(name, args)  # refuses operands that cannot be compared
+    return [a, b], a.type
 
 
 def _numeric_same(name: str, args: Args) -> tuple[Args, pa.DataType]:

@@ -32,11 +32,13 @@ import pyarrow.compute as pc
 from lakehouse_index.expressions import ast
 from lakehouse_index.expressions.casts import cast, local_to_instant
 from lakehouse_index.expressions.functions import TRUNC_UNITS
-from lakehouse_index.expressions.sparktypes import INSTANT
+from lakehouse_index.expressions.sparktypes import INSTANT, common_type
 
 __all__ = ["evaluate"]
 
 Kernel = Callable[[ast.Call, list[pa.Array], str], pa.Array]
+#: Enough digits for any double's decimal form (up to 1e308) to round without an error.
+_WIDE = decimal.Context(prec=400)
 _INT_MAX = 2**31 - 1
 
 
@@ -180,7 +182,8 @@ def _case(call: ast.Call, args: list[pa.Array], zone: str) -> pa.Array:
 
 def _nullif(call: ast.Call, args: list[pa.Array], zone: str) -> pa.Array:
     a, b = args
-    return _null_where(_spark_order("=", a, b), a)
+    t = common_type(a.type, b.type)
+    return _null_where(_spark_order("=", cast(a, a.type, t, zone), cast(b, b.type, t, zone)), a)
 
 
 # --------------------------------------------------------------------------- strings
@@ -314,9 +317,8 @@ def _round_value(x: Any, scale: int, t: pa.DataType) -> Any:
     if isinstance(x, float):
         if x != x or x in (float("inf"), float("-inf")):
             return x
-        return float(
-            decimal.Decimal(repr(x)).quantize(decimal.Decimal(1).scaleb(-scale), decimal.ROUND_HALF_UP)
-        )
+        exact = decimal.Decimal(repr(x))
+        return float(exact.quantize(decimal.Decimal(1).scaleb(-scale), decimal.ROUND_HALF_UP, _WIDE))
     if scale >= 0:
         return x
     unit = 10**-scale

@@ -274,15 +274,16 @@ class ScalarBinder:
             return ast.Lit(bool(e.this), pa.bool_())
         if isinstance(e, exp.HexString):
             return ast.Lit(bytes.fromhex(str(e.this)), pa.binary())
-        if isinstance(e, exp.Concat) and all(
-            isinstance(p, exp.Literal) and p.is_string for p in e.expressions
-        ):
+        if type(e) is exp.Concat and all(isinstance(p, exp.Literal) and p.is_string for p in e.expressions):
             return ast.Lit("".join(str(p.this) for p in e.expressions), pa.string())
+        sign = ""
+        if isinstance(e, exp.Neg) and isinstance(e.this, exp.Literal) and not e.this.is_string:
+            sign, e = "-", e.this  # Spark reads -2147483648 as one INT literal
         if not isinstance(e, exp.Literal):
             return None
         if e.is_string:
             return ast.Lit(str(e.this), pa.string())
-        text = str(e.this)
+        text = sign + str(e.this)
         if "e" in text.lower():
             return ast.Lit(float(text), pa.float64())
         v = number(text)
