@@ -48,7 +48,7 @@ def parse_sql(text: str, schema: pa.Schema, zone: str = "UTC") -> ast.Node:
         raise QueryError("empty where expression")
     try:
         tree: exp.Expression = sqlglot.parse_one(text, read="spark")  # type: ignore[assignment]
-    except sqlglot.errors.SqlglotError as e:
+    except (sqlglot.errors.SqlglotError, ValueError) as e:  # sqlglot raises ValueError for a few
         raise QueryError(f"cannot parse where expression {text!r}: {e}") from e
     return Binder(schema, text, zone).predicate(tree)
 

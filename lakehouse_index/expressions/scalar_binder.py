@@ -154,8 +154,10 @@ class ScalarBinder:
         except QueryError as e:
             raise self.fail(str(e)) from None
 
-    def bind(self, e: exp.Expression) -> ast.Scalar:
-        """The typed tree of scalar expression ``e``."""
+    def bind(self, e: exp.Expression | None) -> ast.Scalar:
+        """The typed tree of scalar expression ``e`` (None: a function's missing argument)."""
+        if e is None:
+            raise self.fail("a function call lacks an argument")
         if isinstance(e, exp.Paren):
             return self.bind(e.this)
         if isinstance(e, exp.Column):
