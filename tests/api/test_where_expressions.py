@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -172,3 +173,13 @@ def test_expressions_on_index_columns_filter_the_rows_read(tmp_path: Path) -> No
     rows = read_back()
     for where in ["id IN (3, 4, 5) AND n * 2 < -30", "id > 40 AND id % 3 = 0", "hour(ts) = 2 AND id < 50"]:
         assert _ids(t.scan(where=where)) == _duckdb_ids(rows, where), where
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("fmt", ["delta", "iceberg"])
+def test_spark_read_with_expressions_equals_scan(spark: Any, tmp_path: Path, fmt: str) -> None:
+    t, _ = _open(tmp_path, fmt)
+    t.create_index(li.SecondaryIndex("by_id", key="id"))
+    for where in [*WHERES[:12], "id = 8 AND id % 7 = 1"]:
+        got = sorted(r["id"] for r in t.read(spark, where=where).select("id").collect())
+        assert got == _ids(t.scan(where=where)), where
