@@ -128,6 +128,11 @@ def _through_index(
     try:
         done = tx.commit_row_changes(planned.changes)
     except RowChangesRefused as e:  # before anything was written
+        if planned.located.index is None:
+            raise WriteRefusedError(
+                f"{operation.value}: a where with expressions commits the rows this library's reader "
+                f"finds, but {e}"
+            ) from e
         note = f"index {planned.located.index!r} located the rows, but {e}"
         return _commit_and_sync(ctx, operation, tx, fallback, start, note)
     crash_point("write.after_commit")
@@ -143,7 +148,7 @@ def _through_index(
         rows_updated=planned.rows_updated,
         indexes=sync.indexes,
         seconds=time.perf_counter() - start,
-        path=WritePath.INDEX,
+        path=WritePath.INDEX if planned.located.index is not None else WritePath.SCAN,
         index=planned.located.index,
         mode=planned.changes.mode.value,
         files_rewritten=tuple(planned.changes.removed)
@@ -218,8 +223,8 @@ def overwrite(
     predicate = _where(where, tx.snapshot.schema, "overwrite")
     rows = inputs.conform(inputs.to_arrow(data), tx.snapshot.schema, ctx.uri)
     planned = None
-    if use_indexes and predicate is not None:
-        planned = indexed.plan_overwrite(ctx, tx, rows, predicate, how)
+    if predicate is not None:
+        planned = indexed.plan_overwrite(ctx, tx, rows, predicate, how, use_indexes)
     return _through_index(
         ctx, WriteOperation.OVERWRITE, tx, planned, lambda: tx.overwrite(rows, predicate), start
     )
@@ -236,7 +241,7 @@ def delete(
         raise WriteRefusedError("delete needs where= (use where='TRUE' to delete every row)")
     predicate = _where(where, tx.snapshot.schema, "delete")
     assert predicate is not None
-    planned = indexed.plan_delete(ctx, tx, predicate, how) if use_indexes else None
+    planned = indexed.plan_delete(ctx, tx, predicate, how, use_indexes)
     return _through_index(ctx, WriteOperation.DELETE, tx, planned, lambda: tx.delete(predicate), start)
 
 
@@ -255,8 +260,8 @@ def update(
     predicate = _where(where, tx.snapshot.schema, "update")
     checked = _set_values(values, tx.snapshot.schema)
     planned = None
-    if use_indexes and predicate is not None:
-        planned = indexed.plan_update(ctx, tx, predicate, checked, how)
+    if predicate is not None:
+        planned = indexed.plan_update(ctx, tx, predicate, checked, how, use_indexes)
     return _through_index(
         ctx, WriteOperation.UPDATE, tx, planned, lambda: tx.update(predicate, checked), start
     )
