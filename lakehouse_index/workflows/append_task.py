@@ -38,6 +38,7 @@ RESULT_COLUMN = "written"
 RESULT_SCHEMA = pa.schema([(RESULT_COLUMN, pa.binary())])
 RESULT_DDL = f"{RESULT_COLUMN} binary"
 
+
 @dataclass(frozen=True)
 class TaskOutput:
     """What one task wrote: data files, and per index name the index files."""
