@@ -99,14 +99,14 @@ class SparkExecutor(Executor):
         )
         newest = Window.partitionBy(FILE_ID, ROW).orderBy(F.desc(VERSION), F.desc(OP))
         return (
-            self._relocate(entries, moves)
+            self.relocate(entries, moves)
             .join(F.broadcast(ids), FILE_ID)
             .withColumn("__rank", F.row_number().over(newest))
             .filter((F.col("__rank") == 1) & (F.col(OP) == PUT))
             .drop("__rank")
         )
 
-    def _relocate(self, entries: DataFrame, moves: MoveMap) -> DataFrame:
+    def relocate(self, entries: DataFrame, moves: MoveMap) -> DataFrame:
         """``entries`` with moved rows at their new address (one range join per link of the longest chain).
 
         Entries of rows in no move keep the removed file's id and are dropped with it.

@@ -12,7 +12,9 @@ on their keys with equal bucket counts then plans no Exchange (Spark's bucketed 
 
 Exact at the target version (``query.coverage``):
 
-* entries above the coverage's cap are dropped; when the snapshot has delta files, the LSM
+* entries above the coverage's cap are dropped; entries of files a copy-on-write commit
+  rewrote are moved to their new address (``moves``, the lineage remap: a broadcast range
+  join); when the snapshot has delta files, the LSM
   is merged by a window over ``(k, _file_id, _row)``: the bucketed scan's partitioning already
   satisfies it (a row's PUT and DEL entries carry the same key), so no Exchange;
 * entries of files not live at the target are dropped (a filter on the file id), rows
@@ -27,8 +29,8 @@ Exact at the target version (``query.coverage``):
   union Spark already knows is bucketed. Only the uncovered rows are shuffled.
 
 Not used (the plain read instead, each reason in :class:`BucketedPlan`): layout-1 indexes,
-indexes missing a needed column, snapshots whose files a copy-on-write rewrite moved
-(``moves``: optimize full first) and a data directory holding files of another snapshot.
+indexes missing a needed column, no usable snapshot (table version gone, column changed)
+and a data directory holding files of another snapshot.
 The catalog tables are external (dropping one deletes nothing) and named after the index
 directory and log entry; in a session with a persistent (Hive) catalog they persist there.
 """
@@ -39,7 +41,7 @@ import hashlib
 import tempfile
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -47,7 +49,7 @@ import pyarrow.parquet as pq
 
 from lakehouse_index.context import IndexContext
 from lakehouse_index.executors import executor_for
-from lakehouse_index.executors.spark import qcol
+from lakehouse_index.executors.spark import SparkExecutor, qcol
 from lakehouse_index.io import join_uri
 from lakehouse_index.io.uri import canonical_uri
 from lakehouse_index.kinds.base import IndexJob, WriteTarget
@@ -120,12 +122,16 @@ def plan_bucketed(
     ctx: IndexContext, target: Snapshot, columns: Sequence[str] | None, predicate: Predicate | None
 ) -> BucketedPlan:
     """The covering index snapshot (if any) that answers a read of ``columns`` (and ``predicate``)
-    at ``target`` as a bucketed table; the snapshot is the planner's choice as for a lookup."""
+    at ``target`` as a bucketed table; the snapshot is the planner's choice as for a lookup
+    (the index forced)."""
     needed = set(columns if columns is not None else target.schema.names)
     if predicate is not None:
         needed |= set(predicate.columns)
     notes: list[str] = []
     best: BucketedPlan | None = None
+    # A join gains from the buckets whatever a scan would cost: the cheapest usable snapshot
+    # (least to shuffle into the buckets), as a lookup with the index forced picks it.
+    forced = replace(ctx.config, planner=replace(ctx.config.planner, force_index=True))
     for info in ctx.indexes():
         spec = info.spec
         if not isinstance(spec, CoveringIndex) or info.state is not IndexState.ACTIVE:
@@ -140,14 +146,9 @@ def plan_bucketed(
         if missing:
             notes.append(f"{name!r}: does not hold {', '.join(missing)}")
             continue
-        chosen = planner.plan(
-            ctx.source, name, ctx.log(name).active_snapshots(), target, 0, ctx.config
-        ).chosen
+        chosen = planner.plan(ctx.source, name, ctx.log(name).active_snapshots(), target, 0, forced).chosen
         if chosen.entry is None or chosen.coverage is None:
             notes.append(f"{name!r}: no snapshot of it answers version {target.version} (see explain)")
-            continue
-        if chosen.coverage.moves:
-            notes.append(f"{name!r}: rows of rewritten files moved (lineage remap); run optimize full")
             continue
         dirs = _directories(ctx, name, chosen.entry)
         if isinstance(dirs, str):
@@ -210,6 +211,9 @@ def bucketed_frame(
     table = _register(spark, index_dir, entry, locations, unique=bool(scan))
     key = qcol(spec.key[0])
     df = spark.table(table).filter(F.col(VERSION) <= cov.cap)
+    # Rows of files rewritten up to the cap at their new address: a broadcast range join, so
+    # the bucketed partitioning stays (a moved row keeps its key, hence its bucket).
+    df = SparkExecutor(spark, ctx.config.executor).relocate(df, cov.moves)
     if any(f.level is Level.DELTA for f in entry.content.files):
         newest = Window.partitionBy(key, F.col(FILE_ID), F.col(ROW)).orderBy(F.desc(VERSION), F.desc(OP))
         df = df.withColumn("__rank", F.row_number().over(newest)).filter(F.col("__rank") == 1).drop("__rank")
