@@ -37,6 +37,7 @@ from lakehouse_index.io import Storage, join_uri, normalize_uri
 from lakehouse_index.kinds.keys import ArrowKeys
 from lakehouse_index.log.store import INDEX_DIR_NAME
 from lakehouse_index.query import index_queries, planner
+from lakehouse_index.query.bucketed_read import BucketedPlan
 from lakehouse_index.query.index_queries import Keys, Where
 from lakehouse_index.read.scan import scan_files, scan_snapshot
 from lakehouse_index.registry import open_source
@@ -195,11 +196,21 @@ class Table:
         columns hold every column of ``where`` (ranges, included columns) filters its rows,
         a skipping index prunes files by its statistics, or every live file is read,
         whichever is estimated cheapest; Spark re-checks the predicate. Works with no index.
+
+        When a covering index (layout 2) holds every column of ``columns`` and ``where``, the
+        frame is read from it as a table Spark knows is bucketed (and sorted) by the index's
+        leading key: a join of two such frames on their keys with equal bucket counts plans no
+        Exchange (:meth:`explain_read` says which index answers, or why none does; rows of
+        files the index does not cover are shuffled into its buckets; see the Spark guide).
         """
         from lakehouse_index.read.spark_read import spark_frame
         from lakehouse_index.spark import get_spark
 
         snap = self.snapshot(version_as_of, timestamp_as_of)
+        if use_indexes:
+            bucketed = index_queries.bucketed_read(self.context, get_spark(spark), snap, columns, where)
+            if bucketed is not None:
+                return bucketed
         files = (
             index_queries.files_for(self.context, snap, where) if use_indexes and where is not None else None
         )
@@ -212,6 +223,18 @@ class Table:
             where=where,
             config=self.config.read,
         )
+
+    def explain_read(
+        self,
+        *,
+        version_as_of: int | str | None = None,
+        timestamp_as_of: dt.datetime | int | None = None,
+        where: Where | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> BucketedPlan:
+        """Whether :meth:`read` answers through a covering index as a bucketed table, and why (not)."""
+        snap = self.snapshot(version_as_of, timestamp_as_of)
+        return index_queries.bucketed_plan(self.context, snap, columns, where)
 
     # ------------------------------------------------------------------ index lifecycle
 

@@ -130,6 +130,10 @@ class ReadConfig:
     spark_broadcast_deletes: int = 2_000_000
     #: Spark reads: driver-side tables up to this many values become SQL VALUES.
     spark_local_values_limit: int = 200_000
+    #: Bucketed reads through a covering index (``Table.read``): where the rows of data files
+    #: the snapshot does not cover are written as bucket files (a URI or path every Spark
+    #: executor reaches). None: a fresh temporary directory on the driver (local masters).
+    spark_scratch_dir: str | None = None
 
 
 @dataclass(frozen=True)

@@ -21,13 +21,14 @@ from lakehouse_index.io.parallel import shared_pool
 from lakehouse_index.kinds.base import kind_of
 from lakehouse_index.kinds.keys import ArrowKeys
 from lakehouse_index.log.entry import IndexState, LogEntry
+from lakehouse_index.query import bucketed_read as br
 from lakehouse_index.query import lookup as lk
 from lakehouse_index.query import planner
 from lakehouse_index.query.coverage import Coverage, plain_scan
 from lakehouse_index.source import FileEntry, Snapshot
 
 if TYPE_CHECKING:
-    from pyspark.sql import DataFrame
+    from pyspark.sql import DataFrame, SparkSession
 
 _R = TypeVar("_R")
 
@@ -193,5 +194,30 @@ def files_for(ctx: IndexContext, snap: Snapshot, where: Where) -> list[FileEntry
     def query() -> list[FileEntry] | None:
         files = read_plan(ctx, snap, where).chosen.files
         return None if files is None else list(files)
+
+    return relisting(ctx, query)
+
+
+def bucketed_plan(
+    ctx: IndexContext, snap: Snapshot, columns: Sequence[str] | None, where: Where | None
+) -> br.BucketedPlan:
+    """Whether a read of ``columns`` (and ``where``) at ``snap`` is answered by a covering index
+    as a bucketed Spark table, and why (not)."""
+    predicate = expr.Predicate.of(where, snap.schema) if where is not None else None
+    return br.plan_bucketed(ctx, snap, columns, predicate)
+
+
+def bucketed_read(
+    ctx: IndexContext, spark: SparkSession, snap: Snapshot, columns: Sequence[str] | None, where: Where | None
+) -> DataFrame | None:
+    """The rows of ``snap`` as a DataFrame Spark knows is bucketed by a covering index's key
+    (None: no covering index can answer so; the plain read then)."""
+    predicate = expr.Predicate.of(where, snap.schema) if where is not None else None
+
+    def query() -> DataFrame | None:
+        chosen = br.plan_bucketed(ctx, snap, columns, predicate)
+        if chosen.entry is None:
+            return None
+        return br.bucketed_frame(spark, ctx, chosen, columns, predicate)
 
     return relisting(ctx, query)
