@@ -153,6 +153,7 @@ class DeltaSparkHistory(RuleBasedStateMachine):
             "delta.enableDeletionVectors": str(dv).lower(),
             "delta.checkpointInterval": "2",
             "delta.logRetentionDuration": "interval 1 days",
+            "delta.deletedFileRetentionDuration": "interval 1 days",  # at most the log's (Delta 4)
         }
         if mapping:
             props["delta.columnMapping.mode"] = "name"
