@@ -7,8 +7,8 @@ so); a row breaking the constraint or the generation rule is refused by delta-sp
 then nothing is committed and the indexes are unchanged; after every write the indexes are
 at the new version and every answer equals delta-spark's read of each version. With the
 format's Spark writer turned off (``ExecutorConfig.format_spark_writer``) the frame is
-written by this package, which refuses the table's writer features and says which writer
-was not used.
+written by this package: refused on this table (deltalake honours none of its writer
+features), written and indexed on a plain one.
 """
 
 from __future__ import annotations
@@ -139,7 +139,7 @@ def test_upsert_keys_are_checked_before_delta_spark_runs(spark: Any, tmp_path: P
     assert t.latest_version() == head
 
 
-def test_without_the_format_spark_writer_this_package_writes_and_says_so(spark: Any, tmp_path: Path) -> None:
+def test_with_the_format_spark_writer_off_this_package_writes(spark: Any, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     _create(spark, path)
     own = li.open_table(path, config=li.Config(executor=li.ExecutorConfig(format_spark_writer=False)))

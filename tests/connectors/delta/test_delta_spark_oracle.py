@@ -386,3 +386,35 @@ def test_delta_spark_histories(delta_spark: Any) -> None:
             suppress_health_check=list(HealthCheck),
         ),
     )
+
+
+def test_log_cleanup_and_restore_on_every_feature(delta_spark: Any) -> None:
+    """One fixed history through the same steps, every feature on: the log cleanup happens (the
+    oldest versions are gone for delta-spark and here), a RESTORE and refreshes follow."""
+    h = DeltaSparkHistory(delta_spark)
+    try:
+        h.create(
+            [("k1", 1, 10), ("k2", None, 50)],
+            dv=True,
+            mapping=True,
+            tracking=True,
+            clustered=True,
+            v2=True,
+            cdf=True,
+        )
+        h.create_indexes()
+        h.update("k1", 2, 5)
+        h.delete("k2", 2)
+        h.rename_or_drop_or_add()
+        h.refresh("by_k", "incremental")
+        h.log_cleanup([("k3", 2, 30), ("k1", 1, 70)])
+        assert h._earliest() > 0 and h.gone  # delta-spark cleaned up the log
+        h.restore(2)
+        h.merge([("k1", 3, 15), ("k4", 0, 90)], 2)
+        h.refresh("cov_g", "quick")
+        h.answers_equal_delta_spark()
+        h.refresh("cov_g", "incremental")
+        for v in range(h._earliest(), h._latest() + 1):
+            h._check_version(v)
+    finally:
+        h.teardown()
