@@ -310,7 +310,7 @@ def render(res: BatchResults) -> str:
         "dictionaries cached by an untimed lookup with a key in each file, then an untimed batch per "
         "method and size); medians of the repetitions, a new batch of existing keys each. Answers "
         f"checked against the generator. The machine was shared with other work (load average at "
-        f"the end: {load_average():.1f}): compare methods within a row group of the table, not across runs.",
+        f"the end: {load_average():.1f}): compare the methods at one batch size, not figures across runs.",
         "",
         markdown_table(["keys", "method", "batches", "per batch (median)", "per key", "keys/s"], rows),
         "",

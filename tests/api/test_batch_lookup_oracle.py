@@ -36,6 +36,7 @@ from hypothesis import strategies as st
 from iceberg_index_support import main_lineage, sql_catalog
 
 import lakehouse_index as li
+from lakehouse_index.errors import QueryError
 from lakehouse_index.read.spark_read import spark_schema
 from tests.support.oracle import SMALL_FILES, rows_multiset
 
@@ -227,6 +228,8 @@ def test_a_dataframe_of_keys_locates_and_looks_up_on_spark(history: History, spa
     """Keys as a Spark DataFrame (duplicates, nulls, missing keys) give the in-process answer,
     for a key column of each kind."""
     h = history
+    with pytest.raises(QueryError, match="lacks the key column"):
+        h.table.locate("by_i", spark.createDataFrame([(1,)], "other long"))
     for n, column in enumerate(KEYS):
         keys = [value(column, k) for k in range(0, 60, 2)] + [value(column, 300), None, value(column, 4)]
         frame = spark.createDataFrame([(k,) for k in keys], spark_schema(pa.schema([SCHEMA.field(column)])))
