@@ -32,7 +32,7 @@ Not used (the plain read instead, each reason in :class:`BucketedPlan`): layout-
 indexes missing a needed column, no usable snapshot (table version gone, column changed)
 and a data directory holding files of another snapshot.
 The catalog tables are external (dropping one deletes nothing) and named after the index
-directory and log entry; in a session with a persistent (Hive) catalog they persist there.
+directory, log entry and data directories; in a session with a persistent (Hive) catalog they persist there.
 """
 
 from __future__ import annotations
@@ -269,7 +269,10 @@ def _register(
     """An external bucketed catalog table over the snapshot's directories (one partition each)."""
     spec = entry.spec
     assert isinstance(spec, CoveringIndex)
-    digest = hashlib.sha1(f"{index_dir}\0{entry.id}".encode()).hexdigest()[:16]
+    # Named by what it reads: the same snapshot reuses its table, a recreated index gets another.
+    digest = hashlib.sha1("\0".join([index_dir, str(entry.id), *locations.values()]).encode()).hexdigest()[
+        :16
+    ]
     name = f"lakehouse_index_{digest}" + (f"_{uuid.uuid4().hex[:8]}" if unique else "")
     if spark.catalog.tableExists(name):
         return name
