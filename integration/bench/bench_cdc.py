@@ -76,7 +76,7 @@ SCALES = {
     "tiny": CdcScale(rows=20_000, files=4, batches=(200, 2_000), repeats=1, variant_batch=200),
     "small": CdcScale(rows=1_000_000, files=10, batches=(10_000, 100_000), repeats=2, variant_batch=10_000),
     "full": CdcScale(
-        rows=10_000_000, files=50, batches=(100_000, 1_000_000), repeats=2, variant_batch=100_000
+        rows=10_000_000, files=50, batches=(100_000, 1_000_000), repeats=1, variant_batch=100_000
     ),
     "large": CdcScale(rows=100_000_000, files=200, batches=(100_000, 1_000_000), repeats=1),
 }

@@ -126,8 +126,10 @@ class Binder:
         """Whether a comparison is a column against a literal, or two comparable columns (an atom)."""
         lcol, rcol = _is_column(left), _is_column(right)
         if lcol and rcol:
+            # Two float columns compare as Spark orders them (NaN = NaN): an expression.
             ta, tb = (self.schema.field(self.column(x).name).type for x in (left, right))
-            return comparison_class(ta) == comparison_class(tb)
+            floats = pa.types.is_floating(ta) or pa.types.is_floating(tb)
+            return comparison_class(ta) == comparison_class(tb) and not floats
         return (lcol and self.is_literal(right)) or (rcol and self.is_literal(left))
 
     def negatable(self, e: exp.Expression, negated: bool) -> ast.Node | None:

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from lakehouse_index.errors import QueryError
 from lakehouse_index.expressions.sparktypes import INSTANT, LOCAL, is_integral, is_numeric, spark_name
 
-__all__ = ["cast", "check_cast", "java_trim", "local_to_instant"]
+__all__ = ["cast", "check_cast", "instants_to_local", "java_trim", "local_to_instant", "locals_to_instant"]
 
 _UTC = dt.timezone.utc
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=_UTC)
@@ -80,6 +80,29 @@ def local_to_instant(local: dt.datetime, zone: str) -> dt.datetime:
 
 def _instant_to_local(instant: dt.datetime, zone: str) -> dt.datetime:
     return instant.astimezone(zoneinfo.ZoneInfo(zone)).replace(tzinfo=None)
+
+
+def instants_to_local(values: pa.Array, zone: str) -> pa.Array:
+    """Instants as the wall-clock times of ``zone`` (``TIMESTAMP_NTZ`` values)."""
+    return pc.local_timestamp(values.cast(pa.timestamp("us", tz=zone)))
+
+
+def locals_to_instant(values: pa.Array, zone: str) -> pa.Array:
+    """Wall-clock times of ``zone`` as instants, as :func:`local_to_instant` resolves them.
+
+    pyarrow resolves every time but those a DST gap skips as Java does (a repeated one: the
+    earlier instant); the skipped ones, recognised by not coming back, move forward by the gap.
+    """
+    instants = pc.assume_timezone(values, zone, ambiguous="earliest", nonexistent="earliest")
+    skipped = pc.fill_null(pc.not_equal(pc.local_timestamp(instants), values), False)
+    out = instants.cast(INSTANT)
+    if not pc.any(skipped).as_py():
+        return out
+    moved = [
+        local_to_instant(v, zone) if gap else x
+        for v, x, gap in zip(values.to_pylist(), out.to_pylist(), skipped.to_pylist(), strict=True)
+    ]
+    return pa.array(moved, INSTANT)
 
 
 def _bits(t: pa.DataType) -> int:
@@ -262,6 +285,8 @@ def _converter(src: pa.DataType, dst: pa.DataType) -> _Convert | None:
     if dst.equals(string):
         if pa.types.is_floating(src) or pa.types.is_decimal(src) or pa.types.is_binary(src):
             return None  # Java's number formatting: not reproduced
+        if is_integral(src) or src.equals(boolean) or src.equals(date):
+            return lambda v, z: v.cast(dst)  # the same digits, true/false, yyyy-mm-dd
         return lambda v, z: _per_value(v, dst, lambda x: _to_string(x, src, z))
     if src.equals(boolean) and is_numeric(dst):
         return lambda v, z: pc.if_else(v, pa.scalar(1, dst), pa.scalar(0, dst))
@@ -283,19 +308,17 @@ def _converter(src: pa.DataType, dst: pa.DataType) -> _Convert | None:
 def _temporal(src: pa.DataType, dst: pa.DataType) -> _Convert | None:
     date = pa.date32()
     if src.equals(INSTANT) and dst.equals(date):
-        return lambda v, z: _per_value(v, dst, lambda x: _instant_to_local(x, z).date())
+        return lambda v, z: instants_to_local(v, z).cast(date)
     if src.equals(LOCAL) and dst.equals(date):
         return lambda v, z: v.cast(date)
     if src.equals(date) and dst.equals(INSTANT):
-        return lambda v, z: _per_value(
-            v, dst, lambda d: local_to_instant(dt.datetime(d.year, d.month, d.day), z)
-        )
+        return lambda v, z: locals_to_instant(v.cast(LOCAL), z)
     if src.equals(date) and dst.equals(LOCAL):
         return lambda v, z: v.cast(LOCAL)
     if src.equals(INSTANT) and dst.equals(LOCAL):
-        return lambda v, z: _per_value(v, dst, lambda x: _instant_to_local(x, z))
+        return lambda v, z: instants_to_local(v, z)
     if src.equals(LOCAL) and dst.equals(INSTANT):
-        return lambda v, z: _per_value(v, dst, lambda x: local_to_instant(x, z))
+        return lambda v, z: locals_to_instant(v, z)
     if src.equals(INSTANT) and dst.equals(pa.int64()):
         return lambda v, z: _per_value(v, dst, lambda x: (x - _EPOCH) // dt.timedelta(seconds=1))
     return None

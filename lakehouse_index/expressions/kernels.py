@@ -17,11 +17,9 @@ functions, casts from strings, time zones). Spark's choices followed, with
 
 from __future__ import annotations
 
-import datetime as dt
 import decimal
 import functools
 import re
-import zoneinfo
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -30,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakehouse_index.expressions import ast
-from lakehouse_index.expressions.casts import cast, local_to_instant
+from lakehouse_index.expressions.casts import cast, instants_to_local, locals_to_instant
 from lakehouse_index.expressions.functions import TRUNC_UNITS
 from lakehouse_index.expressions.sparktypes import INSTANT, common_type
 
@@ -51,9 +49,16 @@ def evaluate(e: ast.Scalar, columns: Mapping[str, pa.Array], length: int, zone: 
         return values if values.type.equals(e.type) else values.cast(e.type)
     if isinstance(e, ast.Lit):
         return pa.repeat(pa.scalar(e.value, e.type), length)
+    if length > 1 and _constant(e):  # CAST('2023-11-14' AS DATE): computed once, not per row
+        return pa.repeat(evaluate(e, columns, 1, zone)[0], length)
     args = [evaluate(a, columns, length, zone) for a in e.args]
     out = _KERNELS[e.fn](e, args, zone)
     return out if out.type.equals(e.type) else out.cast(e.type)
+
+
+def _constant(e: ast.Scalar) -> bool:
+    """Whether ``e`` reads no column (every function here is deterministic)."""
+    return not isinstance(e, ast.Field) and (isinstance(e, ast.Lit) or all(_constant(a) for a in e.args))
 
 
 def _null_where(mask: Any, values: Any) -> Any:
@@ -248,9 +253,19 @@ def _length(call: ast.Call, args: list[pa.Array], zone: str) -> pa.Array:
 
 def _in_zone(values: pa.Array, zone: str) -> pa.Array:
     """Instants as wall-clock times of ``zone`` (wall-clock times as they are)."""
-    if values.type.equals(INSTANT):
-        return pc.local_timestamp(values.cast(pa.timestamp("us", tz=zone)))
-    return values
+    return instants_to_local(values, zone) if values.type.equals(INSTANT) else values
+
+
+def _case_map(python: Callable[[str], str], ascii_kernel: Callable[[pa.Array], pa.Array]) -> Kernel:
+    """``lower`` / ``upper``: pyarrow's ASCII kernel on ASCII text (Java's mapping there), else per value."""
+    per_value = _rows(python)
+
+    def kernel(call: ast.Call, args: list[pa.Array], zone: str) -> pa.Array:
+        if pc.all(pc.fill_null(pc.string_is_ascii(args[0]), True)).as_py():
+            return ascii_kernel(args[0])
+        return per_value(call, args, zone)
+
+    return kernel
 
 
 def _field(fn: Callable[[pa.Array], pa.Array]) -> Kernel:
@@ -267,47 +282,29 @@ def _datediff(call: ast.Call, args: list[pa.Array], zone: str) -> pa.Array:
     return pc.subtract(end.cast(pa.int32()), start.cast(pa.int32()))
 
 
-def _truncate(local: dt.datetime, unit: str) -> dt.datetime:
-    if unit == "microsecond":
-        return local
-    if unit == "millisecond":
-        return local.replace(microsecond=local.microsecond // 1000 * 1000)
-    if unit == "second":
-        return local.replace(microsecond=0)
-    if unit == "minute":
-        return local.replace(second=0, microsecond=0)
-    if unit == "hour":
-        return local.replace(minute=0, second=0, microsecond=0)
-    day = local.replace(hour=0, minute=0, second=0, microsecond=0)
-    if unit == "day":
-        return day
-    if unit == "week":
-        return day - dt.timedelta(days=day.weekday())
-    if unit == "month":
-        return day.replace(day=1)
-    if unit == "quarter":
-        return day.replace(month=(day.month - 1) // 3 * 3 + 1, day=1)
-    return day.replace(month=1, day=1)
-
-
 def _date_trunc(call: ast.Call, args: list[pa.Array], zone: str) -> pa.Array:
+    """Spark's ``truncTimestamp``: below a minute on the instant; minutes, hours and days on the
+    wall-clock time, keeping the instant's offset where it is still valid (Java's
+    ``ZonedDateTime.truncatedTo``); weeks (from Monday) and longer from the start of the day."""
     unit_lit = call.args[0]
     assert isinstance(unit_lit, ast.Lit)
     unit = TRUNC_UNITS[str(unit_lit.value).upper()]
-    tz = zoneinfo.ZoneInfo(zone)
-    out: list[dt.datetime | None] = []
-    for v in args[1].to_pylist():
-        if v is None:
-            out.append(None)
-        elif unit in ("microsecond", "millisecond", "second", "minute", "hour", "day"):
-            # Java's ZonedDateTime.truncatedTo: the local time truncated, keeping the offset
-            # where it is still valid (fold), else resolving it as a new local time would.
-            local = v.astimezone(tz)
-            out.append(_truncate(local, unit).astimezone(dt.timezone.utc))
-        else:
-            midnight = _truncate(v.astimezone(tz).replace(tzinfo=None), unit)
-            out.append(local_to_instant(midnight, zone))
-    return pa.array(out, INSTANT)
+    values = args[1]
+    micros = pa.int64()
+    if unit in ("microsecond", "millisecond", "second"):
+        step = {"microsecond": 1, "millisecond": 1000, "second": 1_000_000}[unit]
+        raw = values.cast(micros)
+        toward_zero = pc.multiply(pc.divide(raw, step), step)
+        floored = pc.if_else(pc.greater(toward_zero, raw), pc.subtract(toward_zero, step), toward_zero)
+        return floored.cast(INSTANT)
+    local = instants_to_local(values, zone)
+    truncated = pc.floor_temporal(local, unit=unit, week_starts_monday=True)
+    if unit not in ("minute", "hour", "day"):
+        return locals_to_instant(truncated, zone)
+    offset = pc.subtract(local.cast(micros), values.cast(micros))
+    same_offset = pc.subtract(truncated.cast(micros), offset).cast(INSTANT)
+    valid = pc.fill_null(pc.equal(instants_to_local(same_offset, zone), truncated), True)
+    return pc.if_else(valid, same_offset, locals_to_instant(truncated, zone))
 
 
 # --------------------------------------------------------------------------- math
@@ -373,8 +370,8 @@ _KERNELS: dict[str, Kernel] = {
     "in": _in,
     "like": _like,
     "rlike": _rows(lambda s, p: _regex(p).search(s) is not None),
-    "lower": _rows(str.lower),
-    "upper": _rows(str.upper),
+    "lower": _case_map(str.lower, pc.ascii_lower),
+    "upper": _case_map(str.upper, pc.ascii_upper),
     "trim": _unary(lambda a: pc.utf8_trim(a, characters=" ")),
     "ltrim": _unary(lambda a: pc.utf8_ltrim(a, characters=" ")),
     "rtrim": _unary(lambda a: pc.utf8_rtrim(a, characters=" ")),

@@ -299,8 +299,8 @@ def dates(draw: st.DrawFn, depth: int = 2) -> str:
     if kind in ("add", "sub"):
         days = draw(st.sampled_from(["1", "-1", "31", "365", "a % 100"]))
         return f"date_{kind}({draw(dates(depth - 1))}, {days})"
-    if kind == "casts":
-        return f"CAST({draw(strings(depth - 1))} AS DATE)"
+    if kind == "casts":  # of the rows' and literal strings (see the guide on lenient parsing)
+        return f"CAST({draw(st.sampled_from(['s', *_STRING_LITERALS]))} AS DATE)"
     if kind == "castt":
         return f"CAST({draw(times(depth - 1))} AS DATE)"
     return f"coalesce({draw(dates(depth - 1))}, DATE '2000-01-01')"
@@ -320,7 +320,7 @@ def times(draw: st.DrawFn, depth: int = 2) -> str:
     if kind == "castd":
         return f"CAST({draw(dates(depth - 1))} AS TIMESTAMP)"
     if kind == "casts":
-        return f"CAST({draw(strings(depth - 1))} AS TIMESTAMP)"
+        return f"CAST({draw(st.sampled_from(['s', *_STRING_LITERALS]))} AS TIMESTAMP)"
     if kind == "castl":
         return "CAST(l AS TIMESTAMP)"
     return f"greatest({draw(times(depth - 1))}, {draw(times(depth - 1))})"
