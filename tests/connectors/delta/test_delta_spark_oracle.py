@@ -235,10 +235,10 @@ class DeltaSparkHistory(RuleBasedStateMachine):
 
     @rule(batch=rows)
     def log_cleanup(self, batch: list[tuple[str, int | None, int]]) -> None:
-        """Age the log files past ``delta.logRetentionDuration`` and clean the log up. delta-spark
-        3.3 and 4.x clean up only after a checkpoint of their own and did not here (their cutoff
-        is by day), so deltalake's ``cleanup_metadata`` does it, by the same retention; delta-spark
-        forgets the snapshots it cached, which named files now deleted."""
+        """Age the log files past ``delta.logRetentionDuration`` and clean the log up: by deltalake's
+        ``cleanup_metadata``, with the same retention (delta-spark 3.3 removed nothing after its
+        own checkpoints here); delta-spark then forgets the snapshots it cached, which name
+        files now deleted."""
         self._insert(batch)
         old = time.time() - 3 * 24 * 3600
         for f in (Path(self.path) / "_delta_log").rglob("*"):
