@@ -279,7 +279,9 @@ class DeltaSparkHistory(RuleBasedStateMachine):
         try:
             self._columns(version)
         except Exception as e:  # delta-spark's own refusal of a version it cannot reconstruct
-            if "DELTA_CANNOT_TIME_TRAVEL" not in str(e) and "VERSION_NOT_FOUND" not in str(e):
+            if not any(
+                m in str(e) for m in ("Cannot time travel", "DELTA_CANNOT_TIME_TRAVEL", "VERSION_NOT_FOUND")
+            ):
                 raise
             self.gone.add(version)
             return False
