@@ -236,10 +236,10 @@ class DeltaSparkHistory(RuleBasedStateMachine):
 
     @rule(batch=rows)
     def log_cleanup(self, batch: list[tuple[str, int | None, int]]) -> None:
-        """Age the log files past ``delta.logRetentionDuration`` and clean the log up: by deltalake's
-        ``cleanup_metadata``, with the same retention (delta-spark 3.3 removed nothing after its
-        own checkpoints here); delta-spark then forgets the snapshots it cached, which name
-        files now deleted."""
+        """Age the log files past ``delta.logRetentionDuration`` and clean the log up now, by
+        deltalake's ``cleanup_metadata`` with the same retention (delta-spark cleans up after
+        some of its own later checkpoints: the history may reach one); delta-spark then forgets
+        the snapshots it cached, which name files now deleted."""
         self._insert(batch)
         old = time.time() - 3 * 24 * 3600
         for f in (Path(self.path) / "_delta_log").rglob("*"):
