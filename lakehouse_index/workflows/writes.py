@@ -178,8 +178,9 @@ def _format_spark_writes(ctx: IndexContext, frame: Any) -> tuple[SparkWrites | N
     if writes is not None or writer.spark_runtime is None:
         return writes, None
     note = (
-        f"{writer.spark_runtime} is not in the Spark session: the frame was written by this "
-        "package's commit, which honours fewer writer features"
+        f"{writer.spark_runtime} is not in the Spark session: the frame was written without it "
+        "(by this package's Spark tasks, or collected and written by the format library), "
+        "which honour fewer writer features"
     )
     _log.info("%s: %s", ctx.uri, note)
     return None, note

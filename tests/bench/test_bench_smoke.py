@@ -390,3 +390,17 @@ def test_distributed_append_benchmark_tiny(spark: SparkSession, isolated: Path) 
         assert t.samples and all(math.isfinite(s) and s > 0 for s in t.samples)
     assert "<!-- bench:distributed-append -->" in isolated.read_text()
     _check_results("distributed-append", bench.results(res))
+
+
+@pytest.mark.spark
+def test_spark_delta_benchmark_tiny(spark: SparkSession, isolated: Path) -> None:
+    from integration.bench import bench_spark_delta as bench
+
+    res = bench.main(["--scale", "tiny"])
+    assert res.wrong == []  # every method found exactly the row of each address at the version
+    assert set(res.plans) == {"delta", "iceberg"} and res.version == res.params.files - 2
+    for t in res.timings.values():
+        assert len(t.samples) == bench.SCALES["tiny"].reps and all(
+            math.isfinite(s) and s > 0 for s in t.samples
+        )
+    assert "<!-- bench:spark_delta -->" in isolated.read_text()

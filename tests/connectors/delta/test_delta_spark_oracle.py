@@ -6,8 +6,8 @@ Each example creates a table through delta-spark's SQL with a random set of feat
 runs a random history of delta-spark statements: INSERT, MERGE (update, delete and insert
 clauses), UPDATE, DELETE, OPTIMIZE (ZORDER BY on unclustered tables), REORG ... APPLY
 (PURGE), RENAME / DROP / ADD COLUMN under column mapping, RESTORE, and a log cleanup (the log
-files aged past ``delta.logRetentionDuration``, then commits until delta-spark checkpoints
-and cleans up, as it does after a checkpoint). A secondary index on ``k`` and a covering
+files aged past ``delta.logRetentionDuration``, then removed by deltalake's
+``cleanup_metadata``). A secondary index on ``k`` and a covering
 index on ``g`` are created and refreshed (incremental or quick) at random points, so
 versions are answered by exact windows, hybrid scans and plain scans.
 
@@ -17,7 +17,8 @@ delta-spark's ``_metadata.file_path`` / ``row_index`` / ``row_id``), ``scan(wher
 ``read(spark, where)`` and, on pyspark >= 4.1 (``make test-spark4``), the
 ``lakehouse_index`` data source all equal ``spark.read.format("delta")`` at that version
 (``versionAsOf``) with the same filter; the version's columns are delta-spark's. A version
-delta-spark no longer reads (its log was cleaned up) is refused here too.
+delta-spark no longer reads (its log was cleaned up) is refused by a table opened after the
+cleanup.
 
 Spark statements cost seconds each on a small machine: two examples of eight steps by
 default; ``LAKEHOUSE_INDEX_LONG=1`` runs ten of twelve.
@@ -37,6 +38,7 @@ from importlib.metadata import version as installed
 from pathlib import Path
 from typing import Any
 
+import deltalake
 import pytest
 from hypothesis import HealthCheck, Phase, settings
 from hypothesis import strategies as st
@@ -65,6 +67,8 @@ KEYS = [f"k{i}" for i in range(6)]
 WHERES = ["k = '{key}'", "k IN ('{key}', 'k5') OR g = 1", "g = 2 AND v >= 30"]
 #: Pyspark >= 4.1 has the lakehouse_index data source.
 SOURCE = tuple(int(p) for p in installed("pyspark").split(".")[:2]) >= MIN_PYSPARK
+#: Delta 4's refusal of a version older than ``delta.deletedFileRetentionDuration``.
+RETENTION_REFUSAL = "BEYOND_DELETED_FILE_RETENTION_DURATION"
 COMMIT = re.compile(r"\d{20}\.json")
 CONFIG = SMALL_FILES.replace(planner={"force_index": True})
 
@@ -229,19 +233,22 @@ class DeltaSparkHistory(RuleBasedStateMachine):
     def restore(self, back: int) -> None:
         latest = self._latest()
         target = max(self._earliest(), latest - back)
-        if target < latest:
+        if target < latest and self._readable(target):
             self._sql(f"RESTORE TABLE {self.name} TO VERSION AS OF {target}")
 
     @rule(batch=rows)
     def log_cleanup(self, batch: list[tuple[str, int | None, int]]) -> None:
-        """Age every log file past the retention, then commit until delta-spark has checkpointed
-        (every other commit), which cleans up the expired log."""
+        """Age the log files past ``delta.logRetentionDuration`` and clean the log up now, by
+        deltalake's ``cleanup_metadata`` with the same retention (delta-spark cleans up after
+        some of its own later checkpoints: the history may reach one); delta-spark then forgets
+        the snapshots it cached, which name files now deleted."""
+        self._insert(batch)
         old = time.time() - 3 * 24 * 3600
         for f in (Path(self.path) / "_delta_log").rglob("*"):
             if f.is_file():
                 os.utime(f, (old, old))
-        for half in (batch[: len(batch) // 2 + 1], batch):
-            self._insert(half)
+        deltalake.DeltaTable(self.path).cleanup_metadata()
+        self.spark._jvm.org.apache.spark.sql.delta.DeltaLog.clearCache()
 
     # ------------------------------------------------------------------ this project's indexes
 
@@ -270,12 +277,17 @@ class DeltaSparkHistory(RuleBasedStateMachine):
     def _readable(self, version: int) -> bool:
         if version in self.gone:
             return False
-        if version in self.oracle:
-            return True
         try:
             self._columns(version)
         except Exception as e:  # delta-spark's own refusal of a version it cannot reconstruct
-            if "DELTA_CANNOT_TIME_TRAVEL" not in str(e) and "VERSION_NOT_FOUND" not in str(e):
+            if RETENTION_REFUSAL in str(e):
+                # Delta 4 refuses versions committed before delta.deletedFileRetentionDuration
+                # (their files may be vacuumed; the aged log makes them old): a policy, not a
+                # version gone from the log, so neither compared nor required to be refused.
+                return False
+            if not any(
+                m in str(e) for m in ("Cannot time travel", "DELTA_CANNOT_TIME_TRAVEL", "VERSION_NOT_FOUND")
+            ):
                 raise
             self.gone.add(version)
             return False
@@ -306,11 +318,15 @@ class DeltaSparkHistory(RuleBasedStateMachine):
             return
         latest = self._latest()
         earliest = self._earliest()
-        for v in range(earliest):
+        # A version delta-spark no longer reads is refused by a table opened now (the warm one
+        # serves what it read before the cleanup until its listing ages: LISTING_MAX_AGE_S).
+        cold = li.open_table(self.path) if self.gone else None
+        for v in sorted(self.gone):
             with pytest.raises(VersionNotFoundError):
-                self.t.scan(version_as_of=v)
+                cold.scan(version_as_of=v)  # type: ignore[union-attr]
         for v in sorted({latest, self.rng.randint(earliest, latest)}):
-            self._check_version(v)
+            if self._readable(v):  # Delta 4 may refuse an aged version (RETENTION_REFUSAL)
+                self._check_version(v)
 
     def _check_version(self, version: int) -> None:
         columns, everything = self._version_rows(version)
@@ -415,6 +431,7 @@ def test_log_cleanup_and_restore_on_every_feature(delta_spark: Any) -> None:
         h.answers_equal_delta_spark()
         h.refresh("cov_g", "incremental")
         for v in range(h._earliest(), h._latest() + 1):
-            h._check_version(v)
+            if h._readable(v):
+                h._check_version(v)
     finally:
         h.teardown()
