@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import pyarrow as pa
 
@@ -33,13 +33,13 @@ from lakehouse_index.actions.vacuum_index import vacuum_index
 from lakehouse_index.config import Config, PlannerConfig
 from lakehouse_index.context import IndexContext, IndexInfo, IndexStatus
 from lakehouse_index.errors import QueryError
-from lakehouse_index.expressions import Predicate
 from lakehouse_index.io import Storage, join_uri, normalize_uri
+from lakehouse_index.kinds.keys import ArrowKeys
 from lakehouse_index.kinds.multicolumn.weights import check_fraction
 from lakehouse_index.log.store import INDEX_DIR_NAME
 from lakehouse_index.query import index_queries, planner
-from lakehouse_index.query.index_queries import Where
-from lakehouse_index.query.index_scan import sample_scan
+from lakehouse_index.query.bucketed_read import BucketedPlan
+from lakehouse_index.query.index_queries import Keys, Where
 from lakehouse_index.read.scan import scan_files, scan_snapshot
 from lakehouse_index.registry import open_source
 from lakehouse_index.sink.contract import WriteMode
@@ -202,11 +202,21 @@ class Table:
         columns hold every column of ``where`` (ranges, included columns) filters its rows,
         a skipping index prunes files by its statistics, or every live file is read,
         whichever is estimated cheapest; Spark re-checks the predicate. Works with no index.
+
+        When a covering index (layout 2) holds every column of ``columns`` and ``where``, the
+        frame is read from it as a table Spark knows is bucketed (and sorted) by the index's
+        leading key: a join of two such frames on their keys with equal bucket counts plans no
+        Exchange (:meth:`explain_read` says which index answers, or why none does; rows of
+        files the index does not cover are shuffled into its buckets; see the Spark guide).
         """
         from lakehouse_index.read.spark_read import spark_frame
         from lakehouse_index.spark import get_spark
 
         snap = self.snapshot(version_as_of, timestamp_as_of)
+        if use_indexes:
+            bucketed = index_queries.bucketed_read(self.context, get_spark(spark), snap, columns, where)
+            if bucketed is not None:
+                return bucketed
         files = (
             index_queries.files_for(self.context, snap, where) if use_indexes and where is not None else None
         )
@@ -232,21 +242,25 @@ class Table:
     ) -> pa.Table:
         """A uniform sample of a table version's rows (matching ``where``): pyarrow, no JVM.
 
-        Each row is in with probability ``fraction`` independently of its values: its weight,
-        a hash of its identity (``kinds.multicolumn.weights``), is below ``fraction``. The
-        same call gives the same rows; a smaller fraction's rows are a subset of a larger
-        one's; a row keeps its weight at every version while its values do. A multi-column
-        index (:class:`~lakehouse_index.kinds.multicolumn.spec.MultiColumnIndex`) answers
-        reading about ``fraction`` of its rows; without one (or ``use_indexes=False``) every
-        live file is scanned and the same weights computed (``explain(sample=...)`` says which).
+        Each row is in with probability ``fraction``, independently of its values (its weight,
+        ``kinds.multicolumn.weights``, is below it): deterministic, nested across fractions,
+        stable across versions. A multi-column index answers reading about ``fraction`` of it;
+        else every live file is scanned for the same weights (``explain(sample=...)``).
         """
-        f = check_fraction(fraction)
         snap = self.snapshot(version_as_of, timestamp_as_of)
-        if not use_indexes:
-            identity = index_queries.sample_identity(self.context, snap)
-            predicate = Predicate.of(where, snap.schema)
-            return sample_scan(self.source, snap, f, identity, predicate, columns)
-        return index_queries.sample(self.context, snap, f, where, columns)
+        return index_queries.sample(self.context, snap, check_fraction(fraction), where, columns, use_indexes)
+
+    def explain_read(
+        self,
+        *,
+        version_as_of: int | str | None = None,
+        timestamp_as_of: dt.datetime | int | None = None,
+        where: Where | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> BucketedPlan:
+        """Whether :meth:`read` answers through a covering index as a bucketed table, and why (not)."""
+        snap = self.snapshot(version_as_of, timestamp_as_of)
+        return index_queries.bucketed_plan(self.context, snap, columns, where)
 
     # ------------------------------------------------------------------ index lifecycle
 
@@ -373,30 +387,80 @@ class Table:
         """
         return index_queries.plan(self.context, name, keys, self._target(version_as_of, timestamp_as_of))
 
+    @overload
     def lookup(
         self,
         name: str,
-        keys: Sequence[Any],
+        keys: DataFrame,
         *,
         version_as_of: int | str | None = None,
         timestamp_as_of: dt.datetime | int | None = None,
         columns: Sequence[str] | None = None,
-    ) -> pa.Table:
+    ) -> DataFrame: ...
+
+    @overload
+    def lookup(
+        self,
+        name: str,
+        keys: Sequence[Any] | ArrowKeys,
+        *,
+        version_as_of: int | str | None = None,
+        timestamp_as_of: dt.datetime | int | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> pa.Table: ...
+
+    def lookup(
+        self,
+        name: str,
+        keys: Keys,
+        *,
+        version_as_of: int | str | None = None,
+        timestamp_as_of: dt.datetime | int | None = None,
+        columns: Sequence[str] | None = None,
+    ) -> Any:
         """Rows of the table version whose index key equals one of ``keys`` (tuples for composite keys).
 
         A ``None`` key matches rows whose key is null. Deletes of the version are applied.
+
+        ``keys`` may be a list (or set) of values, Arrow data (a ``pyarrow.Array`` for a
+        one-column key, or a ``pyarrow.Table`` with the key columns by name: converted without
+        a Python step per key), or a **Spark DataFrame** with the key columns by name, for key
+        sets too large for this process: the answer is then a Spark DataFrame, computed on
+        Spark as a join of the keys with the index files and then with the data files that
+        hold them. A batch of keys is sorted once and every index file, row group and data
+        file is read once for all the keys it holds.
         """
         target = self._target(version_as_of, timestamp_as_of)
         return index_queries.lookup(self.context, name, keys, target, columns)
 
+    @overload
     def locate(
         self,
         name: str,
-        keys: Sequence[Any],
+        keys: DataFrame,
         *,
         version_as_of: int | str | None = None,
         timestamp_as_of: dt.datetime | int | None = None,
-    ) -> pa.Table:
+    ) -> DataFrame: ...
+
+    @overload
+    def locate(
+        self,
+        name: str,
+        keys: Sequence[Any] | ArrowKeys,
+        *,
+        version_as_of: int | str | None = None,
+        timestamp_as_of: dt.datetime | int | None = None,
+    ) -> pa.Table: ...
+
+    def locate(
+        self,
+        name: str,
+        keys: Keys,
+        *,
+        version_as_of: int | str | None = None,
+        timestamp_as_of: dt.datetime | int | None = None,
+    ) -> Any:
         """Where the rows with ``keys`` live: key columns, record key columns, ``_file``, ``_row``.
 
         ``_file`` is the data file's URI and ``_row`` the row's position in it (deleted rows
@@ -408,6 +472,12 @@ class Table:
         position; null for a file with neither. It is computed from ``(_file, _row)`` at
         query time (the index stores no row ids), reading only the materialized column at
         the located positions. Without row ids, the row address is the record key.
+
+        ``keys`` as for :meth:`lookup`. Given a Spark DataFrame of keys, the answer is a Spark
+        DataFrame (key, record key, ``_file``, ``_row``) computed on Spark: the index files read
+        as Parquet and joined with the keys (null-safely), the LSM merge and the repair of the
+        snapshot to the version applied there. It does not compute ``_row_id``: an index
+        without a record key on a table with row ids raises UnsupportedFeatureError.
         """
         return index_queries.locate(self.context, name, keys, self._target(version_as_of, timestamp_as_of))
 

@@ -82,6 +82,11 @@ class ExecutorConfig:
     #: default: measured at the same CPU cost here, and the files written this way carry Delta
     #: statistics for integer, float, string and date columns only (no timestamp bounds).
     write_time_entries_in_process: bool = False
+    #: A Spark DataFrame is appended or upserted by the format's own Spark writer when its
+    #: session has it (delta-spark), which enforces every writer feature of the table; the
+    #: indexes then refresh from the commit. False: this package writes the frame (the
+    #: distributed append with write-time index entries, or collected to this process).
+    format_spark_writer: bool = True
 
     def estimate_rows(self, files: Iterable[SizedFile]) -> int:
         """Live rows of ``files`` (the sizing policy): recorded row counts, else size over
@@ -130,6 +135,10 @@ class ReadConfig:
     spark_broadcast_deletes: int = 2_000_000
     #: Spark reads: driver-side tables up to this many values become SQL VALUES.
     spark_local_values_limit: int = 200_000
+    #: Bucketed reads through a covering index (``Table.read``): where the rows of data files
+    #: the snapshot does not cover are written as bucket files (a URI or path every Spark
+    #: executor reaches). None: a fresh temporary directory on the driver (local masters).
+    spark_scratch_dir: str | None = None
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,9 @@ LOCAL_DEFAULTS: Mapping[str, str] = {
     "spark.ui.showConsoleProgress": "false",
     # Naive timestamps in where clauses mean UTC, as in the pyarrow executor.
     "spark.sql.session.timeZone": "UTC",
+    # Expressions in where clauses mean what the pyarrow executor computes: Spark 3.5's
+    # default (division by zero and bad casts give NULL), also on Spark 4, whose default is ANSI.
+    "spark.sql.ansi.enabled": "false",
     "spark.sql.adaptive.enabled": "true",
 }
 

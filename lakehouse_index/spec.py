@@ -137,13 +137,20 @@ class SecondaryIndex(IndexSpec):
 
 @dataclass(frozen=True, init=False)
 class CoveringIndex(IndexSpec):
-    """Hyperspace covering index: indexed + included columns, hash-bucketed on the indexed ones."""
+    """Hyperspace covering index: indexed + included columns, hash-bucketed on the leading indexed one.
+
+    ``layout_version`` says how rows are bucketed (``kinds.layout``): 2 (the default) by
+    Spark's own bucketing function, in files Spark reads as a bucketed table (index-accelerated
+    joins, ``Table.read``); 1 by crc32 of the string form in ``bucket=<n>/`` directories, as
+    indexes created before version 2 are (read as they are; recreate one to move it to 2).
+    """
 
     name: str
     indexed: tuple[str, ...]
     included: tuple[str, ...]
     num_buckets: int
     auto_refresh: AutoRefresh
+    layout_version: int
 
     def __init__(
         self,
@@ -152,6 +159,7 @@ class CoveringIndex(IndexSpec):
         included: str | list[str] | tuple[str, ...] | None = None,
         num_buckets: int = 8,
         auto_refresh: AutoRefresh | str = AutoRefresh.INCREMENTAL,
+        layout_version: int = 2,
     ) -> None:
         object.__setattr__(self, "name", validate_index_name(name))
         object.__setattr__(self, "indexed", _columns(indexed, "indexed"))
@@ -164,8 +172,16 @@ class CoveringIndex(IndexSpec):
             raise InvalidIndexSpecError("indexed and included must not share columns")
         if not 1 <= self.num_buckets <= 65536:
             raise InvalidIndexSpecError(f"num_buckets must be in 1..65536, got {num_buckets}")
+        if type(layout_version) is not int or layout_version not in (1, 2):
+            raise InvalidIndexSpecError(f"layout_version must be 1 or 2, got {layout_version!r}")
+        object.__setattr__(self, "layout_version", layout_version)
 
     kind: ClassVar[str] = "covering"
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> IndexSpec:
+        """Inverse of :meth:`to_json`; a spec without ``layoutVersion`` (written before it) is layout 1."""
+        return super().from_json({"layoutVersion": 1, **d})
 
     @property
     def key(self) -> tuple[str, ...]:

@@ -85,19 +85,24 @@ class LogListing:
 
     @cached_property
     def readable(self) -> list[int]:
-        """Versions that can be rebuilt, oldest first: a complete checkpoint, or a commit on top
-        of a readable one (computed once per listing)."""
+        """Versions that can be rebuilt, oldest first (computed once per listing): from the
+        oldest version after which none is missing, each a complete checkpoint or a commit on
+        top of a readable one. A checkpoint left before a gap (a log cleanup that kept it) is
+        not readable: delta-spark's rule (its earliest recreatable commit), so every reader
+        agrees on the oldest version."""
         latest = self.latest_version
         if latest is None:
             return []
         cps = {c.version for c in self.checkpoints}
         lowest = min([*self.commits, *cps])
-        out = []
+        out: list[int] = []
         previous = False
         for v in range(lowest, latest + 1):
             readable = v in cps or (v in self.commits and (v == 0 or previous))
             if readable:
                 out.append(v)
+            else:
+                out.clear()
             previous = readable
         return out
 

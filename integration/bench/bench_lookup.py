@@ -157,8 +157,6 @@ class LookupResults:
     refresh_s: float = float("nan")
     #: Mean KB of the data pages holding a probed row, one per column (:func:`data_page_floor_kb`).
     data_floor_kb: float = float("nan")
-    #: Batch lookups (issue 18): keys per batch → method → timing of one batch (warm).
-    batches: dict[int, dict[str, Timing]] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- answers
@@ -437,41 +435,7 @@ def data_page_floor_kb(table: Any, keys: Sequence[str]) -> float:
     return float(np.mean(sizes)) / 1024
 
 
-#: Keys per batch lookup (issue 18).
-BATCH_SIZES = (1, 10, 100, 1_000)
-
-
-def measure_batches(
-    res: LookupResults,
-    methods: dict[str, Callable[[list[str]], Any]],
-    expect: Callable[[list[str]], tuple[int, ...]],
-    probe: Callable[[int], list[str]],
-    reps: tuple[int, int],
-    rows: int,
-    warmups: dict[str, Callable[[], Any]] | None = None,
-) -> None:
-    """Warm timings of each method on batches of :data:`BATCH_SIZES` existing keys (at most
-    ``rows``; a new batch per repetition, after one untimed warm-up batch and the method's
-    entry of ``warmups``, as in W1); answers checked against the generator. ``reps``: the
-    repetitions of batches of up to 100 keys (cheap enough, and noisier), and of larger ones."""
-    for n in [b for b in BATCH_SIZES if b <= rows]:
-        per: dict[str, Timing] = {}
-        for name, fn in methods.items():
-            fn(probe(n))
-            if warmups and name in warmups:
-                warmups[name]()
-            timing = Timing()
-            for _ in range(reps[0] if n <= 100 else reps[1]):
-                keys = probe(n)
-                secs, out = timed(lambda keys=keys, fn=fn: fn(keys))  # type: ignore[misc]
-                timing.samples.append(secs)
-                if _ids(out) != expect(keys):
-                    res.disagreements.append(f"batch of {n}: {name} returned other rows than the generator")
-            per[name] = timing
-        res.batches[n] = per
-
-
-def _duckdb_in(path: Path, version: int) -> Callable[[list[str]], pa.Table]:
+def duckdb_in(path: Path, version: int) -> Callable[[list[str]], pa.Table]:
     import duckdb
     from deltalake import DeltaTable
 
@@ -487,7 +451,7 @@ def _duckdb_in(path: Path, version: int) -> Callable[[list[str]], pa.Table]:
     return query
 
 
-def _lance_in(uri: Path) -> Callable[[list[str]], pa.Table]:
+def lance_in(uri: Path) -> Callable[[list[str]], pa.Table]:
     import lance
 
     ds = lance.dataset(str(uri))
@@ -646,27 +610,6 @@ def run(scale: str, *, workdir: Path | None = None, log: Callable[[str], None] =
         for name, m in w1.items():
             m.answers[missing] = _ids(fns[name](missing))
         _compare("W1", w1, expect, problems)
-
-        log("batch lookups of 1, 10, 100, 1,000 keys")
-        batch_rng = np.random.default_rng(77)
-
-        def probe(n: int) -> list[str]:
-            return [datagen.email_of(int(i)) for i in batch_rng.choice(sc.rows, size=n, replace=False)]
-
-        measure_batches(
-            res,
-            {
-                "lookup": lambda ks: table.lookup(INDEX, ks),
-                "duckdb": _duckdb_in(path, v_a),
-                "lance": _lance_in(lance_uri),
-            },
-            lambda ks: tuple(sorted(int(k[4:14]) for k in ks)),
-            probe,
-            (sc.reps, max(3, sc.slow_reps)),
-            sc.rows,
-            # W1's cold passes cleared the engine's caches: warm them as W1 does.
-            warmups={"lookup": lambda: table.lookup(INDEX, every_file)},
-        )
 
         log("W1: counting index object reads")
         n_io = min(len(keys), 10)
@@ -1008,7 +951,8 @@ def render(res: LookupResults) -> str:
         '(`WriterProperties(data_page_row_count_limit=2048, compression="SNAPPY")`: measured in the '
         "page-size table of the lookup-paths section below).",
         "",
-        *_render_batches(res),
+        "Batch lookups (10 to 10,000 keys, with Lance's and DuckDB's `IN`): see the batch-lookup section.",
+        "",
     ]
     hy = w3["hybrid"].warm.median
     summ = w3["at_indexed"].warm.median + w3["scan_appended"].warm.median
@@ -1113,40 +1057,6 @@ def _render_shares(res: LookupResults) -> list[str]:
     ]
 
 
-def _render_batches(res: LookupResults) -> list[str]:
-    """The batch-lookup table (issue 18): per batch size, per method, median latency per batch,
-    per key and keys per second (warm)."""
-    from integration.bench.report import markdown_table
-
-    if not res.batches:
-        return []
-    names = {
-        "lookup": "index lookup (full rows)",
-        "duckdb": "DuckDB IN (...) scan",
-        "lance": "Lance BTREE IN (...)",
-    }
-    rows = []
-    for n, per in res.batches.items():
-        for key, timing in per.items():
-            med = timing.median
-            rows.append(
-                [
-                    f"{n:,}",
-                    names.get(key, key),
-                    f"{len(timing.samples)}",
-                    fmt_ms(med),
-                    fmt_ms(med / n),
-                    f"{ratio(n, med):,.0f}",
-                ]
-            )
-    return [
-        "### Batch lookups (warm, full rows, keys spread over all files)",
-        "",
-        markdown_table(["keys", "method", "batches", "per batch (median)", "per key", "keys/s"], rows),
-        "",
-    ]
-
-
 def results(res: LookupResults) -> dict[str, Any]:
     """The JSON results: every method's warm and cold timings per workload, the table's size."""
 
@@ -1178,7 +1088,6 @@ def results(res: LookupResults) -> dict[str, Any]:
         "refresh": {"mode": res.refresh_mode, "seconds": res.refresh_s},
         "io": res.io,
         "data_page_floor_kb": res.data_floor_kb,
-        "batches": {str(n): {k: t.to_json() for k, t in per.items()} for n, per in res.batches.items()},
         "answers_agree": not res.disagreements,
     }
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from lakehouse_index.config import ExecutorConfig
-from lakehouse_index.executors.writer import FileWriter, read_root_index
+from lakehouse_index.executors.writer import read_root_index, writer_for
 from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.kinds.base import Executor, IndexJob, WriteTarget
 from lakehouse_index.kinds.entries import FILE_ID, OP, PUT, ROW, VERSION
@@ -99,14 +99,14 @@ class SparkExecutor(Executor):
         )
         newest = Window.partitionBy(FILE_ID, ROW).orderBy(F.desc(VERSION), F.desc(OP))
         return (
-            self._relocate(entries, moves)
+            self.relocate(entries, moves)
             .join(F.broadcast(ids), FILE_ID)
             .withColumn("__rank", F.row_number().over(newest))
             .filter((F.col("__rank") == 1) & (F.col(OP) == PUT))
             .drop("__rank")
         )
 
-    def _relocate(self, entries: DataFrame, moves: MoveMap) -> DataFrame:
+    def relocate(self, entries: DataFrame, moves: MoveMap) -> DataFrame:
         """``entries`` with moved rows at their new address (one range join per link of the longest chain).
 
         Entries of rows in no move keep the removed file's id and are dropped with it.
@@ -145,12 +145,12 @@ class SparkExecutor(Executor):
         bucket_col = None
         if layout.buckets is not None:
             bucket_col = BUCKET_COLUMN
-            bucket = bucket_column(qcol(layout.buckets.column), layout.buckets.count)
+            bucket = bucket_column(qcol(layout.buckets.column), layout.buckets)
             laid_out = df.withColumn(bucket_col, bucket).repartition(layout.buckets.count, bucket_col)
             order = [qcol(bucket_col), *order]
         else:
             n_files = max(1, math.ceil(rows / self.config.rows_per_index_file))
             laid_out = df.repartitionByRange(n_files, *[qcol(c) for c in layout.key])
-        task = FileWriter(target.storage, target.data_dir, target.schema, self.config, bucket_col)
+        task = writer_for(target, self.config, bucket_col)
         laid_out.sortWithinPartitions(*order).mapInArrow(task, "path string").collect()
         return read_root_index(target)

@@ -27,7 +27,7 @@ from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.kinds.base import WriteTarget, relative_to
 from lakehouse_index.kinds.entries import OP, VERSION, take_rows
 from lakehouse_index.kinds.keys import file_bounds
-from lakehouse_index.kinds.layout import BUCKET_COLUMN, bucket_from_path, bucket_of
+from lakehouse_index.kinds.layout import BUCKET_COLUMN, bucket_file_name, bucket_from_path, bucket_ids
 from lakehouse_index.log.entry import IndexFile
 
 
@@ -46,7 +46,8 @@ class FileWriter:
     """Writes sorted index rows to files under ``data_dir``: picklable, so Spark tasks run it too.
 
     Rows arrive sorted (by bucket, then by the layout's sort columns). A new file starts
-    when the bucket changes (one ``bucket=<n>/`` directory per bucket) or a file reaches
+    when the bucket changes (named as Spark names bucket files, or with ``bucket_dirs`` in one
+    ``bucket=<n>/`` directory per bucket: ``kinds.layout``) or a file reaches
     ``config.rows_per_index_file`` rows. Row groups hold exactly
     ``config.index_row_group_rows`` rows (the last of a file fewer), whatever the size of
     the batches. As a ``DataFrame.mapInArrow`` function it yields one row per file written:
@@ -59,6 +60,8 @@ class FileWriter:
     config: ExecutorConfig
     #: The column of the incoming batches holding each row's bucket (dropped on write).
     bucket_column: str | None = None
+    #: Buckets as ``bucket=<n>/`` directories (layout 1) instead of Spark's bucket file names.
+    bucket_dirs: bool = False
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         written = self.write(batches)
@@ -88,7 +91,7 @@ class FileWriter:
             crash_point("index_data.file_written")
         return written
 
-    def _split(self, batch: pa.RecordBatch) -> Iterator[tuple[object, pa.RecordBatch]]:
+    def _split(self, batch: pa.RecordBatch) -> Iterator[tuple[int | None, pa.RecordBatch]]:
         """(bucket, rows cast to the index schema) runs of a sorted batch."""
         if self.bucket_column is None:
             yield None, _cast(batch, self.schema)
@@ -101,13 +104,14 @@ class FileWriter:
                 yield buckets[start], body.slice(start, i - start)
                 start = i
 
-    def _open(self, bucket: object) -> tuple[_GroupWriter, str]:
-        name = f"part-{uuid.uuid4().hex}.parquet"
-        path = (
-            join_uri(self.data_dir, f"bucket={bucket}", name)
-            if bucket is not None
-            else join_uri(self.data_dir, name)
-        )
+    def _open(self, bucket: int | None) -> tuple[_GroupWriter, str]:
+        token = uuid.uuid4().hex
+        if bucket is None:
+            path = join_uri(self.data_dir, f"part-{token}.parquet")
+        elif self.bucket_dirs:
+            path = join_uri(self.data_dir, f"bucket={bucket}", f"part-{token}.parquet")
+        else:
+            path = join_uri(self.data_dir, bucket_file_name(token, bucket))
         fs, inner = self.storage.arrow(path)
         fs.create_dir(inner.rsplit("/", 1)[0], recursive=True)
         writer = pq.ParquetWriter(inner, self.schema, filesystem=fs, **_write_options())
@@ -170,15 +174,20 @@ def write_entries(
     bucket_col = None
     if layout.buckets is not None:
         bucket_col = BUCKET_COLUMN
-        n = layout.buckets.count
-        values = entries[layout.buckets.column].to_pylist()
-        buckets = np.fromiter((bucket_of(v, n) for v in values), dtype=np.int32, count=len(values))
+        buckets = bucket_ids(entries[layout.buckets.column], layout.buckets)
         entries = entries.append_column(bucket_col, pa.array(buckets, pa.int32()))
         order = [(bucket_col, "ascending"), *order]
     if layout.group_rows is not None:
         config = dataclasses.replace(config, index_row_group_rows=layout.group_rows)
-    writer = FileWriter(target.storage, target.data_dir, target.schema, config, bucket_col)
+    writer = writer_for(target, config, bucket_col)
     return writer.write(sorted_batches(entries, order))
+
+
+def writer_for(target: WriteTarget, config: ExecutorConfig, bucket_column: str | None) -> FileWriter:
+    """The :class:`FileWriter` of ``target``'s layout (``bucket_column``: the rows' buckets)."""
+    buckets = target.layout.buckets
+    dirs = buckets is not None and not buckets.spark
+    return FileWriter(target.storage, target.data_dir, target.schema, config, bucket_column, dirs)
 
 
 def sorted_batches(table: pa.Table, order: list[tuple[str, str]], **take: int) -> Iterator[pa.RecordBatch]:

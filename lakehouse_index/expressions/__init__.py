@@ -14,7 +14,8 @@ Both use SQL three-valued logic: a comparison with a null is null and a row is k
 only when the predicate is true. ``x NOT IN (...)`` is null for a null ``x``, as in SQL.
 Literal ``NULL`` is only accepted in ``IS [NOT] NULL`` (``x = NULL`` selects nothing in
 SQL and is almost always a mistake, so it is refused). NaN ordering differs between
-pyarrow and Spark; predicates on NaN values are not supported.
+pyarrow and Spark; comparisons of a column with a NaN literal are not supported (scalar
+expressions order NaN as Spark does: :mod:`.kernels`).
 
 Two helpers serve the planner and the scans:
 
@@ -35,7 +36,11 @@ The modules, one concept each:
   atom oracle; :mod:`.constants` is its oracle for partition values (skipping indexes
   bring theirs, :mod:`lakehouse_index.kinds.skipping.prune`);
 * :mod:`.keys`: key extraction for index lookups;
-* :mod:`.predicate`: :class:`Predicate`, what the rest of the code holds.
+* :mod:`.predicate`: :class:`Predicate`, what the rest of the code holds;
+* scalar expressions (``id % 7 = 1``, :class:`~.ast.Test` atoms) with Spark SQL's meaning:
+  :mod:`.sparktypes` (types and coercion), :mod:`.functions` (the catalogue),
+  :mod:`.scalar_binder` (sqlglot → typed calls), :mod:`.casts` and :mod:`.kernels` (in-process
+  evaluation, ``spark.sql.ansi.enabled=false``).
 """
 
 from lakehouse_index.expressions import ast

@@ -7,10 +7,17 @@ hashing tells -0.0 from 0.0, which SQL's (and pyarrow's ``=``) equality does not
 The binder gives every literal compared with an integer column the column's type
 (:func:`~.literals.compare_integers`): pyarrow would compare such a column with a float
 in float32 or float64 and refuse values beyond 2**24 or 2**53.
+
+A :class:`~.ast.Test` (a scalar expression) becomes a call of a pyarrow scalar function
+registered for it in this process (:mod:`.kernels` evaluates it with Spark SQL's meaning),
+taking the columns it reads: the Expression then works wherever pyarrow takes one
+(``Table.filter``, datasets), and a process that unpickles the predicate registers it again.
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,7 +25,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakehouse_index.expressions import ast
-from lakehouse_index.expressions.visitors import Visitor, visit
+from lakehouse_index.expressions.kernels import evaluate
+from lakehouse_index.expressions.visitors import Visitor, fields, visit
 
 __all__ = ["signless_zero", "to_pyarrow"]
 
@@ -93,6 +101,43 @@ class _ToArrow(Visitor[pc.Expression]):
 
     def visit_like(self, node: ast.Like) -> pc.Expression:
         return _negated(pc.match_like(pc.field(node.column.name), node.pattern), node.negated)
+
+    def visit_test(self, node: ast.Test) -> pc.Expression:
+        return _test_expression(node)
+
+
+_REGISTERED: set[str] = set()
+_LOCK = threading.Lock()
+
+
+def _field_types(e: ast.Scalar, out: dict[str, pa.DataType]) -> dict[str, pa.DataType]:
+    if isinstance(e, ast.Field):
+        out.setdefault(e.name, e.type)
+    elif isinstance(e, ast.Call):
+        for a in e.args:
+            _field_types(a, out)
+    return out
+
+
+def _test_expression(node: ast.Test) -> pc.Expression:
+    types = _field_types(node.expr, {})
+    names = sorted(fields(node.expr))
+    if not names:
+        value = evaluate(node.expr, {}, 1, node.zone)[0].as_py()
+        return pc.scalar(pa.scalar(value, pa.bool_()))
+    name = "lakehouse_index_test_" + hashlib.sha256(repr(node).encode()).hexdigest()[:32]
+    with _LOCK:
+        if name not in _REGISTERED:
+
+            def udf(ctx: Any, *arrays: pa.Array) -> pa.Array:
+                return evaluate(node.expr, dict(zip(names, arrays, strict=True)), ctx.batch_length, node.zone)
+
+            doc = {"summary": "a where expression", "description": repr(node.expr)[:200]}
+            in_types = {n: types[n] for n in names}
+            pc.register_scalar_function(udf, name, doc, in_types, pa.bool_())
+            _REGISTERED.add(name)
+    args = [pc.field(n).cast(types[n], safe=False) for n in names]
+    return pc.Expression._call(name, args)
 
 
 def to_pyarrow(node: ast.Node) -> pc.Expression:

@@ -4,6 +4,12 @@ Columns are referenced by logical name; every literal carries the Arrow type bot
 engines compare it as (the binder types it for the column it meets). Atoms
 (:data:`Atom`) test columns against literals; :class:`And`, :class:`Or`, :class:`Not`
 and :class:`Const` combine them in SQL three-valued logic.
+
+Any other condition (``id % 7 = 1``, ``lower(email) = 'a@b'``) is a :class:`Test`: a
+boolean scalar expression, a typed tree of :class:`Field`, :class:`Lit` and
+:class:`Call` nodes (:mod:`.functions` catalogues the calls, with Spark SQL's meaning).
+The planner uses only the atoms above (key pins, ranges, pruning); a test is a residual
+filter evaluated on the rows read.
 """
 
 from __future__ import annotations
@@ -19,10 +25,12 @@ __all__ = [
     "And",
     "Atom",
     "Between",
+    "Call",
     "Col",
     "ColumnTest",
     "Compare",
     "Const",
+    "Field",
     "In",
     "IsNull",
     "Like",
@@ -31,6 +39,8 @@ __all__ = [
     "Not",
     "Operand",
     "Or",
+    "Scalar",
+    "Test",
 ]
 
 #: Comparison operators, in their SQL spelling.
@@ -142,6 +152,44 @@ class Const:
     value: bool
 
 
+@dataclass(frozen=True)
+class Field:
+    """A column inside a scalar expression, with its Arrow type."""
+
+    name: str
+    type: pa.DataType
+
+
+@dataclass(frozen=True)
+class Call:
+    """Function ``fn`` (a name of :mod:`.functions`' catalogue) applied to ``args``.
+
+    ``type`` is the result's Arrow type; the arguments are already of the types the
+    function takes (the binder inserts the casts Spark's coercion rules would).
+    ``option`` holds what the function needs besides its arguments (a cast's ``try``
+    flag, a time zone, a unit), never a column.
+    """
+
+    fn: str
+    args: tuple[Scalar, ...]
+    type: pa.DataType
+    option: str | None = None
+
+
+Scalar: TypeAlias = Field | Lit | Call
+
+
+@dataclass(frozen=True)
+class Test:
+    """A boolean scalar expression used as a condition: true keeps the row, false and null drop it.
+
+    ``zone`` is the session time zone its timestamps meet dates, strings and calendar fields in.
+    """
+
+    expr: Scalar
+    zone: str = "UTC"
+
+
 #: A single-column (or column-to-column) test: what an evaluator asks its oracle about.
-Atom: TypeAlias = Compare | In | IsNull | Between | Like
+Atom: TypeAlias = Compare | In | IsNull | Between | Like | Test
 Node: TypeAlias = Atom | And | Or | Not | Const

@@ -3,6 +3,9 @@
 Backticks quote identifiers and backslashes escape in strings, as in Spark. Every
 column must exist in the table schema and every literal is typed for the column it
 meets (:mod:`.literals`), so that the renderings agree on the rows they select.
+Conditions that are not a column against literals (``id % 7 = 1``, ``lower(email) =
+'a@b'``, ``a < b + 1``) become :class:`~.ast.Test` atoms, their scalar expressions typed
+by :mod:`.scalar_binder` with Spark SQL's rules.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from lakehouse_index.expressions.literals import (
     number,
     parse_timestamp,
 )
+from lakehouse_index.expressions.scalar_binder import ScalarBinder
 from lakehouse_index.expressions.spark import COMPARE_NODES
 from lakehouse_index.expressions.types import comparison_class
 
@@ -35,26 +39,32 @@ __all__ = ["Binder", "parse_sql"]
 _COMPARISONS: dict[type[exp.Binary], str] = {node: op for op, node in COMPARE_NODES.items()}
 
 
-def parse_sql(text: str, schema: pa.Schema) -> ast.Node:
-    """The bound AST of SQL boolean expression ``text``; QueryError on bad SQL, columns or types."""
+def parse_sql(text: str, schema: pa.Schema, zone: str = "UTC") -> ast.Node:
+    """The bound AST of SQL boolean expression ``text``; QueryError on bad SQL, columns or types.
+
+    ``zone`` is the session time zone of its expressions (:class:`~.ast.Test`).
+    """
     if not text or not text.strip():
         raise QueryError("empty where expression")
     try:
         tree: exp.Expression = sqlglot.parse_one(text, read="spark")  # type: ignore[assignment]
-    except sqlglot.errors.SqlglotError as e:
+    except (sqlglot.errors.SqlglotError, ValueError) as e:  # sqlglot raises ValueError for a few
         raise QueryError(f"cannot parse where expression {text!r}: {e}") from e
-    return Binder(schema, text).predicate(tree)
+    return Binder(schema, text, zone).predicate(tree)
 
 
 class Binder:
     """Turns a sqlglot tree into the typed AST, checking columns and literal types.
 
-    ``schema`` is the table's; ``text`` the SQL the tree was parsed from (for messages).
+    ``schema`` is the table's; ``text`` the SQL the tree was parsed from (for messages);
+    ``zone`` the session time zone of its expressions.
     """
 
-    def __init__(self, schema: pa.Schema, text: str) -> None:
+    def __init__(self, schema: pa.Schema, text: str, zone: str = "UTC") -> None:
         self.schema = schema
         self.text = text
+        self.zone = zone
+        self.scalars = ScalarBinder(schema, self.fail)
 
     def fail(self, msg: str) -> QueryError:
         """A QueryError naming the where expression."""
@@ -78,11 +88,13 @@ class Binder:
             return ast.Const(bool(e.this))
         for cls, op in _COMPARISONS.items():
             if isinstance(e, cls):
-                return self.compare(op, e.this, e.expression)
+                if self.simple(e.this, e.expression):
+                    return self.compare(op, e.this, e.expression)
+                return self.test(e)
         node = self.negatable(e, negated=False)
         if node is not None:
             return node
-        if isinstance(e, exp.Like):
+        if isinstance(e, exp.Like) and _is_column(e.this) and self.is_literal(e.expression):
             col = self.column(e.this)
             pattern = self.literal(e.expression, pa.string(), col.name)
             if e.args.get("escape") is not None:
@@ -93,17 +105,51 @@ class Binder:
             if not pa.types.is_boolean(self.schema.field(col.name).type):
                 raise self.fail(f"column {col.name!r} is not boolean and cannot be a condition")
             return ast.Compare("=", col, ast.Lit(True, pa.bool_()))
-        raise self.fail(f"unsupported expression {e.sql(dialect='spark')!r}")
+        return self.test(e)
+
+    def test(self, e: exp.Expression) -> ast.Test:
+        """Condition ``e`` as a scalar expression (it must be BOOLEAN)."""
+        scalar = self.scalars.bind(e)
+        if not (pa.types.is_boolean(scalar.type) or pa.types.is_null(scalar.type)):
+            raise self.fail(f"{e.sql(dialect='spark')!r} is not a condition (it is not BOOLEAN)")
+        return ast.Test(scalar, self.zone)
+
+    def is_literal(self, e: exp.Expression) -> bool:
+        """Whether ``e`` is a literal the column atoms take (``NULL`` included: they refuse it)."""
+        try:
+            self.raw_literal(e)
+        except QueryError as err:
+            return "NULL literal" in str(err)
+        return True
+
+    def simple(self, left: exp.Expression, right: exp.Expression) -> bool:
+        """Whether a comparison is a column against a literal, or two comparable columns (an atom)."""
+        lcol, rcol = _is_column(left), _is_column(right)
+        if lcol and rcol:
+            # Two float columns compare as Spark orders them (NaN = NaN): an expression.
+            ta, tb = (self.schema.field(self.column(x).name).type for x in (left, right))
+            floats = pa.types.is_floating(ta) or pa.types.is_floating(tb)
+            return comparison_class(ta) == comparison_class(tb) and not floats
+        return (lcol and self.is_literal(right)) or (rcol and self.is_literal(left))
 
     def negatable(self, e: exp.Expression, negated: bool) -> ast.Node | None:
         """``e`` (IS, IN, BETWEEN) as one atom, negated or not; None for other expressions."""
+        if not isinstance(e, (exp.Is, exp.In, exp.Between)):
+            return None
+        literals = [e.expression] if isinstance(e, exp.Is) else []
+        if isinstance(e, exp.In):
+            literals = list(e.expressions)
+        if isinstance(e, exp.Between):
+            literals = [e.args["low"], e.args["high"]]
+        is_target = isinstance(e, exp.Is) and isinstance(e.expression, (exp.Null, exp.Boolean))
+        if not _is_column(e.this) or not (is_target or all(self.is_literal(x) for x in literals)):
+            test = self.test(e)
+            return ast.Not(test) if negated else test
         if isinstance(e, exp.Is):
             return self.is_(e, negated)
         if isinstance(e, exp.In):
             return self.in_(e, negated)
-        if isinstance(e, exp.Between):
-            return self.between(e, negated)
-        return None
+        return self.between(e, negated)
 
     def column(self, e: exp.Expression) -> ast.Col:
         while isinstance(e, exp.Paren):
@@ -142,8 +188,6 @@ class Binder:
             return ast.Compare(op, a, b)
         if rcol and not lcol:
             left, right, op = right, left, ast.FLIP[op]
-        elif not lcol:
-            raise self.fail(f"a comparison needs a column: {left.sql(dialect='spark')} {op} ...")
         col = self.column(left)
         t = self.schema.field(col.name).type
         op, lit = compare_integers(op, self.literal(right, t, col.name), t)
@@ -193,9 +237,7 @@ class Binder:
             if e.is_string:
                 return str(e.this)
             return number(str(e.this))
-        if isinstance(e, exp.Concat) and all(
-            isinstance(p, exp.Literal) and p.is_string for p in e.expressions
-        ):
+        if type(e) is exp.Concat and all(isinstance(p, exp.Literal) and p.is_string for p in e.expressions):
             # Spark reads adjacent string literals ('a' 'b', or 'it''s') as one string.
             return "".join(str(p.this) for p in e.expressions)
         if isinstance(e, exp.Cast) and isinstance(e.this, exp.Literal) and e.this.is_string:

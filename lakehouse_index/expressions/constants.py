@@ -39,6 +39,8 @@ class ConstantsOracle(AtomOracle[bool]):
         return self.row.get(o.name, _UNKNOWN)
 
     def atom(self, node: ast.Atom) -> Outcomes[bool]:
+        if isinstance(node, ast.Test):
+            return self.unknown()  # expressions are filters on the rows read, never pruning
         if isinstance(node, ast.Compare):
             a, b = self.value(node.left), self.value(node.right)
             known = a is not _UNKNOWN and b is not _UNKNOWN

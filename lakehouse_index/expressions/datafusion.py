@@ -7,7 +7,11 @@
 It starts from the bound AST of :class:`lakehouse_index.expressions.Predicate`, so a
 ``where`` means the same rows for ``scan`` and deltalake. Iceberg writes need no
 rendering: they find the rows with this library's own reader and rewrite those files
-(the Iceberg writer, ``lakehouse_index_iceberg.write``).
+(the Iceberg writer, ``lakehouse_index_iceberg.write``). A ``where`` holding scalar
+expressions (:class:`~.ast.Test`: ``id % 7 = 1``) is never rendered: DataFusion gives
+division by zero, ``%``, casts and string functions other meanings than Spark SQL, so
+such writes find their rows with this library's reader on every format
+(``lakehouse_index.workflows.writes``).
 """
 
 from __future__ import annotations
@@ -199,6 +203,10 @@ class _DataFusion:
             return _paren(functools.reduce(lambda a, b: exp.Or(this=a, expression=b), parts))
         if isinstance(node, ast.Compare):
             return self.compare(node)
+        if isinstance(node, ast.Test):
+            raise QueryError(
+                "a where with expressions is evaluated by this library's reader, not rendered for deltalake"
+            )
         name = node.column.name
         col_type = self.col_type(name)
         e: exp.Expression

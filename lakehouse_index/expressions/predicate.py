@@ -16,7 +16,7 @@ from lakehouse_index.expressions.binder import parse_sql
 from lakehouse_index.expressions.constants import might_match
 from lakehouse_index.expressions.keys import key_values
 from lakehouse_index.expressions.spark import to_spark_sql
-from lakehouse_index.expressions.visitors import referenced_columns
+from lakehouse_index.expressions.visitors import has_tests, referenced_columns
 
 __all__ = ["Predicate", "Where"]
 
@@ -33,12 +33,14 @@ class Predicate:
     schema: pa.Schema
     arrow: pc.Expression | None = None
     text: str | None = None
+    zone: str = "UTC"
 
     # ----------------------------------------------------------------- construction
 
     @classmethod
-    def of(cls, where: Where | None, schema: pa.Schema) -> Predicate | None:
-        """A predicate from any accepted ``where`` form (None stays None).
+    def of(cls, where: Where | None, schema: pa.Schema, zone: str = "UTC") -> Predicate | None:
+        """A predicate from any accepted ``where`` form (None stays None); ``zone`` is the
+        session time zone of its expressions (a Predicate keeps its own).
 
         A Predicate bound to another schema (an older table version) is re-bound.
         """
@@ -48,19 +50,23 @@ class Predicate:
             if where.schema.equals(schema):
                 return where
             if where.text is not None:
-                return cls.parse(where.text, schema)
+                return cls.parse(where.text, schema, where.zone)
             assert where.arrow is not None
             return cls.from_arrow(where.arrow, schema)
         if isinstance(where, str):
-            return cls.parse(where, schema)
+            return cls.parse(where, schema, zone)
         if isinstance(where, pc.Expression):
             return cls.from_arrow(where, schema)
         raise QueryError(f"where must be a SQL string or a pyarrow Expression, not {type(where).__name__}")
 
     @classmethod
-    def parse(cls, text: str, schema: pa.Schema) -> Predicate:
-        """Parse a SQL boolean expression; QueryError on bad SQL, unknown columns or types."""
-        return cls(parse_sql(text, schema), schema, text=text)
+    def parse(cls, text: str, schema: pa.Schema, zone: str = "UTC") -> Predicate:
+        """Parse a SQL boolean expression; QueryError on bad SQL, unknown columns or types.
+
+        Scalar expressions follow Spark SQL with ``spark.sql.ansi.enabled=false`` in session
+        time zone ``zone`` (:mod:`lakehouse_index.expressions.kernels`).
+        """
+        return cls(parse_sql(text, schema, zone), schema, text=text, zone=zone)
 
     @classmethod
     def from_arrow(cls, expression: pc.Expression, schema: pa.Schema) -> Predicate:
@@ -93,6 +99,12 @@ class Predicate:
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError, KeyError):
                 used.append(name)
         return frozenset(used)
+
+    @property
+    def has_expressions(self) -> bool:
+        """Whether a condition is a scalar expression (``id % 7 = 1``): evaluated only by this
+        library's readers and Spark, a filter on the rows read, never an index key or pruning."""
+        return self.node is not None and has_tests(self.node)
 
     # ----------------------------------------------------------------- renderings
 

@@ -4,6 +4,13 @@ Every literal keeps the type the binder gave it: integers as ``BIGINT``, floats 
 ``DOUBLE`` (through their exact decimal text), decimals at their precision and scale,
 timestamps as ``TIMESTAMP`` (instants, written in UTC) or ``TIMESTAMP_NTZ``. Every
 node is parenthesized, so the text reads the way the tree is built.
+
+Scalar expressions (:class:`~.ast.Test`) render as the Spark SQL functions of the same
+names, each literal cast to its exact type and each implicit coercion the binder made
+written as a ``CAST``, so Spark evaluates the tree the binder typed. They mean what the
+in-process evaluator computes in a session with ``spark.sql.ansi.enabled=false`` whose
+``spark.sql.session.timeZone`` is the predicate's time zone (the sessions
+:mod:`lakehouse_index.spark` builds set both).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from sqlglot import exp
 
 from lakehouse_index.errors import QueryError
 from lakehouse_index.expressions import ast
+from lakehouse_index.expressions.sparktypes import spark_name
 from lakehouse_index.expressions.types import Family, family
 from lakehouse_index.expressions.visitors import Visitor, visit
 
@@ -135,6 +143,68 @@ class _ToSpark(Visitor[exp.Expression]):
     def visit_like(self, node: ast.Like) -> exp.Expression:
         e = exp.Like(this=_column(node.column.name), expression=exp.Literal.string(node.pattern))
         return _test(e, node.negated)
+
+    def visit_test(self, node: ast.Test) -> exp.Expression:
+        return scalar(node.expr)
+
+
+_OPERATORS: dict[str, Any] = {
+    "+": exp.Add,
+    "-": exp.Sub,
+    "*": exp.Mul,
+    "/": exp.Div,
+    "%": exp.Mod,
+    "div": exp.IntDiv,
+    "<=>": exp.NullSafeEQ,
+    "and": exp.And,
+    "or": exp.Or,
+    "like": exp.Like,
+    "rlike": exp.RegexpLike,
+    **COMPARE_NODES,
+}
+
+
+def _scalar_literal(lit: ast.Lit) -> exp.Expression:
+    if pa.types.is_null(lit.type):
+        return exp.Null()
+    if lit.value is None:
+        return _cast(exp.Null(), spark_name(lit.type))
+    if family(lit.type) is Family.INTEGER:
+        return _cast(exp.Literal.number(int(lit.value)), spark_name(lit.type))
+    if family(lit.type) is Family.FLOAT:
+        return _cast(literal(lit.value, lit.type), spark_name(lit.type))
+    return literal(lit.value, lit.type)
+
+
+def scalar(e: ast.Scalar) -> exp.Expression:
+    """Scalar expression ``e`` as a sqlglot tree of Spark SQL (parenthesized)."""
+    if isinstance(e, ast.Field):
+        return _column(e.name)
+    if isinstance(e, ast.Lit):
+        return exp.Paren(this=_scalar_literal(e))
+    args = [scalar(a) for a in e.args]
+    out: exp.Expression
+    if e.fn == "cast":
+        out = _cast(args[0], spark_name(e.type))
+    elif e.fn in _OPERATORS:
+        out = _OPERATORS[e.fn](this=args[0], expression=args[1])
+    elif e.fn == "negative":
+        out = exp.Neg(this=args[0])
+    elif e.fn == "not":
+        out = exp.Not(this=args[0])
+    elif e.fn in ("isnull", "isnotnull"):
+        test = exp.Paren(this=exp.Is(this=args[0], expression=exp.Null()))
+        out = exp.Not(this=test) if e.fn == "isnotnull" else test
+    elif e.fn == "in":
+        out = exp.In(this=args[0], expressions=args[1:])
+    elif e.fn == "case":
+        case = exp.Case()
+        for i in range(0, len(args) - 1, 2):
+            case = case.when(args[i], args[i + 1])
+        out = case.else_(args[-1])
+    else:
+        out = exp.Anonymous(this=e.fn, expressions=args)
+    return exp.Paren(this=out)
 
 
 def to_spark(node: ast.Node) -> exp.Expression:

@@ -13,7 +13,7 @@ from typing import Generic, TypeVar
 
 from lakehouse_index.expressions import ast
 
-__all__ = ["Visitor", "referenced_columns", "visit"]
+__all__ = ["Visitor", "fields", "has_tests", "referenced_columns", "visit"]
 
 T = TypeVar("T")
 
@@ -47,6 +47,8 @@ class Visitor(Generic[T]):
             return self.visit_is_null(node)
         if isinstance(node, ast.Between):
             return self.visit_between(node)
+        if isinstance(node, ast.Test):
+            return self.visit_test(node)
         return self.visit_like(node)
 
     def visit_compare(self, node: ast.Compare) -> T:
@@ -68,6 +70,10 @@ class Visitor(Generic[T]):
     def visit_like(self, node: ast.Like) -> T:
         """``column [NOT] LIKE pattern``."""
         raise NotImplementedError(type(self).__name__ + ".visit_like")
+
+    def visit_test(self, node: ast.Test) -> T:
+        """A boolean scalar expression."""
+        raise NotImplementedError(type(self).__name__ + ".visit_test")
 
 
 def visit(node: ast.Node, visitor: Visitor[T]) -> T:
@@ -99,7 +105,27 @@ class _Columns(Visitor[frozenset[str]]):
     def visit_atom(self, node: ast.Atom) -> frozenset[str]:
         if isinstance(node, ast.Compare):
             return frozenset(o.name for o in (node.left, node.right) if isinstance(o, ast.Col))
+        if isinstance(node, ast.Test):
+            return fields(node.expr)
         return frozenset([node.column.name])
+
+
+def fields(e: ast.Scalar) -> frozenset[str]:
+    """Names of the columns a scalar expression reads."""
+    if isinstance(e, ast.Field):
+        return frozenset([e.name])
+    if isinstance(e, ast.Call):
+        return frozenset().union(*(fields(a) for a in e.args))
+    return frozenset()
+
+
+def has_tests(node: ast.Node) -> bool:
+    """Whether the tree holds a :class:`~.ast.Test` (a condition only this library's evaluators run)."""
+    if isinstance(node, (ast.And, ast.Or)):
+        return any(has_tests(p) for p in node.parts)
+    if isinstance(node, ast.Not):
+        return has_tests(node.part)
+    return isinstance(node, ast.Test)
 
 
 def referenced_columns(node: ast.Node) -> frozenset[str]:

@@ -13,7 +13,7 @@ import datetime as dt
 import decimal
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -84,10 +84,31 @@ def from_json(value: JsonScalar, typ: pa.DataType) -> Any:
     return value
 
 
-def normalize_keys(keys: Sequence[Any], key_columns: Sequence[str]) -> list[KeyTuple]:
-    """User keys (scalars, or tuples for composite keys) as tuples of the key's arity."""
+def keys_of(keys: Sequence[Any] | ArrowKeys, schema: pa.Schema, key_columns: Sequence[str]) -> pa.Table:
+    """Lookup keys as a table typed like the key columns: Arrow data (:func:`arrow_keys`), or
+    Python values (scalars, or tuples for composite keys: :func:`normalize_keys`).
+
+    A one-column key of scalars is typed in one conversion, without a tuple per key.
+    """
+    if isinstance(keys, ARROW_KEYS):
+        return arrow_keys(keys, schema, key_columns)
+    _check_sequence(keys)
+    if len(key_columns) == 1 and not any(isinstance(k, (tuple, list)) for k in keys):
+        values = list(keys)
+        array, fits = _typed_column(values, key_columns[0], schema.field(key_columns[0]).type)
+        table = pa.table([array], names=list(key_columns))
+        return table if fits.all() else table.filter(pa.array(fits))
+    return keys_table(normalize_keys(keys, key_columns), schema, key_columns)
+
+
+def _check_sequence(keys: Any) -> None:
     if isinstance(keys, (str, bytes)) or not isinstance(keys, Sequence | set | frozenset):
         raise QueryError(f"keys must be a list of key values, got {type(keys).__name__}")
+
+
+def normalize_keys(keys: Sequence[Any], key_columns: Sequence[str]) -> list[KeyTuple]:
+    """User keys (scalars, or tuples for composite keys) as tuples of the key's arity."""
+    _check_sequence(keys)
     arity = len(key_columns)
     out: list[KeyTuple] = []
     for k in keys:
@@ -96,6 +117,42 @@ def normalize_keys(keys: Sequence[Any], key_columns: Sequence[str]) -> list[KeyT
             raise QueryError(f"key {k!r} has {len(t)} values; the index key {tuple(key_columns)} has {arity}")
         out.append(t)
     return list(dict.fromkeys(out))
+
+
+#: Keys given as Arrow data: an array or chunked array (a one-column key), or a table or
+#: record batch holding the key columns by name.
+ArrowKeys: TypeAlias = pa.Array | pa.ChunkedArray | pa.Table | pa.RecordBatch
+ARROW_KEYS = (pa.Array, pa.ChunkedArray, pa.Table, pa.RecordBatch)
+
+
+def arrow_keys(keys: ArrowKeys, schema: pa.Schema, key_columns: Sequence[str]) -> pa.Table:
+    """Keys given as Arrow data as a table typed like the key columns, without a Python loop
+    per key when each column casts safely to its column's type (the common case); otherwise
+    the values go through :func:`keys_table`, so a key means what it means as a Python value
+    (one its column cannot hold exactly equals no row)."""
+    if isinstance(keys, (pa.Array, pa.ChunkedArray)):
+        if len(key_columns) != 1:
+            raise QueryError(
+                f"an array of keys needs a one-column index key; {tuple(key_columns)} needs a table "
+                "with those columns"
+            )
+        table = pa.table({key_columns[0]: keys})
+    else:
+        table = pa.Table.from_batches([keys]) if isinstance(keys, pa.RecordBatch) else keys
+        missing = [c for c in key_columns if c not in table.column_names]
+        if missing:
+            raise QueryError(
+                f"the table of keys lacks the key column(s) {missing}; it has {table.column_names}"
+            )
+    arrays = []
+    try:
+        for name in key_columns:
+            column, typ = table[name], schema.field(name).type
+            arrays.append(column if column.type.equals(typ) else column.cast(typ, safe=True))
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        values = zip(*(table[c].to_pylist() for c in key_columns), strict=True)
+        return keys_table(list(dict.fromkeys(values)), schema, key_columns)
+    return pa.table(arrays, names=list(key_columns))
 
 
 def keys_table(keys: Sequence[KeyTuple], schema: pa.Schema, key_columns: Sequence[str]) -> pa.Table:

@@ -16,11 +16,13 @@ from lakehouse_index.kind_registry import spec_from_json
 from lakehouse_index.spec import IndexSpec, spec_to_json
 
 #: Version written. Version 2 added ``SourceFile.moves`` (lineage remap), version 3
-#: ``SourceFile.equality_applied``; older logs are still read (no moves; equality deletes
-#: applied unknown). A reader of an older version refuses newer entries, as it must: it
-#: would miss the rows that moved or answer rows an applied equality delete removed.
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)
+#: ``SourceFile.equality_applied``, version 4 the covering spec's ``layoutVersion`` (2: Spark's
+#: bucketing); older logs are still read (no moves; equality deletes applied unknown; covering
+#: layout 1). A reader of an older version refuses newer entries, as it must: it would miss
+#: the rows that moved, answer rows an applied equality delete removed, or look for a key in
+#: the wrong bucket.
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)
 
 JsonScalar = str | int | float | bool | None
 

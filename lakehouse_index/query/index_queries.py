@@ -10,7 +10,7 @@ the log (another process's vacuum) makes it relist the logs and answer again.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeGuard, TypeVar
 
 import pyarrow as pa
 
@@ -19,16 +19,24 @@ from lakehouse_index.context import IndexContext
 from lakehouse_index.errors import IllegalIndexStateError, IndexNotFoundError
 from lakehouse_index.io.parallel import shared_pool
 from lakehouse_index.kinds.base import kind_of
+from lakehouse_index.kinds.keys import ArrowKeys
 from lakehouse_index.log.entry import IndexState, LogEntry
+from lakehouse_index.query import bucketed_read as br
 from lakehouse_index.query import index_scan, planner
 from lakehouse_index.query import lookup as lk
-from lakehouse_index.query.coverage import plain_scan
+from lakehouse_index.query.coverage import Coverage, plain_scan
 from lakehouse_index.source import FileEntry, Snapshot
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
 
 _R = TypeVar("_R")
 
 #: A predicate as queries take it: SQL text, a parsed predicate, or a pyarrow Expression.
 Where = str | expr.Predicate | Any
+#: Lookup keys as queries take them: Python values (tuples for composite keys), Arrow data
+#: (``kinds.keys.ArrowKeys``), or a Spark DataFrame with the key columns.
+Keys = Sequence[Any] | ArrowKeys | Any
 
 
 def relisting(ctx: IndexContext, query: Callable[[], _R]) -> _R:
@@ -63,6 +71,11 @@ def lookup_snapshots(ctx: IndexContext, name: str) -> list[LogEntry]:
     return snapshots
 
 
+#: The number of keys the planner is given for a Spark DataFrame of keys (not counted: a
+#: job): many, so each index file costs at most its size (read once for all the keys).
+_MANY_KEYS = 2**40
+
+
 def plan(ctx: IndexContext, name: str, keys: Sequence[Any], target: Callable[[], Snapshot]) -> planner.Plan:
     """The planner's choice of index snapshot (or plain scan) for a lookup of ``keys`` at ``target()``.
 
@@ -70,9 +83,13 @@ def plan(ctx: IndexContext, name: str, keys: Sequence[Any], target: Callable[[],
     round trip instead of two when warm); on local files, where a read costs less than
     handing work to a thread, one after the other (``LogConfig.concurrent_reads``).
     """
+    return _plan(ctx, name, len(keys), target)
+
+
+def _plan(ctx: IndexContext, name: str, n_keys: int, target: Callable[[], Snapshot]) -> planner.Plan:
     if not ctx.config.log.reads_concurrently(ctx.storage.concurrent_reads):
         snapshots = lookup_snapshots(ctx, name)
-        return planner.plan(ctx.source, name, snapshots, target(), len(keys), ctx.config)
+        return planner.plan(ctx.source, name, snapshots, target(), n_keys, ctx.config)
     # The index's log is read while the table's log is (``IndexLog`` is thread-safe; the
     # table source stays on the caller's thread).
     pending = shared_pool("lakehouse-index-log", 4).submit(lookup_snapshots, ctx, name)
@@ -81,29 +98,45 @@ def plan(ctx: IndexContext, name: str, keys: Sequence[Any], target: Callable[[],
     except BaseException:
         pending.result()  # the index's own error (no such index...) comes first
         raise
-    return planner.plan(ctx.source, name, pending.result(), snap, len(keys), ctx.config)
+    return planner.plan(ctx.source, name, pending.result(), snap, n_keys, ctx.config)
 
 
-def lookup_plan(
-    ctx: IndexContext, name: str, keys: Sequence[Any], target: Callable[[], Snapshot]
-) -> lk.LookupPlan:
-    """What a lookup or locate of ``keys`` reads: the chosen snapshot and its repair to ``target()``."""
-    chosen = plan(ctx, name, keys, target)
+def _choice(
+    ctx: IndexContext, name: str, n_keys: int, target: Callable[[], Snapshot]
+) -> tuple[LogEntry, Coverage, Snapshot]:
+    """The snapshot a lookup of ``n_keys`` keys reads, its repair to ``target()``, and that version."""
+    chosen = _plan(ctx, name, n_keys, target)
     best = chosen.chosen
     entry = best.entry or ctx.log(name).latest_stable()
     assert entry is not None
-    cov = best.coverage or plain_scan(chosen.target)
-    return lk.plan_lookup(ctx.source, entry, chosen.target, keys, cov, ctx.config.read)
+    return entry, best.coverage or plain_scan(chosen.target), chosen.target
+
+
+def lookup_plan(
+    ctx: IndexContext, name: str, keys: Sequence[Any] | ArrowKeys, target: Callable[[], Snapshot]
+) -> lk.LookupPlan:
+    """What a lookup or locate of ``keys`` reads: the chosen snapshot and its repair to ``target()``."""
+    entry, cov, snap = _choice(ctx, name, len(keys), target)
+    return lk.plan_lookup(ctx.source, entry, snap, keys, cov, ctx.config.read)
 
 
 def lookup(
     ctx: IndexContext,
     name: str,
-    keys: Sequence[Any],
+    keys: Keys,
     target: Callable[[], Snapshot],
     columns: Sequence[str] | None = None,
-) -> pa.Table:
-    """The rows of ``target()`` whose index key is one of ``keys`` (see ``Table.lookup``)."""
+) -> Any:
+    """The rows of ``target()`` whose index key is one of ``keys`` (see ``Table.lookup``): a
+    pyarrow Table, or a Spark DataFrame for a DataFrame of keys."""
+    if spark_keys_given(keys):
+        from lakehouse_index.query import spark_keys
+
+        entry, cov, snap = relisting(ctx, lambda: _choice(ctx, name, _MANY_KEYS, target))
+        index_dir = ctx.index_dir(name)
+        return spark_keys.lookup(
+            ctx.source, ctx.storage, index_dir, entry, snap, cov, keys, columns, ctx.config.read
+        )
 
     def query() -> pa.Table:
         found = lookup_plan(ctx, name, keys, target)
@@ -112,14 +145,26 @@ def lookup(
     return relisting(ctx, query)
 
 
-def locate(ctx: IndexContext, name: str, keys: Sequence[Any], target: Callable[[], Snapshot]) -> pa.Table:
-    """Where the rows of ``target()`` with ``keys`` live (see ``Table.locate``)."""
+def locate(ctx: IndexContext, name: str, keys: Keys, target: Callable[[], Snapshot]) -> Any:
+    """Where the rows of ``target()`` with ``keys`` live (see ``Table.locate``): a pyarrow
+    Table, or a Spark DataFrame for a DataFrame of keys."""
+    if spark_keys_given(keys):
+        from lakehouse_index.query import spark_keys
+
+        entry, cov, snap = relisting(ctx, lambda: _choice(ctx, name, _MANY_KEYS, target))
+        index_dir = ctx.index_dir(name)
+        return spark_keys.locate(ctx.source, ctx.storage, index_dir, entry, snap, cov, keys, ctx.config.read)
 
     def query() -> pa.Table:
         found = lookup_plan(ctx, name, keys, target)
         return lk.locate(ctx.source, ctx.storage, ctx.index_dir(name), found)
 
     return relisting(ctx, query)
+
+
+def spark_keys_given(keys: object) -> TypeGuard[DataFrame]:
+    """Whether ``keys`` is a Spark DataFrame (classic or Connect), without importing pyspark."""
+    return type(keys).__module__.startswith("pyspark.sql") and hasattr(keys, "sparkSession")
 
 
 def _handles(ctx: IndexContext) -> list[planner.IndexHandle]:
@@ -209,9 +254,20 @@ def sample_plan(ctx: IndexContext, snap: Snapshot, fraction: float, where: Where
 
 
 def sample(
-    ctx: IndexContext, snap: Snapshot, fraction: float, where: Where | None, columns: Sequence[str] | None
+    ctx: IndexContext,
+    snap: Snapshot,
+    fraction: float,
+    where: Where | None,
+    columns: Sequence[str] | None,
+    use_indexes: bool = True,
 ) -> pa.Table:
-    """The rows of ``snap`` (matching ``where``) whose weight is below ``fraction`` (see ``Table.sample``)."""
+    """The rows of ``snap`` (matching ``where``) whose weight is below ``fraction`` (see ``Table.sample``);
+    ``use_indexes=False``: by a plain scan computing the weights."""
+    if not use_indexes:
+        predicate = expr.Predicate.of(where, snap.schema)
+        return index_scan.sample_scan(
+            ctx.source, snap, fraction, sample_identity(ctx, snap), predicate, columns
+        )
 
     def query() -> pa.Table:
         plan = sample_plan(ctx, snap, fraction, where)
@@ -249,3 +305,28 @@ def sample_identity(ctx: IndexContext, snap: Snapshot) -> tuple[str, ...]:
             if all(c in snap.schema.names for c in spec.columns):
                 return h.kind.sample_identity(spec)
     return tuple(snap.schema.names)
+
+
+def bucketed_plan(
+    ctx: IndexContext, snap: Snapshot, columns: Sequence[str] | None, where: Where | None
+) -> br.BucketedPlan:
+    """Whether a read of ``columns`` (and ``where``) at ``snap`` is answered by a covering index
+    as a bucketed Spark table, and why (not)."""
+    predicate = expr.Predicate.of(where, snap.schema) if where is not None else None
+    return br.plan_bucketed(ctx, snap, columns, predicate)
+
+
+def bucketed_read(
+    ctx: IndexContext, spark: SparkSession, snap: Snapshot, columns: Sequence[str] | None, where: Where | None
+) -> DataFrame | None:
+    """The rows of ``snap`` as a DataFrame Spark knows is bucketed by a covering index's key
+    (None: no covering index can answer so; the plain read then)."""
+    predicate = expr.Predicate.of(where, snap.schema) if where is not None else None
+
+    def query() -> DataFrame | None:
+        chosen = br.plan_bucketed(ctx, snap, columns, predicate)
+        if chosen.entry is None:
+            return None
+        return br.bucketed_frame(spark, ctx, chosen, columns, predicate)
+
+    return relisting(ctx, query)

@@ -2,24 +2,28 @@
 
 Per key, at most three index object reads: the root index is in the log entry (no
 read), each candidate index file's footer is cached, then only the row groups whose
-statistics may hold a key are read. The files a key may be in are found by bisection over
-the base files' key ranges (decoded once per snapshot), not by testing every file.
+statistics may hold a key are read. A batch of keys is sorted once; the files, then the
+row groups, that may hold one are found by searching each file's (group's) bounds among
+the sorted keys, so the work grows with the files and groups, not with the keys; each
+index file is read once, all its row groups holding keys at a time, and its rows matched
+against every key at once (``pc.is_in``).
 """
 
 from __future__ import annotations
 
-import bisect
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakehouse_index.config import SizedCache
 from lakehouse_index.io import Storage, join_uri
+from lakehouse_index.io.parallel import shared_pool
 from lakehouse_index.kinds import keys as K
 from lakehouse_index.kinds.entries import VERSION
 from lakehouse_index.log.entry import IndexFile, Level
@@ -27,13 +31,12 @@ from lakehouse_index.log.entry import IndexFile, Level
 
 @dataclass(frozen=True)
 class GroupBounds:
-    """Row-group statistics of one column of an index file, extracted once per file."""
+    """Row-group statistics of one column of an index file, extracted once per file (or the
+    key bounds of a snapshot's files, one "group" per file)."""
 
     mins: tuple[Any, ...]
     maxes: tuple[Any, ...]
     null_counts: tuple[int | None, ...]
-    #: Every group has min/max and both are non-decreasing (files sorted by the column).
-    ordered: bool
     #: Per group: known to hold only nulls (no min/max, null count = rows). A group without
     #: min/max is not assumed all-null: some writers record only the null count.
     all_null: tuple[bool, ...] = ()
@@ -53,45 +56,47 @@ class GroupBounds:
             maxes.append(st.max if has else None)
             nulls.append(st.null_count if st is not None and st.has_null_count else None)
             all_null.append(not has and nulls[-1] == group.num_rows)
-        return cls.of_bounds(mins, maxes, nulls, all_null)
+        return cls(tuple(mins), tuple(maxes), tuple(nulls), tuple(all_null))
 
-    @classmethod
-    def of_bounds(
-        cls, mins: Sequence[Any], maxes: Sequence[Any], nulls: Sequence[int | None], all_null: Sequence[bool]
-    ) -> GroupBounds:
-        """Bounds of groups in order (row groups of a file, or files of a snapshot)."""
+    @cached_property
+    def _known(self) -> np.ndarray:
+        """Per group: has both a min and a max."""
+        pairs = zip(self.mins, self.maxes, strict=True)
+        return np.array([lo is not None and hi is not None for lo, hi in pairs], dtype=bool)
+
+    @cached_property
+    def _unknown_hit(self) -> tuple[np.ndarray, np.ndarray]:
+        """(the groups without bounds that may hold a non-null key, the groups with bounds
+        that may hold nulls)."""
+        known = self._known
+        all_null = np.array(self.all_null, dtype=bool) if self.all_null else np.zeros(len(known), dtype=bool)
+        nulls = np.array([c is None or c > 0 for c in self.null_counts], dtype=bool)
+        return ~known & ~all_null, known & nulls
+
+    def span(self, groups: Sequence[int]) -> tuple[Any, Any] | None:
+        """(lowest min, highest max) of ``groups`` (None: a group has no bounds, or they do not compare)."""
+        if not groups or not all(self._known[g] for g in groups):
+            return None
         try:
-            ordered = all(m is not None for m in mins) and all(
-                mins[i] <= mins[i + 1] and maxes[i] <= maxes[i + 1] for i in range(len(mins) - 1)
-            )
+            return min(self.mins[g] for g in groups), max(self.maxes[g] for g in groups)
         except TypeError:
-            ordered = False
-        return cls(tuple(mins), tuple(maxes), tuple(nulls), ordered, tuple(all_null))
+            return None
 
     def groups_for(self, keys: KeySet) -> list[int]:
-        """Row groups whose statistics may hold one of the keys' leading values."""
+        """Row groups whose statistics may hold one of the keys' leading values.
+
+        One binary search of each group's min and max among the sorted keys: a group may hold
+        a key when some key lies in [min, max], so the work grows with the groups, not the keys.
+        """
+        n = len(self.mins)
         if keys.has_nan_leading:  # statistics leave NaN out: any row group may hold one
-            return list(range(len(self.mins)))
-        if self.ordered and not keys.has_null_leading:
-            try:
-                found: set[int] = set()
-                for k in keys.leading_sorted:
-                    i = bisect.bisect_left(self.maxes, k)
-                    while i < len(self.mins) and self.mins[i] <= k:
-                        found.add(i)
-                        i += 1
-                return sorted(found)
-            except TypeError:
-                pass
-        return [
-            rg
-            for rg in range(len(self.mins))
-            if (self.mins[rg] is None and (not self.all_null[rg] or keys.has_null_leading))
-            or (
-                self.mins[rg] is not None
-                and keys.may_hit(self.mins[rg], self.maxes[rg], self.null_counts[rg])
-            )
-        ]
+            return list(range(n))
+        unbounded, with_nulls = self._unknown_hit
+        hit = (~self._known | with_nulls) if keys.has_null_leading else unbounded.copy()
+        todo = np.flatnonzero(self._known & ~hit)
+        if len(todo) and len(keys.leading):
+            hit[todo] = keys.any_between([self.mins[i] for i in todo], [self.maxes[i] for i in todo])
+        return np.flatnonzero(hit).tolist()
 
 
 @dataclass
@@ -153,29 +158,53 @@ class ReadStats:
 
 @dataclass(frozen=True)
 class KeySet:
-    """Lookup keys, typed like the index key columns, with a sorted leading column."""
+    """Lookup keys, typed like the index key columns, sorted once by their leading values."""
 
+    #: The keys, sorted by their leading column (ordinary values, then NaNs, then nulls).
     table: pa.Table
-    tuples: tuple[K.KeyTuple, ...]
-    #: The leading components, sorted, without nulls and NaNs.
-    leading_sorted: tuple[Any, ...]
+    #: The table's leading values before the NaNs and nulls (sorted): numbers as a numpy
+    #: array of their type, other values as Python objects (compared with statistics' values).
+    leading: np.ndarray
     has_null_leading: bool
     #: A key leads with NaN, which Parquet statistics (and index file bounds) leave out: no
     #: row group or file can be excluded for it.
     has_nan_leading: bool = False
 
     @classmethod
-    def build(cls, keys: Sequence[K.KeyTuple], schema: pa.Schema, key_columns: Sequence[str]) -> KeySet:
-        """Type the keys (QueryError if a value does not fit its column)."""
-        table = K.keys_table(keys, schema, key_columns)
-        tuples = tuple(zip(*(table[c].to_pylist() for c in key_columns), strict=True))
-        nan = [isinstance(t[0], float) and math.isnan(t[0]) for t in tuples]
-        leading = [t[0] for t, is_nan in zip(tuples, nan, strict=True) if t[0] is not None and not is_nan]
+    def of(cls, table: pa.Table) -> KeySet:
+        """The keys of ``table`` (typed key columns, in key order), sorted once by the leading column."""
+        table = table.take(pc.sort_indices(table, sort_keys=[(table.column_names[0], "ascending")]))
+        lead = table.column(0)
+        # Sorted: the ordinary values, then NaNs, then nulls.
+        nan = int(pc.sum(pc.is_nan(lead)).as_py() or 0) if pa.types.is_floating(lead.type) else 0
+        plain = lead.slice(0, len(lead) - lead.null_count - nan).combine_chunks()
+        if pa.types.is_integer(lead.type) or pa.types.is_floating(lead.type):
+            leading = plain.to_numpy(zero_copy_only=False)
+        else:
+            leading = _objects(plain.to_pylist())
+        return cls(table, leading, lead.null_count > 0, nan > 0)
+
+    def within(self, span: tuple[Any, Any] | None) -> KeySet:
+        """The keys whose leading value may lie in ``span`` = (lo, hi) (None: every key), and
+        the keys leading with null or NaN: a slice of the sorted keys, so that matching an index
+        file's rows hashes only the keys its bounds can hold."""
+        n = len(self.leading)
+        if span is None or not n:
+            return self
         try:
-            leading_sorted = tuple(sorted(set(leading)))
-        except TypeError:
-            leading_sorted = tuple(leading)
-        return cls(table, tuples, leading_sorted, any(t[0] is None for t in tuples), any(nan))
+            i = int(np.searchsorted(self.leading, _like([span[0]], self.leading)[0], side="left"))
+            j = int(np.searchsorted(self.leading, _like([span[1]], self.leading)[0], side="right"))
+        except (TypeError, ValueError, OverflowError):
+            return self
+        if i == 0 and j == n:
+            return self
+        table = pa.concat_tables([self.table.slice(i, max(0, j - i)), self.table.slice(n)])
+        return KeySet(table, self.leading[i:j], self.has_null_leading, self.has_nan_leading)
+
+    @cached_property
+    def tuples(self) -> tuple[K.KeyTuple, ...]:
+        """The keys as Python tuples (for kinds that place keys in buckets)."""
+        return tuple(zip(*(self.table[c].to_pylist() for c in self.table.column_names), strict=True))
 
     def groups(self, bounds: GroupBounds) -> list[int]:
         """Row groups of an index file (``bounds`` of its leading key column) that may hold a key."""
@@ -185,63 +214,59 @@ class KeySet:
         """The index rows whose key is one of the keys."""
         return rows.filter(K.match_mask(rows, self.table))
 
-    def may_hit(self, lo: Any, hi: Any, null_count: int | None) -> bool:
-        """Whether some key's leading component may lie in [lo, hi] (or be null, with nulls present)."""
-        if self.has_nan_leading or (self.has_null_leading and (null_count is None or null_count > 0)):
-            return True
-        if not self.leading_sorted:
-            return False
-        if lo is None or hi is None:
-            return True
+    def any_between(self, los: Sequence[Any], his: Sequence[Any]) -> np.ndarray:
+        """Per range ``[los[i], his[i]]`` (bounds present): whether a leading value lies in it.
+
+        Values that do not compare with the keys' (statistics of another type) keep the range.
+        """
         try:
-            i = bisect.bisect_left(self.leading_sorted, lo)
-            return i < len(self.leading_sorted) and self.leading_sorted[i] <= hi
-        except TypeError:
-            return True
+            lo = np.searchsorted(self.leading, _like(los, self.leading), side="left")
+            hi = np.searchsorted(self.leading, _like(his, self.leading), side="right")
+        except (TypeError, ValueError, OverflowError):
+            return np.ones(len(los), dtype=bool)
+        return np.asarray(hi > lo)
+
+
+def _like(values: Sequence[Any], keys: np.ndarray) -> np.ndarray:
+    """``values`` as an array comparable with the sorted ``keys`` (their dtype, or objects)."""
+    if keys.dtype == object:
+        return _objects(values)
+    return np.asarray(values, dtype=keys.dtype) if keys.dtype.kind == "f" else _exact_ints(values, keys.dtype)
+
+
+def _objects(values: Sequence[Any]) -> np.ndarray:
+    """A one-dimensional object array of ``values`` (tuples and bytes stay elements)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = list(values)
+    return out
+
+
+def _exact_ints(values: Sequence[Any], dtype: np.dtype[Any]) -> np.ndarray:
+    """Integer bounds as ``dtype`` (OverflowError past its range, TypeError for other values)."""
+    if not all(isinstance(v, int) for v in values):
+        raise TypeError("bounds of another type than the integer keys")
+    return np.array(values, dtype=dtype)
 
 
 @dataclass(frozen=True)
 class RootIndex:
     """The key bounds of one snapshot's index files, decoded once, for choosing the files a
-    key may be in: the base files, by lowest key, as :class:`GroupBounds` (bisected when their
-    bounds are ordered, as the writer lays them out), and the rest (delta files, bucketed
-    files, files without bounds) tested one by one."""
+    key may be in: the leading key's bounds of every file as one :class:`GroupBounds` (a
+    "group" per file; a file without bounds may hold any key)."""
 
     files: tuple[IndexFile, ...]
-    los: tuple[Any, ...]
-    his: tuple[Any, ...]
-    #: Positions of the base files, by lowest key, and their bounds in that order.
-    base: tuple[int, ...]
     bounds: GroupBounds
-    #: Positions of the files tested one by one.
-    others: tuple[int, ...]
 
     @classmethod
     def of(cls, files: tuple[IndexFile, ...], lead_type: pa.DataType) -> RootIndex:
         t = lead_type
-        los: tuple[Any, ...] = tuple(K.from_json(f.min_key[0], t) if f.min_key else None for f in files)
-        his: tuple[Any, ...] = tuple(K.from_json(f.max_key[0], t) if f.max_key else None for f in files)
-        base = [
-            i
-            for i, f in enumerate(files)
-            if f.level is Level.BASE and f.bucket is None and los[i] is not None and his[i] is not None
-        ]
-        try:
-            base.sort(key=lambda i: los[i])
-        except TypeError:
-            base = []
-        kept = set(base)
-        others = tuple(i for i in range(len(files)) if i not in kept)
-        bounds = GroupBounds.of_bounds(
-            [los[i] for i in base], [his[i] for i in base], [None] * len(base), [False] * len(base)
-        )
-        return cls(files, los, his, tuple(base), bounds, others)
+        los = tuple(K.from_json(f.min_key[0], t) if f.min_key else None for f in files)
+        his = tuple(K.from_json(f.max_key[0], t) if f.max_key else None for f in files)
+        return cls(files, GroupBounds(los, his, (None,) * len(files), (False,) * len(files)))
 
     def candidates(self, keys: Selection) -> list[int]:
         """Positions (ascending) of the files whose key bounds may hold one of ``keys``."""
-        found = {i for i in self.others if keys.may_hit(self.los[i], self.his[i], None)}
-        found.update(self.base[j] for j in keys.groups(self.bounds))
-        return sorted(found)
+        return keys.groups(self.bounds)
 
 
 #: (id of a snapshot's file tuple, its leading key type) → (that tuple, its root index): the
@@ -271,13 +296,13 @@ class RowFilter:
 
     expression: pc.Expression
 
-    def may_hit(self, lo: Any, hi: Any, null_count: int | None) -> bool:
-        """Any index file may hold matching rows."""
-        return True
-
     def groups(self, bounds: GroupBounds) -> list[int]:
         """Every row group."""
         return list(range(len(bounds.mins)))
+
+    def within(self, span: tuple[Any, Any] | None) -> RowFilter:
+        """The same filter (it does not depend on the key's bounds)."""
+        return self
 
     def select(self, rows: pa.Table) -> pa.Table:
         """The index rows the predicate holds for."""
@@ -301,30 +326,42 @@ def read_entries(
     buckets: frozenset[int] | None = None,
 ) -> pa.Table:
     """Index rows of ``files`` selected by ``keys`` and whose ``_version <= cap`` (unmerged),
-    in ``schema`` (the ``columns`` of it).
+    in ``schema`` (the ``columns`` of it, which hold the key columns and ``_version``).
+
+    Each candidate file is read once: the row groups that may hold a key, in one call, then
+    matched against the keys within those groups' bounds (a slice of the sorted keys). On an
+    object store the files are read concurrently (each waits on requests); on a local disk
+    one after the other (pyarrow decodes a file's columns on its own threads).
 
     ``buckets``: for bucketed (covering) indexes, the only buckets that can hold the keys.
     """
     stats = stats if stats is not None else ReadStats()
     root = root_index(tuple(files), schema.field(key_columns[0]).type)
     stats.files_considered += len(root.files)
-    parts = []
+    todo: list[tuple[str, IndexFile, list[int], Selection]] = []
     for f in (root.files[i] for i in root.candidates(keys)):
         if f.level is Level.DELTA and f.min_ordinal is not None and f.min_ordinal > cap:
             continue
         if buckets is not None and f.bucket is not None and f.bucket not in buckets:
             continue
         uri = join_uri(index_dir, f.path)
-        groups = keys.groups(FOOTERS.bounds(storage, uri, f.size, key_columns[0]))
-        if not groups:
-            continue
-        stats.files_read += 1
-        stats.row_groups_read += len(groups)
-        pf = FOOTERS.open(storage, uri, f.size)
-        t = pf.read_row_groups(groups, columns=list(columns) if columns else None)
-        t = keys.select(t)
-        if t.num_rows:
-            parts.append(t)
+        bounds = FOOTERS.bounds(storage, uri, f.size, key_columns[0])
+        groups = keys.groups(bounds)
+        if groups:
+            todo.append((uri, f, groups, keys.within(bounds.span(groups))))
+            stats.files_read += 1
+            stats.row_groups_read += len(groups)
+    wanted = list(columns) if columns else None
+
+    def one(item: tuple[str, IndexFile, list[int], Selection]) -> pa.Table:
+        uri, f, groups, selection = item
+        return selection.select(FOOTERS.open(storage, uri, f.size).read_row_groups(groups, columns=wanted))
+
+    if len(todo) > 1 and storage.concurrent_reads:
+        found = list(shared_pool("index-files", 8).map(one, todo))
+    else:
+        found = [one(item) for item in todo]
+    parts = [t for t in found if t.num_rows]
     target = schema if columns is None else pa.schema([schema.field(c) for c in columns])
     if not parts:
         return target.empty_table()

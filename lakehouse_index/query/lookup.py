@@ -27,7 +27,7 @@ from lakehouse_index.io import Storage
 from lakehouse_index.io.parallel import CORES, shared_pool
 from lakehouse_index.kinds import keys as K
 from lakehouse_index.kinds.base import kind_of
-from lakehouse_index.kinds.entries import FILE_ID, ROW, index_schema, merge
+from lakehouse_index.kinds.entries import FILE_ID, META_COLUMNS, ROW, index_schema, merge
 from lakehouse_index.log.entry import Level, LogEntry
 from lakehouse_index.query.coverage import Coverage, coverage
 from lakehouse_index.query.index_reader import (
@@ -40,6 +40,7 @@ from lakehouse_index.query.index_reader import (
 )
 from lakehouse_index.read.columns import resolve_columns
 from lakehouse_index.read.datafiles import read_file
+from lakehouse_index.read.deletes import deleted_positions_array
 from lakehouse_index.read.footers import FileLayout, file_key
 from lakehouse_index.read.row_ids import row_ids
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
@@ -73,27 +74,42 @@ def plan_lookup(
     source: TableSource,
     entry: LogEntry,
     target: Snapshot,
-    keys: Sequence[object],
+    keys: Sequence[object] | K.ArrowKeys,
     cov: Coverage | None = None,
     read: ReadConfig = ReadConfig(),
 ) -> LookupPlan:
-    """Type the keys against the target schema; ``cov`` defaults to the coverage of ``entry``."""
+    """Type the keys against the target schema; ``cov`` defaults to the coverage of ``entry``.
+
+    ``keys``: Python values (tuples for composite keys), or Arrow data typed by column
+    (:func:`~lakehouse_index.kinds.keys.arrow_keys`), which is converted without a Python
+    loop per key.
+    """
     spec = entry.spec
     kind_of(spec).validate(spec, target)
-    norm = K.normalize_keys(keys, spec.key)
-    keyset = KeySet.build(norm, target.schema, spec.key)
+    keyset = KeySet.of(K.keys_of(keys, target.schema, spec.key))
     return LookupPlan(entry, target, cov or coverage(source, entry, target), keyset, ReadStats(), read)
 
 
 def _index_hits(
-    source: TableSource, storage: Storage, index_dir: str, plan: LookupPlan, *, apply_deletes: bool
+    source: TableSource,
+    storage: Storage,
+    index_dir: str,
+    plan: LookupPlan,
+    *,
+    apply_deletes: bool,
+    columns: Sequence[str] | None = None,
 ) -> pa.Table:
-    """Live index entries for the keys among the files the index answers for.
+    """Live index entries for the keys among the files the index answers for (``columns`` of
+    the spec's: default all), with the row address.
 
     ``apply_deletes`` drops rows deleted in the target from files whose deletes changed
     since indexing; callers that re-read the rows (which applies deletes) skip it.
     """
     spec = plan.entry.spec
+    schema = index_schema(spec, plan.target)
+    wanted = list(dict.fromkeys([*spec.key, *(spec.columns if columns is None else columns), *META_COLUMNS]))
+    if not plan.coverage.answered:  # a plain scan: the index answers for no file
+        return pa.schema([schema.field(c) for c in wanted]).empty_table()
     live = _live_entries(
         storage,
         index_dir,
@@ -103,6 +119,7 @@ def _index_hits(
         plan.keys,
         plan.stats,
         _buckets(spec, plan),
+        wanted,
     )
     if not apply_deletes or not plan.coverage.filter_deletes or live.num_rows == 0:
         return live
@@ -128,8 +145,10 @@ def _live_entries(
     selection: Selection,
     stats: ReadStats,
     buckets: frozenset[int] | None = None,
+    columns: Sequence[str] | None = None,
 ) -> pa.Table:
-    """The live index entries ``selection`` picks, of the files the snapshot answers for (LSM merged)."""
+    """The live index entries ``selection`` picks, of the files the snapshot answers for (LSM
+    merged once for the whole selection); ``columns`` of them (default all)."""
     raw = read_entries(
         storage,
         index_dir,
@@ -138,6 +157,7 @@ def _live_entries(
         entry.spec.key,
         selection,
         coverage.cap,
+        columns=columns,
         stats=stats,
         buckets=buckets,
     )
@@ -176,6 +196,8 @@ def files_matching(
 
 def _buckets(spec: IndexSpec, plan: LookupPlan) -> frozenset[int] | None:
     """The buckets the keys fall in (None: read every bucket)."""
+    if all(f.bucket is None for f in plan.entry.content.files):
+        return None
     key_type = plan.target.schema.field(spec.key[0]).type
     return kind_of(spec).buckets(spec, plan.keys.tuples, key_type)
 
@@ -187,8 +209,7 @@ def _live_positions(
     if fe.equality_deletes:
         t = read_file(source, target, fe, columns=[], positions=positions, with_positions=True, config=config)
         return t[ROW].to_numpy()
-    deleted = source.deleted_positions(fe)
-    return np.array([p for p in positions.tolist() if p not in deleted], dtype=np.int64)
+    return positions[~np.isin(positions, deleted_positions_array(source, fe))]
 
 
 #: Key columns of files lookups scan (not covered by the index yet), kept between lookups:
@@ -354,6 +375,12 @@ def _row_ids_by_file(
     return pa.array(values, pa.int64(), mask=~valid)
 
 
+def _paths(files: dict[int, FileEntry], fids: np.ndarray) -> pa.Array:
+    """The path of each file id of ``fids`` (ids of ``files``), one lookup per distinct id."""
+    ids, inverse = np.unique(fids, return_inverse=True)
+    return pa.array([files[i].path for i in ids.tolist()], pa.string()).take(pa.array(inverse))
+
+
 def locate(
     source: TableSource, storage: Storage, index_dir: str, plan: LookupPlan, *, with_row_ids: bool = True
 ) -> pa.Table:
@@ -376,10 +403,10 @@ def locate(
             names=[*cols, *([ROW_ID] if ids else []), FILE, ROW],
         )
 
-    hits = _index_hits(source, storage, index_dir, plan, apply_deletes=True)
+    hits = _index_hits(source, storage, index_dir, plan, apply_deletes=True, columns=cols)
     answered = plan.coverage.answered
     fids = hits[FILE_ID].to_numpy()
-    paths = pa.array([answered[i].path for i in fids.tolist()], pa.string())
+    paths = _paths(answered, fids)
     located = _row_ids_by_file(source, plan.target, answered, fids, hits[ROW].to_numpy()) if ids else None
     parts = [part(hits, paths, located)]
     for fe, t in _scan_hits(source, plan, cols):
@@ -402,21 +429,28 @@ def lookup(
     need = list(dict.fromkeys([*plan.key_columns, *out_cols]))
     schema = pa.schema([plan.target.schema.field(c) for c in out_cols])
     if set(need) <= set(plan.entry.spec.columns):  # index-only: a covering index holds every column
-        hits = _index_hits(source, storage, index_dir, plan, apply_deletes=True)
+        hits = _index_hits(source, storage, index_dir, plan, apply_deletes=True, columns=need)
         parts = [hits.select(out_cols), *(t.select(out_cols) for _, t in _scan_hits(source, plan, need))]
         return pa.concat_tables([p.cast(schema) for p in parts])
-    hits = _index_hits(source, storage, index_dir, plan, apply_deletes=False)
+    hits = _index_hits(source, storage, index_dir, plan, apply_deletes=False, columns=plan.key_columns)
+    # The wanted rows grouped by file once: sorted by (file id, row), cut where the id changes.
     fids = hits[FILE_ID].to_numpy()
     rows = hits[ROW].to_numpy()
-    files = [plan.coverage.answered[fid] for fid in np.unique(fids).tolist()]
-    by_path = {fe.path: fid for fid, fe in zip(np.unique(fids).tolist(), files, strict=True)}
+    order = np.lexsort((rows, fids))
+    fids, rows = fids[order], rows[order]
+    ids, starts = np.unique(fids, return_index=True)
+    ends = np.append(starts[1:], len(fids)).astype(np.int64) if len(fids) else starts
+    wanted = {
+        plan.coverage.answered[i].path: rows[a:b] for i, a, b in zip(ids.tolist(), starts, ends, strict=True)
+    }
+    files = [plan.coverage.answered[i] for i in ids.tolist()]
 
     def fetch(fe: FileEntry) -> pa.Table:
-        positions = np.sort(rows[fids == by_path[fe.path]])
-        t = read_file(source, plan.target, fe, columns=need, positions=positions, config=plan.read)
+        t = read_file(source, plan.target, fe, columns=need, positions=wanted[fe.path], config=plan.read)
         return t.filter(K.match_mask(t, plan.keys.table)).select(out_cols)
 
-    # The files' pages are fetched concurrently (and within a file, as merged ranges in parallel).
+    # Each file's pages are read once for all its rows; the files concurrently (and within a
+    # file, as merged ranges in parallel).
     parts = _each_file(fetch, files, _fetch_config(source, files, len(rows), plan.read))
     for _, t in _scan_hits(source, plan, need):
         parts.append(t.select(out_cols))

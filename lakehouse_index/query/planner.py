@@ -173,7 +173,8 @@ def _row_group_bytes(snapshots: Sequence[LogEntry], group_rows: int) -> int:
 
 
 def _index_bytes(entry: LogEntry, keys: int, row_group_bytes: int) -> int:
-    """Index bytes a lookup of ``keys`` keys reads: up to one row group per index file it may be in.
+    """Index bytes a lookup of ``keys`` keys reads: up to one row group per key and index file it
+    may be in, at most the snapshot's size.
 
     A key may be in every unbucketed file (one per LSM level and key range) but only in the
     files of its own bucket. Charging a common row-group size makes snapshots differ by what
@@ -183,7 +184,8 @@ def _index_bytes(entry: LogEntry, keys: int, row_group_bytes: int) -> int:
     bucketed = [f for f in files if f.bucket is not None]
     buckets = len({f.bucket for f in bucketed}) or 1
     per_key = len(files) - len(bucketed) + len(bucketed) / buckets
-    return int(per_key * row_group_bytes * max(1, keys))
+    # Each file is read once for all the keys: never more than the whole snapshot.
+    return min(int(per_key * row_group_bytes * max(1, keys)), entry.content.size)
 
 
 def _in_history(source: TableSource, version: int) -> bool:

@@ -148,7 +148,7 @@ def _col(name: str) -> SparkColumn:
 # --------------------------------------------------------------------------- paths
 
 
-def _hadoop_path(path: str) -> str:
+def hadoop_path(path: str) -> str:
     """The Hadoop path string of a FileEntry path, as Spark lists the file: ``file:/abs``,
     ``s3a://bucket/key`` (Hadoop's S3 connector), other URIs unchanged; not URI-encoded."""
     scheme = urlparse(path).scheme
@@ -164,7 +164,7 @@ def _hadoop_path(path: str) -> str:
 def _spark_location(path: str) -> str:
     """The location to hand to ``spark.read`` for a FileEntry path."""
     # spark.read expands glob characters; a backslash makes Hadoop's glob take them literally.
-    return _GLOB_CHARS.sub(r"\\\1", _hadoop_path(path))
+    return _GLOB_CHARS.sub(r"\\\1", hadoop_path(path))
 
 
 # --------------------------------------------------------------------------- the read
@@ -222,7 +222,7 @@ def spark_frame(
         out_fields += [pa.field(FILE_PATH_COLUMN, pa.string()), pa.field(ROW_COLUMN, pa.int64())]
     out_fields += [pa.field(name, t) for name, (t, _) in file_columns.items()]
     if not entries:
-        return _local_frame(spark, [], [(f.name, f.type) for f in out_fields], cfg)
+        return local_frame(spark, [], [(f.name, f.type) for f in out_fields], cfg)
 
     read_cols = list(out_cols)
     if predicate is not None:
@@ -368,7 +368,7 @@ def _files_frame(
             raise QueryError(f"data file {e.path} has no partition value for {missing}")
         rows.append(
             (
-                _hadoop_path(e.path),
+                hadoop_path(e.path),
                 fid,
                 e.path,
                 *[_python_value(values[c], snapshot.column(c).type) for c in part_cols],
@@ -378,10 +378,10 @@ def _files_frame(
     # _metadata.file_path is Spark's URI encoding of the listed Hadoop path (SparkPath);
     # computing it with that same function keeps the per-row join a plain string match.
     spark_path = F.expr(f"reflect('org.apache.spark.paths.SparkPath', 'fromPathString', {_HADOOP_PATH})")
-    return _local_frame(spark, rows, fields, config).withColumn(_SPARK_PATH, spark_path).drop(_HADOOP_PATH)
+    return local_frame(spark, rows, fields, config).withColumn(_SPARK_PATH, spark_path).drop(_HADOOP_PATH)
 
 
-def _local_frame(
+def local_frame(
     spark: SparkSession,
     rows: list[tuple[Any, ...]],
     fields: list[tuple[str, pa.DataType]],
@@ -448,7 +448,7 @@ def _apply_position_deletes(
     if not rows:
         return df
     fields = [(_FID, pa.int32()), ("__li_positions", pa.list_(pa.int64()))]
-    deletes = _local_frame(spark, rows, fields, config).select(
+    deletes = local_frame(spark, rows, fields, config).select(
         _col(_FID), F.explode(_col("__li_positions")).alias(_ROW)
     )
     if total <= config.spark_broadcast_deletes:
@@ -488,8 +488,8 @@ def _apply_equality_deletes(
         app_fields = [(_EQ, pa.int32()), ("__li_dfid", pa.int32())]
         # Both sides are small driver-side tables: broadcast, no shuffle.
         matches = (
-            _local_frame(spark, applies, app_fields, config)
-            .join(F.broadcast(_local_frame(spark, del_rows, del_fields, config)), on=_EQ)
+            local_frame(spark, applies, app_fields, config)
+            .join(F.broadcast(local_frame(spark, del_rows, del_fields, config)), on=_EQ)
             .drop(_EQ)
         )
         cond = _col(_FID) == _col("__li_dfid")

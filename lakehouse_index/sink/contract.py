@@ -22,7 +22,12 @@ The core writes through it and never branches on the format:
   new rows are added, in one commit; the result says where every rewritten file's rows came
   from, so the indexes follow without reading them;
 * :meth:`TableWriter.purge_blockers` and :meth:`TableWriter.purge_history` remove older
-  versions for the erase's purge.
+  versions for the erase's purge;
+* :meth:`TableWriter.spark_writes` gives the format's own Spark writer (:class:`SparkWrites`:
+  delta-spark) when the Spark session has it: a Spark DataFrame is then appended or upserted
+  by it, which enforces every writer feature the format defines; without it
+  (:attr:`TableWriter.spark_runtime` names what is missing) the core writes the frame through
+  ``data_files`` / ``commit_files`` or collects it.
 
 Writers may use the core's modules at or below this layer (io, read, expressions, sink);
 ``tests/packaging/test_layers.py`` enforces it. Example (a third format)::
@@ -234,8 +239,32 @@ class Transaction(ABC):
         commit's own description)."""
 
 
+class SparkWrites(ABC):
+    """The format's own Spark writer for one table (delta-spark), in the session of the frames it
+    writes. It enforces every writer feature the format defines (constraints, generated and
+    identity columns, invariants, row tracking, change data feed); a write it refuses commits
+    nothing and raises :class:`~lakehouse_index.errors.WriteRefusedError`."""
+
+    #: What writes (for the write's report): "delta-spark".
+    name: str
+    #: The latest version when the writer was opened (the write builds on it or later).
+    snapshot: Snapshot
+
+    @abstractmethod
+    def append(self, frame: Any) -> Commit:
+        """Append the Spark DataFrame ``frame`` in one commit (columns matched by name)."""
+
+    @abstractmethod
+    def upsert(self, frame: Any, on: Sequence[str]) -> Commit:
+        """Update the rows matching a row of ``frame`` on the ``on`` columns, insert the others,
+        in one commit (keys unique and not null in ``frame``)."""
+
+
 class TableWriter(ABC):
     """The write half of a table format for one table, over the core's storage of its indexes."""
+
+    #: The format's own Spark writer that :meth:`spark_writes` looks for ("delta-spark"), if any.
+    spark_runtime: str | None = None
 
     def __init__(self, source: TableSource, storage: Storage, index_root: str) -> None:
         self.source = source
@@ -251,6 +280,11 @@ class TableWriter(ABC):
     def begin(self, operation: WriteOperation) -> Transaction:
         """A transaction for ``operation`` on the table's latest version, after every check that
         can refuse it: nothing is written when this raises."""
+
+    def spark_writes(self, spark: Any) -> SparkWrites | None:
+        """The format's own Spark writer in session ``spark`` (after the checks that refuse the
+        table's writes whoever makes them), or None when the session does not have it."""
+        return None
 
     @abstractmethod
     def purge_blockers(self) -> list[str]:

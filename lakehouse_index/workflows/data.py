@@ -1,9 +1,10 @@
 """Write input: any accepted ``data`` to one Arrow table in the table's schema, checked first.
 
 Accepted: a pyarrow Table or RecordBatchReader, a pandas DataFrame, or a Spark DataFrame.
-A Spark DataFrame is collected to Arrow in this process, unless it is larger than
-``ExecutorConfig.local_max_rows`` (:func:`spark_rows_estimate`): appends of such frames
-are written by Spark itself (``workflows.spark_append``).
+A Spark DataFrame is written by the format's own Spark writer when its session has it
+(delta-spark: ``workflows.writes``); otherwise it is collected to Arrow in this process,
+unless it is larger than ``ExecutorConfig.local_max_rows`` (:func:`spark_rows_estimate`):
+appends of such frames are written by Spark itself (``workflows.spark_append``).
 """
 
 from __future__ import annotations
@@ -149,3 +150,20 @@ def check_unique_keys(data: pa.Table, on: Sequence[str]) -> None:
         raise DuplicateKeyError(
             f"upsert keys {list(on)} are not unique in the data: {dup.num_rows} key(s) repeat, e.g. {sample}"
         )
+
+
+def check_unique_spark_keys(frame: Any, on: Sequence[str]) -> None:
+    """:func:`check_unique_keys` for a Spark DataFrame, by two Spark jobs (a null in a key
+    column; a key that repeats, as Spark's ``=`` compares them)."""
+    from pyspark.sql import functions as F
+
+    from lakehouse_index.expressions.spark import quote_identifier
+
+    cols = [F.col(quote_identifier(c)) for c in on]
+    for c, col in zip(on, cols, strict=True):
+        if frame.where(col.isNull()).limit(1).count():
+            raise DuplicateKeyError(f"upsert key column {c!r} has null value(s) in the data")
+    dup = frame.groupBy(*cols).count().where(F.col("count") > 1).limit(3).collect()
+    if dup:
+        sample = [{c: r[i] for i, c in enumerate(on)} for r in dup]
+        raise DuplicateKeyError(f"upsert keys {list(on)} are not unique in the data, e.g. {sample}")

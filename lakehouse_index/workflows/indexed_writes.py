@@ -9,8 +9,10 @@ The index locates the matching live rows (file, position) at the transaction's s
 commits the removal of exactly those rows and the new rows in one commit
 (:meth:`~lakehouse_index.sink.contract.Transaction.commit_row_changes`): nothing else of the
 table is read or written. The commit says where each rewritten file's rows came from, so the
-indexes place the rewrites without reading them. Other writes go through the format library
-(:mod:`.writes`).
+indexes place the rewrites without reading them. A ``where`` holding scalar expressions
+(``id % 7 = 1``) that no index pins is located the same way by a scan of this library's reader
+(:func:`scan_located`): the format libraries would give its functions other meanings. Other
+writes go through the format library (:mod:`.writes`).
 """
 
 from __future__ import annotations
@@ -27,9 +29,11 @@ from lakehouse_index.expressions import Predicate
 from lakehouse_index.expressions.matching import match_keys
 from lakehouse_index.io.parallel import each_file
 from lakehouse_index.kinds.base import kind_of
+from lakehouse_index.kinds.keys import ArrowKeys
 from lakehouse_index.log.entry import IndexState
 from lakehouse_index.query import index_queries
 from lakehouse_index.read.datafiles import ROW_COLUMN, read_file
+from lakehouse_index.read.scan import scan_files
 from lakehouse_index.sink.contract import RowChanges, Transaction, WriteMode, WriteOperation
 from lakehouse_index.sink.read_set import ReadSet
 from lakehouse_index.source import Snapshot
@@ -40,10 +44,10 @@ FILE = "_file"
 
 @dataclass(frozen=True)
 class Located:
-    """The live rows of a snapshot a write changes, found through index ``index``: ``rows`` holds
-    the columns asked for, the row's data file (``_file``) and position in it (``_row``)."""
+    """The live rows of a snapshot a write changes, found through index ``index`` (None: by a scan):
+    ``rows`` holds the columns asked for, the row's data file (``_file``) and position in it (``_row``)."""
 
-    index: str
+    index: str | None
     rows: pa.Table
 
     def positions(self) -> dict[str, np.ndarray]:
@@ -94,7 +98,7 @@ def locate(
     ctx: IndexContext,
     snap: Snapshot,
     index: str,
-    keys: Sequence[Any],
+    keys: Sequence[Any] | ArrowKeys,
     columns: Sequence[str] | None,
     predicate: Predicate | None = None,
 ) -> Located:
@@ -121,6 +125,30 @@ def locate(
     return Located(index, pa.concat_tables(parts) if parts else schema.empty_table())
 
 
+def scan_located(
+    ctx: IndexContext, snap: Snapshot, predicate: Predicate, columns: Sequence[str] | None
+) -> Located:
+    """The live rows of ``snap`` where ``predicate`` holds, with ``columns`` (None: every column),
+    found by a scan of every file its partition values do not rule out."""
+    wanted = list(columns) if columns is not None else list(snap.schema.names)
+    rows = scan_files(ctx.source, snap, snap.files.values(), wanted, predicate, with_lineage=True)
+    rows = rows.rename_columns([*wanted, FILE, ROW_COLUMN]).select([*wanted, FILE, ROW_COLUMN])
+    return Located(None, rows)
+
+
+def _find(
+    ctx: IndexContext, tx: Transaction, predicate: Predicate, columns: Sequence[str] | None, use_indexes: bool
+) -> Located | None:
+    """The rows ``predicate`` selects at ``tx``'s snapshot, through the index pinning its key, or by
+    a scan when it holds expressions; None when the format library should find them."""
+    pinned = index_pinning(ctx, predicate) if use_indexes else None
+    if pinned is not None:
+        return locate(ctx, tx.snapshot, pinned[0], pinned[1], columns, predicate)
+    if predicate.has_expressions:
+        return scan_located(ctx, tx.snapshot, predicate, columns)
+    return None
+
+
 @dataclass(frozen=True)
 class PlannedWrite:
     """A write whose rows an index found: what to commit, and what to report."""
@@ -143,13 +171,13 @@ def _changes(
 
 
 def plan_delete(
-    ctx: IndexContext, tx: Transaction, predicate: Predicate, mode: WriteMode | None
+    ctx: IndexContext, tx: Transaction, predicate: Predicate, mode: WriteMode | None, use_indexes: bool = True
 ) -> PlannedWrite | None:
-    """The rows of ``tx``'s snapshot a delete removes, when an index pins ``predicate``'s key."""
-    pinned = index_pinning(ctx, predicate)
-    if pinned is None:
+    """The rows of ``tx``'s snapshot a delete removes, when an index pins ``predicate``'s key
+    (``use_indexes``) or the predicate holds expressions."""
+    located = _find(ctx, tx, predicate, [], use_indexes)
+    if located is None:
         return None
-    located = locate(ctx, tx.snapshot, pinned[0], pinned[1], [], predicate)
     return PlannedWrite(
         located, _changes(tx, WriteOperation.DELETE, located, None, mode, ReadSet.where(predicate))
     )
@@ -161,12 +189,12 @@ def plan_update(
     predicate: Predicate,
     values: Mapping[str, Any],
     mode: WriteMode | None,
+    use_indexes: bool = True,
 ) -> PlannedWrite | None:
-    """The rows an update replaces (located through an index) and their new versions."""
-    pinned = index_pinning(ctx, predicate)
-    if pinned is None:
+    """The rows an update replaces (located through an index, or a scan) and their new versions."""
+    located = _find(ctx, tx, predicate, None, use_indexes)
+    if located is None:
         return None
-    located = locate(ctx, tx.snapshot, pinned[0], pinned[1], None, predicate)
     rows = located.table_rows()
     schema = tx.snapshot.schema
     for name, value in values.items():
@@ -187,7 +215,8 @@ def plan_upsert(
     index = index_on(ctx, on)
     if index is None:
         return None
-    located = locate(ctx, tx.snapshot, index, _lookup_keys(data, on), list(on))
+    # The data's key columns as Arrow keys: typed and matched without a Python step per row.
+    located = locate(ctx, tx.snapshot, index, data.select(list(on)), list(on))
     position = {key: i for i, key in enumerate(match_keys(data, on))}
     matched = [position[k] for k in match_keys(located.rows, on)]
     used = set(matched)
@@ -198,19 +227,16 @@ def plan_upsert(
 
 
 def plan_overwrite(
-    ctx: IndexContext, tx: Transaction, data: pa.Table, predicate: Predicate, mode: WriteMode | None
+    ctx: IndexContext,
+    tx: Transaction,
+    data: pa.Table,
+    predicate: Predicate,
+    mode: WriteMode | None,
+    use_indexes: bool = True,
 ) -> PlannedWrite | None:
-    """The rows an overwrite(where) replaces (located through an index) and ``data``."""
-    pinned = index_pinning(ctx, predicate)
-    if pinned is None:
+    """The rows an overwrite(where) replaces (located through an index, or a scan) and ``data``."""
+    located = _find(ctx, tx, predicate, [], use_indexes)
+    if located is None:
         return None
-    located = locate(ctx, tx.snapshot, pinned[0], pinned[1], [], predicate)
     changes = _changes(tx, WriteOperation.OVERWRITE, located, data, mode, ReadSet.where(predicate))
     return PlannedWrite(located, changes, rows_written=data.num_rows)
-
-
-def _lookup_keys(data: pa.Table, on: Sequence[str]) -> list[Any]:
-    """The data's keys as ``lookup`` takes them: a value per row for one column, tuples for several."""
-    if len(on) == 1:
-        return data.column(on[0]).to_pylist()
-    return list(zip(*(data.column(c).to_pylist() for c in on), strict=True))

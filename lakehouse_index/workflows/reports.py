@@ -121,6 +121,9 @@ class WritePath(str, Enum):
 
     #: An index located them; only the files holding them were touched.
     INDEX = "index"
+    #: This library's reader scanned for them (a ``where`` with expressions, which only this
+    #: library's evaluator and Spark compute); only the files holding them were touched.
+    SCAN = "scan"
     #: The format library (deltalake, pyiceberg) scanned for them.
     FORMAT_LIBRARY = "format library"
 

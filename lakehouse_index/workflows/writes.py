@@ -13,6 +13,8 @@ index failed and how to recover.
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -27,6 +29,7 @@ from lakehouse_index.faults import crash_point
 from lakehouse_index.sink.contract import (
     Commit,
     RowChangesRefused,
+    SparkWrites,
     Transaction,
     WriteMode,
     WriteOperation,
@@ -36,6 +39,8 @@ from lakehouse_index.workflows import data as inputs
 from lakehouse_index.workflows import indexed_writes as indexed
 from lakehouse_index.workflows.reports import WritePath, WriteResult, failure_message
 from lakehouse_index.workflows.sync import sync_indexes
+
+_log = logging.getLogger(__name__)
 
 
 def begin(ctx: IndexContext, operation: WriteOperation) -> Transaction:
@@ -85,12 +90,12 @@ def _finish(ctx: IndexContext, operation: WriteOperation, result: WriteResult) -
 def _commit_and_sync(
     ctx: IndexContext,
     operation: WriteOperation,
-    tx: Transaction,
+    previous: int,
     commit: Callable[[], Commit],
     start: float,
     note: str | None = None,
 ) -> WriteResult:
-    """Run ``commit`` (the format library's write), then every index's policy."""
+    """Run ``commit`` (the format library's write on version ``previous``), then every index's policy."""
     crash_point("write.before_commit")
     done = commit()
     crash_point("write.after_commit")
@@ -99,7 +104,7 @@ def _commit_and_sync(
         operation=operation.value,
         table_uri=ctx.uri,
         table_version=done.version,
-        previous_version=tx.snapshot.version,
+        previous_version=previous,
         rows_written=done.rows_written,
         rows_deleted=done.rows_deleted,
         rows_updated=done.rows_updated,
@@ -123,13 +128,18 @@ def _through_index(
     rewritten files by the commit's own lineage), or, without a plan or when the format's writer
     refuses its row changes, the format library's write ``fallback``."""
     if planned is None:
-        return _commit_and_sync(ctx, operation, tx, fallback, start)
+        return _commit_and_sync(ctx, operation, tx.snapshot.version, fallback, start)
     crash_point("write.before_commit")
     try:
         done = tx.commit_row_changes(planned.changes)
     except RowChangesRefused as e:  # before anything was written
+        if planned.located.index is None:
+            raise WriteRefusedError(
+                f"{operation.value}: a where with expressions commits the rows this library's reader "
+                f"finds, but {e}"
+            ) from e
         note = f"index {planned.located.index!r} located the rows, but {e}"
-        return _commit_and_sync(ctx, operation, tx, fallback, start, note)
+        return _commit_and_sync(ctx, operation, tx.snapshot.version, fallback, start, note)
     crash_point("write.after_commit")
     sync = sync_indexes(ctx, raise_on_error=False, rewritten=done.rewritten)
     removed = planned.changes.rows_removed
@@ -143,7 +153,7 @@ def _through_index(
         rows_updated=planned.rows_updated,
         indexes=sync.indexes,
         seconds=time.perf_counter() - start,
-        path=WritePath.INDEX,
+        path=WritePath.INDEX if planned.located.index is not None else WritePath.SCAN,
         index=planned.located.index,
         mode=planned.changes.mode.value,
         files_rewritten=tuple(planned.changes.removed)
@@ -156,18 +166,62 @@ def _through_index(
     return _finish(ctx, operation, result)
 
 
+def _format_spark_writes(ctx: IndexContext, frame: Any) -> tuple[SparkWrites | None, str | None]:
+    """The format's own Spark writer for the Spark DataFrame ``frame`` (after the writability
+    checks; unless ``ExecutorConfig.format_spark_writer`` is off), or None and the note saying
+    which writer the session lacks (logged)."""
+    ctx.check_writable()
+    if not ctx.config.executor.format_spark_writer:
+        return None, None
+    writer = open_writer(ctx.source, ctx.storage, ctx.index_root)
+    writes = writer.spark_writes(frame.sparkSession)
+    if writes is not None or writer.spark_runtime is None:
+        return writes, None
+    note = (
+        f"{writer.spark_runtime} is not in the Spark session: the frame was written without it "
+        "(by this package's Spark tasks, or collected and written by the format library), "
+        "which honour fewer writer features"
+    )
+    _log.info("%s: %s", ctx.uri, note)
+    return None, note
+
+
+def _by_format_spark(
+    ctx: IndexContext,
+    operation: WriteOperation,
+    writes: SparkWrites,
+    commit: Callable[[], Commit],
+    start: float,
+) -> WriteResult:
+    """A Spark DataFrame written by the format's own Spark writer, then every index's policy
+    (the indexes refresh from the commit's changes)."""
+    note = f"written by {writes.name}"
+    return _commit_and_sync(ctx, operation, writes.snapshot.version, commit, start, note)
+
+
+def _noted(result: WriteResult, note: str | None) -> WriteResult:
+    return result if note is None else dataclasses.replace(result, note=note)
+
+
 def append(ctx: IndexContext, data: Any) -> WriteResult:
     """Append ``data`` (pyarrow, pandas or Spark); see :meth:`lakehouse_index.Table.append`.
 
-    A Spark DataFrame of more than ``cluster_local_max_rows`` rows (``local_max_rows`` when
-    set) is written by Spark, with the
-    index entries computed in the same job (:mod:`.spark_append`). Other data goes through
-    the format library, then each index refreshes; with
+    A Spark DataFrame is appended by the format's own Spark writer when its session has it
+    (delta-spark: the table's writer features are enforced by it), else, when it has more
+    than ``cluster_local_max_rows`` rows (``local_max_rows`` when set), written by Spark with
+    the index entries computed in the same job (:mod:`.spark_append`; the result's ``note``
+    says which writer was missing).
+    Other data goes through the format library, then each index refreshes; with
     ``ExecutorConfig.write_time_entries_in_process``, when an index takes entries computed
     by the write, this process writes it the distributed way, on threads
     (:func:`.direct_append.append_rows`).
     """
     start = time.perf_counter()
+    note = None
+    if inputs.is_spark_frame(data):
+        writes, note = _format_spark_writes(ctx, data)
+        if writes is not None:
+            return _by_format_spark(ctx, WriteOperation.APPEND, writes, lambda: writes.append(data), start)
     tx = begin(ctx, WriteOperation.APPEND)
     config = ctx.config.executor
     # Rows already in Spark stay there unless they are few: bringing them to this process
@@ -182,15 +236,16 @@ def append(ctx: IndexContext, data: Any) -> WriteResult:
 
         distributed = spark_append.append(ctx, tx, data, start)
         if distributed is not None:
-            return distributed
+            return _noted(distributed, note)
     rows = inputs.conform(inputs.to_arrow(data), tx.snapshot.schema, ctx.uri)
     if rows.num_rows and config.write_time_entries_in_process:
         from lakehouse_index.workflows import direct_append
 
         direct = direct_append.append_rows(ctx, tx, rows, start)
         if direct is not None:
-            return direct
-    return _commit_and_sync(ctx, WriteOperation.APPEND, tx, lambda: tx.append(rows), start)
+            return _noted(direct, note)
+    version = tx.snapshot.version
+    return _commit_and_sync(ctx, WriteOperation.APPEND, version, lambda: tx.append(rows), start, note)
 
 
 def _mode(mode: WriteMode | str | None) -> WriteMode | None:
@@ -218,8 +273,8 @@ def overwrite(
     predicate = _where(where, tx.snapshot.schema, "overwrite")
     rows = inputs.conform(inputs.to_arrow(data), tx.snapshot.schema, ctx.uri)
     planned = None
-    if use_indexes and predicate is not None:
-        planned = indexed.plan_overwrite(ctx, tx, rows, predicate, how)
+    if predicate is not None:
+        planned = indexed.plan_overwrite(ctx, tx, rows, predicate, how, use_indexes)
     return _through_index(
         ctx, WriteOperation.OVERWRITE, tx, planned, lambda: tx.overwrite(rows, predicate), start
     )
@@ -236,7 +291,7 @@ def delete(
         raise WriteRefusedError("delete needs where= (use where='TRUE' to delete every row)")
     predicate = _where(where, tx.snapshot.schema, "delete")
     assert predicate is not None
-    planned = indexed.plan_delete(ctx, tx, predicate, how) if use_indexes else None
+    planned = indexed.plan_delete(ctx, tx, predicate, how, use_indexes)
     return _through_index(ctx, WriteOperation.DELETE, tx, planned, lambda: tx.delete(predicate), start)
 
 
@@ -255,8 +310,8 @@ def update(
     predicate = _where(where, tx.snapshot.schema, "update")
     checked = _set_values(values, tx.snapshot.schema)
     planned = None
-    if use_indexes and predicate is not None:
-        planned = indexed.plan_update(ctx, tx, predicate, checked, how)
+    if predicate is not None:
+        planned = indexed.plan_update(ctx, tx, predicate, checked, how, use_indexes)
     return _through_index(
         ctx, WriteOperation.UPDATE, tx, planned, lambda: tx.update(predicate, checked), start
     )
@@ -270,15 +325,29 @@ def upsert(
     mode: WriteMode | str | None = None,
     use_indexes: bool = True,
 ) -> WriteResult:
-    """Update the rows matching ``data`` on the ``on`` columns, insert the rest."""
+    """Update the rows matching ``data`` on the ``on`` columns, insert the rest.
+
+    A Spark DataFrame is merged by the format's own Spark writer when its session has it
+    (delta-spark's MERGE INTO), else collected to this process (the result's ``note`` says so).
+    """
     start = time.perf_counter()
     how = _mode(mode)
     keys = [on] if isinstance(on, str) else list(on)
-    tx = begin(ctx, WriteOperation.UPSERT)
     if not keys:
         raise WriteRefusedError("upsert needs on=[key columns]")
+    note = None
+    if inputs.is_spark_frame(data):
+        writes, note = _format_spark_writes(ctx, data)
+        if writes is not None:
+            _columns_exist(keys, writes.snapshot.schema, "upsert")
+            inputs.check_unique_spark_keys(data, keys)
+            return _by_format_spark(
+                ctx, WriteOperation.UPSERT, writes, lambda: writes.upsert(data, keys), start
+            )
+    tx = begin(ctx, WriteOperation.UPSERT)
     _columns_exist(keys, tx.snapshot.schema, "upsert")
     rows = inputs.conform(inputs.to_arrow(data), tx.snapshot.schema, ctx.uri)
     inputs.check_unique_keys(rows, keys)
     planned = indexed.plan_upsert(ctx, tx, rows, keys, how) if use_indexes else None
-    return _through_index(ctx, WriteOperation.UPSERT, tx, planned, lambda: tx.upsert(rows, keys), start)
+    result = _through_index(ctx, WriteOperation.UPSERT, tx, planned, lambda: tx.upsert(rows, keys), start)
+    return _noted(result, note)

@@ -152,7 +152,7 @@ def test_spark_frame_fails_on_a_file_it_cannot_attribute(
     snap = source.snapshot()
     locations = {path: sr._spark_location(path) for path in snap.files}
     monkeypatch.setattr(sr, "_spark_location", locations.__getitem__)
-    monkeypatch.setattr(sr, "_hadoop_path", lambda path: "file:/elsewhere/x.parquet")
+    monkeypatch.setattr(sr, "hadoop_path", lambda path: "file:/elsewhere/x.parquet")
     with pytest.raises(Exception, match="missing from the snapshot"):
         spark_frame(spark, source, snap, columns=["id"]).collect()
 

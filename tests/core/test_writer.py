@@ -17,6 +17,7 @@ from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.executors import writer
 from lakehouse_index.executors.writer import FileWriter, in_order, sorted_batches
 from lakehouse_index.io import Storage
+from lakehouse_index.kinds.layout import bucket_from_path
 
 ROW_GROUP_ROWS = ExecutorConfig().index_row_group_rows
 SCHEMA = pa.schema([("k", pa.int64()), ("_row", pa.int64(), False)])
@@ -39,8 +40,9 @@ def run(
     data: list[pa.RecordBatch],
     bucket_column: str | None = None,
     config: ExecutorConfig = ExecutorConfig(),
+    bucket_dirs: bool = False,
 ) -> list[str]:
-    task = FileWriter(Storage("file"), "file://" + str(tmp_path), SCHEMA, config, bucket_column)
+    task = FileWriter(Storage("file"), "file://" + str(tmp_path), SCHEMA, config, bucket_column, bucket_dirs)
     (result,) = list(task(iter(data)))
     return [p[len("file://") :] for p in result.column("path").to_pylist()]
 
@@ -87,7 +89,11 @@ def test_files_split_at_rows_per_file_and_buckets(tmp_path: Path) -> None:
     assert keys == list(range(sum(sizes)))
 
     bucketed = run(tmp_path / "cov", batches([5_000, 5_000, 300], buckets=[0, 0, 3]), "bucket", config)
-    assert [os.path.basename(os.path.dirname(p)) for p in bucketed] == ["bucket=0", "bucket=0", "bucket=3"]
+    # Spark's bucket file names, flat in the directory (layout 2)
+    assert [bucket_from_path(p) for p in bucketed] == [0, 0, 3]
+    assert {os.path.dirname(p) for p in bucketed} == {str(tmp_path / "cov")}
+    legacy = run(tmp_path / "v1", batches([5_000, 5_000, 300], buckets=[0, 0, 3]), "bucket", config, True)
+    assert [os.path.basename(os.path.dirname(p)) for p in legacy] == ["bucket=0", "bucket=0", "bucket=3"]
     assert [group_sizes(p) for p in bucketed] == [
         [ROW_GROUP_ROWS, ROW_GROUP_ROWS, 9_000 - 2 * ROW_GROUP_ROWS],
         [1_000],

@@ -272,6 +272,16 @@ def test_lookup_of_inexact_keys_matches_the_reader(
         # The plain scan agrees (floats as SQL literals: multiples of 0.25 print exactly).
         where = "id IN (" + ", ".join(repr(k) for k in keys) + ")"
         assert _sorted(t.scan(where=where)) == expected
+        # Arrow keys (a float array for an integer column) mean what their values mean.
+        assert _sorted(t.lookup(f"by_{column}", pa.array(keys))) == expected
+        assert _sorted(t.lookup(f"by_{column}", pa.table({column: keys}))) == expected
+
+
+def test_arrow_keys_of_the_wrong_shape_are_refused(typed_table: tuple[str, li.Table]) -> None:
+    _, t = typed_table
+    with pytest.raises(QueryError, match="lacks the key column"):
+        t.lookup("by_id", pa.table({"other": [1]}))
+    assert sorted(t.lookup("by_id", pa.chunked_array([[1, 2], [2, 40]]))["id"].to_pylist()) == [1, 2]
 
 
 def test_composite_lookup_with_separator_bytes_and_binary_matches_the_reader(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """The two executors behind one layout, for every built-in kind.
 
 * The in-process (pyarrow) executor writes a covering index bucketed exactly like Spark:
-  the same rows in each bucket, each bucket in its own ``bucket=<n>/`` directory.
+  the same rows in each bucket, each bucket in its own files (named by Spark's bucket ids).
 * Work under the sizing policy's limit (build, incremental refresh, optimize quick and
   full) runs without a JVM: checked in a fresh interpreter that must never import pyspark.
 """
@@ -22,7 +22,7 @@ from deltalake import write_deltalake
 
 import lakehouse_index as li
 from lakehouse_index.io import join_uri
-from lakehouse_index.kinds.layout import bucket_of
+from lakehouse_index.kinds.layout import Buckets, bucket_ids
 from tests.support.paths import code_env
 
 BUCKETS = 8
@@ -52,7 +52,7 @@ def _rows_per_bucket(t: li.Table, name: str) -> dict[int, Counter[tuple[Any, ...
     assert entry is not None
     out: dict[int, Counter[tuple[Any, ...]]] = {}
     for f in entry.content.files:
-        assert f.bucket is not None, f"{f.path} is not in a bucket directory"
+        assert f.bucket is not None, f"{f.path} is not a bucket file"
         fs, path = t.storage.arrow(join_uri(t.context.index_dir(name), f.path))
         rows = pq.read_table(path, filesystem=fs).to_pylist()
         out.setdefault(f.bucket, Counter()).update(
@@ -76,8 +76,12 @@ def test_in_process_covering_build_is_bucketed_like_the_spark_build(
     assert by_local == by_spark
     assert len(by_local) > 1 and sum(sum(c.values()) for c in by_local.values()) == 1_600
     for bucket, rows in by_local.items():
-        keys = {dict(r)[key] for r in rows}
-        assert all(bucket_of(k, BUCKETS) == bucket for k in keys), (bucket, keys)
+        keys = sorted({dict(r)[key] for r in rows}, key=str)
+        typ = pa.string() if key == "email" else pa.int64()
+        assert set(bucket_ids(pa.array(keys, typ), Buckets(key, BUCKETS)).tolist()) == {bucket}, (
+            bucket,
+            keys,
+        )
 
     # Both answer lookups from the index alone, reading only the key's bucket.
     probe = ["user3@x", None, "absent"] if key == "email" else [3, 52, 999]
@@ -140,3 +144,25 @@ def test_small_indexes_build_refresh_and_optimize_without_a_jvm(tmp_path: Path, 
     )
     assert run.returncode == 0, run.stderr
     assert "pyspark imported: False" in run.stdout, run.stdout
+
+
+@pytest.mark.parametrize("layout_version", [1, 2])
+def test_covering_layouts_both_answer_lookups(tmp_path: Path, layout_version: int) -> None:
+    """An index in the crc32 layout of older releases (1) is still written and read as it was;
+    a new one (2) has Spark's bucket file names; both answer lookups exactly."""
+    spec = li.CoveringIndex(
+        "cov", indexed="email", included=["id"], num_buckets=4, layout_version=layout_version
+    )
+    t = li.open_table(_table(tmp_path / "t", files=2))
+    t.create_index(spec)
+    write_deltalake(str(tmp_path / "t"), _batch(7), mode="append")
+    t.refresh_index("cov")
+    entry = t.context.log("cov").latest_stable()
+    assert entry is not None and entry.spec == spec
+    in_dirs = {"/bucket=" in f.path for f in entry.content.files}
+    assert in_dirs == {layout_version == 1}
+    probe = ["user3@x", None, "user96@x", "absent"]
+    every = t.scan(columns=["email", "id"], use_indexes=False).to_pylist()
+    want = Counter((r["email"], r["id"]) for r in every if r["email"] in probe)
+    got = t.lookup("cov", probe, columns=["email", "id"]).to_pylist()
+    assert Counter((r["email"], r["id"]) for r in got) == want and want

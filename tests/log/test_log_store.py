@@ -53,7 +53,13 @@ def specs(draw):
         return SecondaryIndex(
             name, cols[:split], cols[split:] or None, draw(st.sampled_from(["incremental", "quick", "off"]))
         )
-    return CoveringIndex(name, cols[:split], cols[split:], draw(st.integers(1, 65536)))
+    return CoveringIndex(
+        name,
+        cols[:split],
+        cols[split:],
+        draw(st.integers(1, 65536)),
+        layout_version=draw(st.sampled_from([1, 2])),
+    )
 
 
 source_files = st.builds(
@@ -149,7 +155,7 @@ def test_json_round_trip(entry: LogEntry) -> None:
         "writer",
         "baseId",
     }
-    assert doc["formatVersion"] == 3
+    assert doc["formatVersion"] == 4
 
 
 @settings(max_examples=200, deadline=None)
@@ -177,6 +183,21 @@ def test_format_version_2_entries_are_still_read(entry: LogEntry) -> None:
         del f["equalityApplied"]
     old = LogEntry.from_json(json.dumps(doc).encode())
     assert old.source.files == tuple(replace(f, equality_applied=None) for f in entry.source.files)
+
+
+@settings(max_examples=100, deadline=None)
+@given(entries)
+def test_format_version_3_covering_specs_are_layout_1(entry: LogEntry) -> None:
+    """Covering indexes written before Spark's bucketing (version 3 has no ``layoutVersion``) keep
+    the crc32 layout their files are in: lookups must look for keys in those buckets."""
+    doc = json.loads(entry.to_json())
+    doc["formatVersion"] = 3
+    doc["spec"].pop("layoutVersion", None)
+    old = LogEntry.from_json(json.dumps(doc).encode())
+    if isinstance(entry.spec, CoveringIndex):
+        assert old.spec == replace(entry.spec, layout_version=1)
+    else:
+        assert old.spec == entry.spec
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -212,7 +233,7 @@ def _index_file_doc(path: str) -> dict:
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda d: {**d, "formatVersion": 4}, "format version 4"),
+        (lambda d: {**d, "formatVersion": 5}, "format version 5"),
         (lambda d: {k: v for k, v in d.items() if k != "formatVersion"}, "format version None"),
         (lambda d: {**d, "state": "FROZEN"}, "malformed"),
         (lambda d: {k: v for k, v in d.items() if k != "source"}, "malformed"),

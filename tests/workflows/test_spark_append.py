@@ -27,7 +27,11 @@ from tests.workflows.helpers import SCHEMA, check_version, multiset, rows
 
 pytestmark = pytest.mark.spark
 
-TINY = li.Config(executor=li.ExecutorConfig(local_max_rows=1), planner=li.PlannerConfig(force_index=True))
+#: The distributed append of this package (delta-spark, on the classpath, would write the Delta frames).
+TINY = li.Config(
+    executor=li.ExecutorConfig(local_max_rows=1, format_spark_writer=False),
+    planner=li.PlannerConfig(force_index=True),
+)
 
 
 def _records(n: int, seed: int) -> list[tuple[Any, ...]]:

@@ -45,6 +45,7 @@ def test_pandas_and_record_batch_reader(tmp_path: Path) -> None:
 @pytest.mark.spark
 def test_spark_dataframe_is_collected(tmp_path: Path, spark) -> None:  # type: ignore[no-untyped-def]
     t = _delta(tmp_path)
+    t.config = t.config.replace(executor={"format_spark_writer": False})  # else delta-spark writes it
     frame = spark.createDataFrame(rows([(7, "c", 2, 7, "y"), (8, "c", 1, 8, "x")]).to_pandas())
     result = t.append(frame)
     assert result.rows_written == 2 and result.ok

@@ -19,6 +19,7 @@ from lakehouse_index.sink.contract import (
     RowChangeCommit,
     RowChanges,
     RowChangesRefused,
+    SparkWrites,
     TableWriter,
     Transaction,
     WriteMode,
@@ -36,12 +37,23 @@ from lakehouse_index_delta.features import (
     refused_by_row_changes,
 )
 from lakehouse_index_delta.write import deltalake_ops as ops
-from lakehouse_index_delta.write import log_commit, new_files, purge
+from lakehouse_index_delta.write import log_commit, new_files, purge, spark_writes
 from lakehouse_index_delta.write.marks import FileMark, plan_mark
 
 
 class DeltaWriter(TableWriter):
-    """Writes a Delta table: deltalake for row writes, this package's commits for erases and purges."""
+    """Writes a Delta table: deltalake for row writes, this package's commits for erases and purges,
+    delta-spark for Spark DataFrames when their session has it."""
+
+    spark_runtime = "delta-spark"
+
+    def spark_writes(self, spark: Any) -> SparkWrites | None:
+        """delta-spark (:mod:`.spark_writes`) when ``spark`` has its classes and SQL extension;
+        it enforces the table's writer features itself (append-only tables included)."""
+        if not spark_writes.available(spark):
+            return None
+        snap = self.source.snapshot(self.source.latest_version())
+        return spark_writes.DeltaSparkWrites(self.source, self.storage, spark, snap)
 
     def begin(self, operation: WriteOperation) -> Transaction:
         """A transaction on the latest version; refused here for writer features the commit

@@ -199,3 +199,21 @@ def test_cleaned_up_history(table_dir: Path) -> None:
     for ch in src.changes(3):
         live = (live - {f.path for f in ch.removed}) | {f.path for f in ch.added}
         assert live == expected[ch.version]
+
+
+def test_a_checkpoint_left_before_a_gap_is_not_readable(table_dir: Path) -> None:
+    """A log cleanup that keeps an older checkpoint (deltalake's ``cleanup_metadata`` keeps V2
+    checkpoints; found by the delta-spark oracle) leaves it before a gap: delta-spark reads no
+    version before its earliest recreatable commit (``Cannot time travel ... Available
+    versions``), so neither does the connector: versions, snapshots and the cleaned-up error
+    all start after the gap."""
+    expected = make_table(table_dir, commits=7, checkpoint_at=1)
+    deltalake.DeltaTable(str(table_dir), version=4).create_checkpoint()
+    drop_commits(table_dir, 3)  # commits 0-3 gone; checkpoints 1 and 4 stay
+    assert (log(table_dir) / f"{1:020d}.checkpoint.parquet").exists()
+    src = open_source(table_dir)
+    assert [i.version for i in src.versions()] == [4, 5, 6]
+    for v in (1, 2):
+        with pytest.raises(HistoryTruncatedError, match="resync from version 4"):
+            src.snapshot(v)
+    assert set(src.snapshot(4).files) == expected[4]

@@ -1,0 +1,340 @@
+"""Benchmark of index-accelerated Spark joins (issue 35): covering indexes read as bucketed tables.
+
+Data: TPC-H-shaped ``customer``, ``orders``, ``lineitem`` and ``nation`` at scale factor SF
+(dbgen's cardinalities: 150,000·SF customers, 1,500,000·SF orders of 1 to 7 lines each, dates
+1992-01-01..1998-08-02, ship dates 1 to 121 days after the order, return flags R/A/N; money as
+doubles), generated with numpy from a fixed seed. DuckDB's ``tpch`` extension was the plan, but
+its newest wheel (``duckdb-extension-tpch`` 1.5.5) does not match the pinned duckdb 2.0.0, and
+the extension cannot be downloaded here. Each table is written as Delta (deltalake) and as
+Iceberg (pyiceberg, SQL catalog).
+
+Indexes: ``CoveringIndex`` on ``l_orderkey`` (including every lineitem column the queries read)
+and on ``o_orderkey`` (likewise), both with ``BUCKETS[scale]`` buckets; the Spark session's
+``spark.sql.shuffle.partitions`` is the same number, so the plain reads get as many tasks.
+
+Measured in one Spark session (``local[2]``, same settings for both ways), median of
+``REPEAT`` runs, results checked equal between the two ways:
+
+* **join**: ``lineitem ⋈ orders`` on the order key (count and sum of prices);
+* **Q3** and **Q10** (TPC-H's shipping-priority and returned-item queries, with their
+  standard substitution parameters), lineitem and orders through the indexed frames,
+  customer and nation plain (small: broadcast);
+* **build**: creating the lineitem index on Spark against a bare Spark
+  ``repartition(n, key).sortWithinPartitions(key).write.parquet`` of the same columns.
+
+Goals (issue 35): join >= 2.5x, queries >= 1.5x, build <= 1.5x the bare Spark write.
+``--scale full`` is SF 1; the machine is shared (2 cores), so figures vary between runs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from integration.bench.common import Timing, bench_main, fmt_ms, fmt_ratio, ratio, settle, timed, verdict
+from integration.bench.report import markdown_table
+
+SCRIPT = "integration/bench/bench_joins.py"
+SCALES = {"tiny": 0.002, "small": 0.01, "full": 1.0}
+BUCKETS = {"tiny": 2, "small": 4, "full": 16}
+REPEAT = {"tiny": 1, "small": 3, "full": 3}
+FORMATS = ("delta", "iceberg")
+QUERIES = ("join", "Q3", "Q10")
+GOALS = {"join": 2.5, "Q3": 1.5, "Q10": 1.5}
+
+LINEITEM = ["l_orderkey", "l_extendedprice", "l_discount", "l_shipdate", "l_returnflag"]
+ORDERS = ["o_orderkey", "o_custkey", "o_orderdate", "o_shippriority"]
+_EPOCH = dt.date(1992, 1, 1)
+_LAST = dt.date(1998, 8, 2)
+
+
+def tpch_tables(sf: float, seed: int = 35) -> dict[str, pa.Table]:
+    """The four tables at scale factor ``sf`` (see the module docstring)."""
+    rng = np.random.default_rng(seed)
+    n_cust, n_orders = max(10, int(150_000 * sf)), max(10, int(1_500_000 * sf))
+    segments = np.array(["AUTOMOBILE", "BUILDING", "FURNITURE", "HOUSEHOLD", "MACHINERY"])
+    customer = pa.table(
+        {
+            "c_custkey": pa.array(np.arange(1, n_cust + 1), pa.int64()),
+            "c_name": pa.array([f"Customer#{i:09d}" for i in range(1, n_cust + 1)]),
+            "c_nationkey": pa.array(rng.integers(0, 25, n_cust), pa.int64()),
+            "c_acctbal": pa.array(np.round(rng.uniform(-999.99, 9999.99, n_cust), 2)),
+            "c_mktsegment": pa.array(segments[rng.integers(0, 5, n_cust)]),
+        }
+    )
+    days = (_LAST - _EPOCH).days - 151
+    order_day = rng.integers(0, days, n_orders)
+    orders = pa.table(
+        {
+            "o_orderkey": pa.array(np.arange(1, n_orders + 1) * 4, pa.int64()),  # sparse, as dbgen's
+            "o_custkey": pa.array(rng.integers(1, n_cust + 1, n_orders), pa.int64()),
+            "o_orderdate": pa.array(order_day.astype("timedelta64[D]") + np.datetime64(_EPOCH), pa.date32()),
+            "o_shippriority": pa.array(np.zeros(n_orders, np.int32), pa.int32()),
+        }
+    )
+    lines = rng.integers(1, 8, n_orders)
+    owner = np.repeat(np.arange(n_orders), lines)
+    n_lines = len(owner)
+    lineitem = pa.table(
+        {
+            "l_orderkey": pa.array((owner + 1) * 4, pa.int64()),
+            "l_extendedprice": pa.array(np.round(rng.uniform(900.0, 105_000.0, n_lines), 2)),
+            "l_discount": pa.array(rng.integers(0, 11, n_lines) / 100.0),
+            "l_shipdate": pa.array(
+                (order_day[owner] + rng.integers(1, 122, n_lines)).astype("timedelta64[D]")
+                + np.datetime64(_EPOCH),
+                pa.date32(),
+            ),
+            "l_returnflag": pa.array(np.array(["R", "A", "N"])[rng.integers(0, 3, n_lines)]),
+        }
+    )
+    names = ["ALGERIA", "ARGENTINA", "BRAZIL", "CANADA", "EGYPT", "ETHIOPIA", "FRANCE", "GERMANY", "INDIA"]
+    names += ["INDONESIA", "IRAN", "IRAQ", "JAPAN", "JORDAN", "KENYA", "MOROCCO", "MOZAMBIQUE", "PERU"]
+    names += ["CHINA", "ROMANIA", "SAUDI ARABIA", "VIETNAM", "RUSSIA", "UNITED KINGDOM", "UNITED STATES"]
+    nation = pa.table({"n_nationkey": pa.array(np.arange(25), pa.int64()), "n_name": pa.array(names)})
+    return {"customer": customer, "orders": orders, "lineitem": lineitem, "nation": nation}
+
+
+def _write(fmt: str, root: Path, tables: dict[str, pa.Table]) -> dict[str, Any]:
+    """The tables written in ``fmt`` under ``root``, opened with lakehouse-index."""
+    import lakehouse_index as li
+
+    out: dict[str, Any] = {}
+    if fmt == "delta":
+        from deltalake import write_deltalake
+
+        for name, data in tables.items():
+            write_deltalake(str(root / name), data)
+            out[name] = li.open_table(str(root / name))
+        return out
+    from pyiceberg.catalog.sql import SqlCatalog
+
+    (root / "warehouse").mkdir(parents=True)
+    catalog = SqlCatalog("bench", uri=f"sqlite:///{root}/catalog.db", warehouse=f"file://{root}/warehouse")
+    catalog.create_namespace("tpch")
+    for name, data in tables.items():
+        catalog.create_table(f"tpch.{name}", data.schema).append(data)
+        out[name] = li.open_table(f"tpch.{name}", catalog=catalog)
+    return out
+
+
+def _queries(F: Any, t: dict[str, Any]) -> dict[str, Callable[[], Any]]:
+    """The three queries over frames ``t`` (lineitem, orders, customer, nation)."""
+    revenue = (F.col("l_extendedprice") * (1 - F.col("l_discount"))).alias("revenue")
+    li_, od = t["lineitem"], t["orders"]
+    join = li_.join(od, li_.l_orderkey == od.o_orderkey).agg(
+        F.count("*"), F.round(F.sum("l_extendedprice"), 2)
+    )
+    q3 = (
+        t["customer"]
+        .filter(F.col("c_mktsegment") == "BUILDING")
+        .join(
+            od.filter(F.col("o_orderdate") < F.lit("1995-03-15").cast("date")),
+            F.col("c_custkey") == F.col("o_custkey"),
+        )
+        .join(
+            li_.filter(F.col("l_shipdate") > F.lit("1995-03-15").cast("date")),
+            F.col("l_orderkey") == F.col("o_orderkey"),
+        )
+        .groupBy("l_orderkey", "o_orderdate", "o_shippriority")
+        .agg(F.round(F.sum(revenue), 2).alias("revenue"))
+        .orderBy(F.desc("revenue"), "o_orderdate", "l_orderkey")
+        .limit(10)
+    )
+    q10 = (
+        t["customer"]
+        .join(
+            od.filter(
+                (F.col("o_orderdate") >= F.lit("1993-10-01").cast("date"))
+                & (F.col("o_orderdate") < F.lit("1994-01-01").cast("date"))
+            ),
+            F.col("c_custkey") == F.col("o_custkey"),
+        )
+        .join(li_.filter(F.col("l_returnflag") == "R"), F.col("l_orderkey") == F.col("o_orderkey"))
+        .join(t["nation"], F.col("c_nationkey") == F.col("n_nationkey"))
+        .groupBy("c_custkey", "c_name", "c_acctbal", "n_name")
+        .agg(F.round(F.sum(revenue), 2).alias("revenue"))
+        .orderBy(F.desc("revenue"), "c_custkey")
+        .limit(20)
+    )
+    return {"join": join.collect, "Q3": q3.collect, "Q10": q10.collect}
+
+
+@dataclass
+class FormatResult:
+    """One format's timings: per query the indexed and plain way, and the builds."""
+
+    indexed: dict[str, Timing] = field(default_factory=dict)
+    plain: dict[str, Timing] = field(default_factory=dict)
+    exchanges: dict[str, int] = field(default_factory=dict)
+    build_s: float = float("nan")
+    bare_write_s: float = float("nan")
+
+
+@dataclass
+class JoinResults:
+    """The whole run."""
+
+    scale: str
+    sf: float
+    buckets: int
+    lineitem_rows: int
+    formats: dict[str, FormatResult] = field(default_factory=dict)
+
+
+def _time_builds(spark: Any, lineitem: Any, bare_dir: Path, n: int, out: FormatResult) -> None:
+    """The lineitem index build on Spark against a bare Spark bucketing write of the same columns
+    (after one untimed bare write: the first Spark job of a table pays the JVM's warm-up)."""
+    import lakehouse_index as li
+
+    bare = lineitem.read(spark, columns=LINEITEM, use_indexes=False)
+
+    def write(path: Path) -> None:
+        bare.repartition(n, "l_orderkey").sortWithinPartitions("l_orderkey").write.parquet(str(path))
+
+    write(bare_dir / "warm-up")
+    settle(spark, 2)
+    out.bare_write_s, _ = timed(lambda: write(bare_dir / "timed"))
+    settle(spark, 2)
+    spec = li.CoveringIndex("by_order", indexed="l_orderkey", included=LINEITEM[1:], num_buckets=n)
+    out.build_s, _ = timed(lambda: lineitem.create_index(spec, spark=spark, local_max_rows=0))  # on Spark
+
+
+def run(scale: str, *, log: Callable[[str], None] = print) -> JoinResults:
+    """Generate, write, index and time every query in both formats."""
+    from pyspark.sql import functions as F
+
+    import lakehouse_index as li
+    from lakehouse_index.spark import get_spark
+
+    sf, n = SCALES[scale], BUCKETS[scale]
+    spark = get_spark(master="local[2]", conf={"spark.sql.shuffle.partitions": str(n)})
+    spark.conf.set("spark.sql.shuffle.partitions", str(n))
+    tables = tpch_tables(sf)
+    res = JoinResults(scale, sf, n, tables["lineitem"].num_rows)
+    work = Path(tempfile.mkdtemp(prefix="bench-joins-"))
+    try:
+        for fmt in FORMATS:
+            log(f"{fmt}: writing SF {sf}")
+            t = _write(fmt, work / fmt, tables)
+            out = res.formats[fmt] = FormatResult()
+            _time_builds(spark, t["lineitem"], work / f"{fmt}-bare", n, out)
+            t["orders"].create_index(
+                li.CoveringIndex("by_order", indexed="o_orderkey", included=ORDERS[1:], num_buckets=n),
+                spark=spark,
+            )
+            small = {k: t[k].read(spark, use_indexes=False) for k in ("customer", "nation")}
+            ways = {
+                "indexed": {
+                    "lineitem": t["lineitem"].read(spark, columns=LINEITEM),
+                    "orders": t["orders"].read(spark, columns=ORDERS),
+                },
+                "plain": {
+                    "lineitem": t["lineitem"].read(spark, columns=LINEITEM, use_indexes=False),
+                    "orders": t["orders"].read(spark, columns=ORDERS, use_indexes=False),
+                },
+            }
+            answers: dict[str, dict[str, Any]] = {"indexed": {}, "plain": {}}
+            for query in QUERIES:
+                for way, frames in ways.items():
+                    run_query = _queries(F, {**frames, **small})[query]
+                    timing = getattr(out, way).setdefault(query, Timing())
+                    for _ in range(REPEAT[scale]):
+                        settle(spark, 1)
+                        seconds, rows = timed(run_query)
+                        timing.samples.append(seconds)
+                    answers[way][query] = rows
+                    log(f"{fmt} {query} {way}: {fmt_ms(timing.median)}")
+                if answers["indexed"][query] != answers["plain"][query]:
+                    raise AssertionError(f"{fmt} {query}: the indexed frames answer differently")
+            li_, od = ways["indexed"]["lineitem"], ways["indexed"]["orders"]
+            plan = (
+                li_.join(od, li_.l_orderkey == od.o_orderkey)._jdf.queryExecution().executedPlan().toString()
+            )
+            out.exchanges["join"] = str(plan).count("Exchange hashpartitioning")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return res
+
+
+def render(res: JoinResults) -> str:
+    """The Markdown section."""
+    rows = []
+    for fmt, out in res.formats.items():
+        for q in QUERIES:
+            speedup = ratio(out.plain[q].median, out.indexed[q].median)
+            rows.append(
+                [
+                    fmt,
+                    q,
+                    fmt_ms(out.plain[q].median),
+                    fmt_ms(out.indexed[q].median),
+                    fmt_ratio(speedup),
+                    f">= {GOALS[q]}x: {verdict(speedup, GOALS[q], higher_is_better=True)}",
+                ]
+            )
+        build = ratio(out.build_s, out.bare_write_s)
+        rows.append(
+            [
+                fmt,
+                "build lineitem index",
+                fmt_ms(out.bare_write_s),
+                fmt_ms(out.build_s),
+                fmt_ratio(build),
+                f"<= 1.5x: {verdict(build, 1.5, higher_is_better=False)}",
+            ]
+        )
+    head = (
+        f"Scale `{res.scale}`: TPC-H-shaped SF {res.sf} ({res.lineitem_rows:,} lineitem rows), "
+        f"{res.buckets} buckets = shuffle partitions, Spark `local[2]`, median of {REPEAT[res.scale]}; "
+        "shared 2-core machine. Plain: the tables read by `t.read(use_indexes=False)`; indexed: "
+        "`t.read(columns=...)` through the covering indexes (bucketed scans; the indexed join plans "
+        + ", ".join(f"{o.exchanges.get('join', 0)} Exchange ({f})" for f, o in res.formats.items())
+        + "). Build row: bare Spark `repartition + sortWithinPartitions + write` vs `create_index` on Spark."
+    )
+    return head + "\n\n" + markdown_table(["format", "query", "plain", "indexed", "ratio", "goal"], rows)
+
+
+def results(res: JoinResults) -> dict[str, Any]:
+    """Machine-readable results."""
+    return {
+        "scale": res.scale,
+        "sf": res.sf,
+        "buckets": res.buckets,
+        "lineitem_rows": res.lineitem_rows,
+        "formats": {
+            fmt: {
+                "indexed": {q: t.to_json() for q, t in out.indexed.items()},
+                "plain": {q: t.to_json() for q, t in out.plain.items()},
+                "exchanges": out.exchanges,
+                "build_s": out.build_s,
+                "bare_write_s": out.bare_write_s,
+            }
+            for fmt, out in res.formats.items()
+        },
+    }
+
+
+def main(argv: list[str] | None = None) -> JoinResults:
+    """Command line entry: run, print, write the docs/BENCHMARKS.md section (unless ``--no-report``)."""
+    return bench_main(
+        argv,
+        description=__doc__.split("\n")[0],
+        scales=list(SCALES),
+        run=run,
+        render=render,
+        results=results,
+        section=("joins", "Index-accelerated Spark joins: TPC-H join, Q3, Q10 (issue 35)", SCRIPT),
+    )
+
+
+if __name__ == "__main__":
+    main()
