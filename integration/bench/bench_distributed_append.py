@@ -104,7 +104,10 @@ def _config(rows: int) -> Any:
     """The default configuration, with ``local_max_rows`` below the frame's rows at every scale."""
     import lakehouse_index as li
 
-    return li.Config(executor=li.ExecutorConfig(local_max_rows=min(1_000_000, rows // 2)))
+    # This project's distributed append (not delta-spark's writer, which the session may have).
+    return li.Config(
+        executor=li.ExecutorConfig(local_max_rows=min(1_000_000, rows // 2), format_spark_writer=False)
+    )
 
 
 def _delta_table(work: Path, name: str, rows: int) -> tuple[Any, Callable[[int], pa.Table]]:

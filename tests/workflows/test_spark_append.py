@@ -32,6 +32,8 @@ TINY = li.Config(
     executor=li.ExecutorConfig(local_max_rows=1, format_spark_writer=False),
     planner=li.PlannerConfig(force_index=True),
 )
+#: The same path with the default sizing (frames of more than ``cluster_local_max_rows`` rows).
+OWN_PATH = li.Config(executor=li.ExecutorConfig(format_spark_writer=False))
 
 
 def _records(n: int, seed: int) -> list[tuple[Any, ...]]:
@@ -206,9 +208,12 @@ def test_millions_of_rows_then_lookup(tmp_path: Path, spark: Any) -> None:
     catalog = sql_catalog(str(tmp_path / "ice"))
     catalog.create_table("db.t", schema=SCHEMA).append(first)
     tables = {
-        "delta": (li.open_table(delta_path), lambda v: DeltaTable(delta_path, version=v).to_pyarrow_table()),
+        "delta": (
+            li.open_table(delta_path, config=OWN_PATH),
+            lambda v: DeltaTable(delta_path, version=v).to_pyarrow_table(),
+        ),
         "iceberg": (
-            li.open_table("db.t", catalog=catalog),
+            li.open_table("db.t", catalog=catalog, config=OWN_PATH),
             lambda v: catalog.load_table("db.t").scan(snapshot_id=v).to_arrow(),
         ),
     }

@@ -144,7 +144,11 @@ def test_update_and_delete_change_exactly_the_scanned_rows(
     with tempfile.TemporaryDirectory() as directory:
         t, read_back = (_delta if fmt == "delta" else _iceberg)(directory, files)
         before = pa.concat_tables(files)
-        if fmt == "delta" and deltalake_would_overwrite_nans(files, Predicate.parse(where, SCHEMA).columns):
+        predicate = Predicate.parse(where, SCHEMA)
+        # A where with scalar expressions (``f = g``) is found by this library's reader and
+        # committed by it: deltalake rewrites nothing, so there is nothing to refuse.
+        through_deltalake = not predicate.has_expressions
+        if fmt == "delta" and through_deltalake and deltalake_would_overwrite_nans(files, predicate.columns):
             for write in (lambda: t.update(where, set={"u": "U"}), lambda: t.delete(where)):
                 with pytest.raises(WriteRefusedError, match="deltalake"):
                     write()
