@@ -217,6 +217,32 @@ def files_for(ctx: IndexContext, snap: Snapshot, where: Where) -> list[FileEntry
     return relisting(ctx, query)
 
 
+def _scan_answer(
+    ctx: IndexContext,
+    chosen: planner.Candidate,
+    snap: Snapshot,
+    predicate: expr.Predicate | None,
+    columns: Sequence[str] | None,
+    fraction: float | None = None,
+) -> pa.Table:
+    """The answer of a scanning index the planner chose (with ``fraction``: of the sample)."""
+    assert chosen.entry is not None and chosen.coverage is not None and chosen.index is not None
+    spec = chosen.entry.spec
+    identity = kind_of(spec).sample_identity(spec) if fraction is not None else ()
+    return index_scan.answer(
+        ctx.source,
+        ctx.storage,
+        ctx.index_dir(chosen.index),
+        chosen.entry,
+        snap,
+        chosen.coverage,
+        predicate,
+        columns,
+        fraction,
+        identity,
+    )
+
+
 def scan(ctx: IndexContext, snap: Snapshot, where: Where, columns: Sequence[str] | None) -> pa.Table | None:
     """The rows of ``snap`` matching ``where`` read through an index scanning its own row groups,
     when the planner chooses one (None: it chose another way; the caller reads files)."""
@@ -225,18 +251,7 @@ def scan(ctx: IndexContext, snap: Snapshot, where: Where, columns: Sequence[str]
         chosen = read_plan(ctx, snap, where).chosen
         if not chosen.scans:
             return None
-        assert chosen.entry is not None and chosen.coverage is not None and chosen.index is not None
-        predicate = expr.Predicate.of(where, snap.schema)
-        return index_scan.answer(
-            ctx.source,
-            ctx.storage,
-            ctx.index_dir(chosen.index),
-            chosen.entry,
-            snap,
-            chosen.coverage,
-            predicate,
-            columns,
-        )
+        return _scan_answer(ctx, chosen, snap, expr.Predicate.of(where, snap.schema), columns)
 
     return relisting(ctx, query)
 
@@ -274,20 +289,7 @@ def sample(
         chosen = plan.chosen
         predicate = expr.Predicate.of(where, snap.schema)
         if chosen.scans:
-            assert chosen.entry is not None and chosen.coverage is not None and chosen.index is not None
-            spec = chosen.entry.spec
-            return index_scan.answer(
-                ctx.source,
-                ctx.storage,
-                ctx.index_dir(chosen.index),
-                chosen.entry,
-                snap,
-                chosen.coverage,
-                predicate,
-                columns,
-                fraction,
-                kind_of(spec).sample_identity(spec),
-            )
+            return _scan_answer(ctx, chosen, snap, predicate, columns, fraction)
         return index_scan.sample_scan(
             ctx.source, snap, fraction, sample_identity(ctx, snap), predicate, columns
         )
