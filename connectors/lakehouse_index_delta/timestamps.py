@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from lakehouse_index.source import TableFormatError, VersionNotFoundError
+from lakehouse_index.source import HistoryTruncatedError, TableFormatError, VersionNotFoundError
 from lakehouse_index_delta.actions import Actions, Metadata
 from lakehouse_index_delta.log import DeltaLog
 from lakehouse_index_delta.log_files import LogListing
@@ -57,9 +57,16 @@ class VersionTimes:
         previous version's timestamp, from the oldest version the latest listing can
         rebuild on (Spark's ``DeltaHistoryManager.monotonizeCommitTimestamps``; deltalake
         agrees where its binary search over raw times happens to). Versions the listing
-        covers cost nothing; a newer one found by probing costs a ``stat`` per version.
+        covers cost nothing; a newer one found by probing costs a ``stat`` per version. When
+        the walk from the listing's newest version meets a commit a log cleanup removed since
+        the listing was taken, the chain starts again from a fresh listing's oldest version.
         """
-        listing = self._log.listing()
+        try:
+            return self._file_time(version, self._log.listing())
+        except HistoryTruncatedError:
+            return self._file_time(version, self._log.relist())
+
+    def _file_time(self, version: int, listing: LogListing) -> int:
         if self._listing is not listing:
             self._file_times = _monotonic_times(listing)
             self._listing = listing

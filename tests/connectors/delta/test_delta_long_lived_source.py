@@ -107,3 +107,29 @@ def test_cleaned_up_versions_are_refused_as_by_a_fresh_source(table_dir: Path) -
     src.LISTING_MAX_AGE_S = 0
     assert src.latest_version() == 4
     same_as_deltalake(src, table_dir, 4)
+
+
+def test_newer_version_after_a_cleanup_the_listing_never_saw(table_dir: Path) -> None:
+    """Listed at version 1; versions 2-4 committed, a checkpoint at 4 and a cleanup that removed
+    every commit before it. The newest version's time is then the fresh log's, like deltalake's
+    and a fresh source's, not an error about a commit the stale listing would walk through."""
+    deltalake.write_deltalake(
+        str(table_dir),
+        pa.table({"id": pa.array([0], pa.int64()), "k": ["a"]}),
+        configuration={"delta.logRetentionDuration": "interval 1 day"},
+    )
+    append(table_dir, [1])
+    src = open_source(table_dir)
+    assert src.latest_version() == 1  # the listing this source keeps
+    src.version_info(1)
+    for i in range(2, 5):
+        append(table_dir, [i])
+    deltalake.DeltaTable(str(table_dir)).create_checkpoint()
+    old = time.time() - 10 * 86400
+    for v in range(4):
+        os.utime(table_dir / "_delta_log" / f"{v:020d}.json", (old + v, old + v))
+    deltalake.DeltaTable(str(table_dir)).cleanup_metadata()
+    assert not (table_dir / "_delta_log" / f"{3:020d}.json").exists()
+    info = src.version_info(4)
+    assert info.timestamp_ms == open_source(table_dir).version_info(4).timestamp_ms
+    same_as_deltalake(src, table_dir, 4)
