@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import sqlglot
+from sqlglot import exp
 
 from lakehouse_index.errors import InvalidIndexSpecError, QueryError
 from lakehouse_index.expressions import Predicate, ast
@@ -125,6 +127,19 @@ def _bound(index: str, text: str, schema: pa.Schema) -> tuple[str, ast.Scalar]:
         raise InvalidIndexSpecError(f"index {index!r}: {text!r} cannot be indexed: {e}") from None
 
 
+def _column_reference(index: str, text: str, schema: pa.Schema) -> bool:
+    """Whether ``text`` names a column (present or not) rather than an expression; an
+    InvalidIndexSpecError when it is neither a column of the table nor an expression."""
+    try:
+        tree = sqlglot.parse_one(text, read="spark")
+    except (sqlglot.errors.SqlglotError, ValueError) as e:
+        raise InvalidIndexSpecError(
+            f"index {index!r}: table has no column {text!r} (columns: {sorted(schema.names)}), and it "
+            f"is not an expression: {e}"
+        ) from None
+    return isinstance(tree, exp.Column) and not tree.table
+
+
 def resolve_expressions(spec: IndexSpec, snapshot: Snapshot) -> IndexSpec:
     """``spec`` with each key naming no column of ``snapshot`` read as an expression: replaced
     by its canonical text and listed in ``expressions`` (InvalidIndexSpecError when it is not
@@ -138,8 +153,8 @@ def resolve_expressions(spec: IndexSpec, snapshot: Snapshot) -> IndexSpec:
     for name in spec.expression_fields:
         keys: list[str] = []
         for k in getattr(spec, name):
-            if k in names:
-                keys.append(k)
+            if k in names or _column_reference(spec.name, k, snapshot.schema):
+                keys.append(k)  # a column (validate names a missing one)
                 continue
             canonical, _ = _bound(spec.name, k, snapshot.schema)
             keys.append(canonical)
