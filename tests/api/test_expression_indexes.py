@@ -196,6 +196,9 @@ def test_refresh_modes_keep_expression_indexes_exact(tmp_path: Path, fmt: str, m
         _check(t, read_back())
     t.optimize_index("by_login", mode="full")
     _check(t, read_back())
+    for name in ("by_login", "by_day", "by_name"):  # the users' self-check agrees
+        report = t.verify_index(name, sample=20)
+        assert report.checks > 0 and not report.mismatches, report
 
 
 def test_normalised_expressions_share_one_index_and_the_log_records_them(tmp_path: Path) -> None:
