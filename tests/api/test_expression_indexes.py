@@ -281,3 +281,22 @@ def test_spark_executor_builds_the_in_process_entries(spark: Any, tmp_path: Path
     assert sorted(r["id"] for r in t.lookup("secondary_spark", keys).collect()) == want
     where = f"lower(email) IN ({_list(emails)})"
     assert sorted(r["id"] for r in t.read(spark, where=where).select("id").collect()) == want
+
+
+@pytest.mark.spark
+def test_distributed_append_computes_expression_entries_in_its_tasks(spark: Any, tmp_path: Path) -> None:
+    from lakehouse_index.workflows.reports import Action
+
+    words = ["Ärger", "Øre", "日本", "ωmega"]
+    path = str(tmp_path / "t")
+    write_deltalake(path, _rows(range(0, 20), words, 6))
+    config = FORCED.replace(executor={"local_max_rows": 1, "format_spark_writer": False})
+    t = li.open_table(path, config=config)
+    _create(t)
+    batch = _rows(range(20, 320), words, 7)
+    result = t.append(
+        spark.createDataFrame(batch.to_pylist(), "id long, email string, ts timestamp, name string")
+    )
+    by = {r.name: r for r in result.indexes}
+    assert by["by_login"].action is Action.WRITE_JOB and by["by_day"].action is Action.WRITE_JOB
+    _check(t, DeltaTable(path).to_pyarrow_table())
