@@ -25,6 +25,7 @@ import pyarrow as pa
 from lakehouse_index.errors import InvalidIndexSpecError
 from lakehouse_index.kinds.base import Access, BuildContext, Executor, IndexWork, WriteTimeEntries
 from lakehouse_index.kinds.columns import require_columns
+from lakehouse_index.kinds.derived import indexed_columns
 from lakehouse_index.kinds.entries import FILE_ID, META_COLUMNS, ROW, VERSION, entry_table, index_schema
 from lakehouse_index.kinds.layout import Layout
 from lakehouse_index.kinds.multicolumn.curve import CELL, cells
@@ -93,7 +94,9 @@ class MultiColumnKind(SecondaryKind):
         schema = multicolumn_schema(spec, work.snapshot)
         parts = [] if work.rows is None or work.rows.num_rows == 0 else [work.rows.cast(schema)]
         if work.jobs:
-            entries = ctx.local.entries(ctx.source, work.snapshot, spec.columns, work.jobs)
+            entries = ctx.local.entries(
+                ctx.source, work.snapshot, indexed_columns(spec, work.snapshot), work.jobs
+            )
             parts.append(with_cells(spec, entries, schema))
         if not parts:
             return ()
