@@ -15,11 +15,11 @@ import functools
 from collections.abc import Sequence
 
 import pyarrow as pa
-import sqlglot
 from sqlglot import exp
 
 from lakehouse_index.errors import QueryError
 from lakehouse_index.expressions import ast
+from lakehouse_index.expressions.binder import parse_expression
 from lakehouse_index.expressions.kernels import evaluate
 from lakehouse_index.expressions.scalar_binder import ScalarBinder
 from lakehouse_index.expressions.types import Family, family
@@ -29,14 +29,6 @@ __all__ = ["ZONE", "bind_expression", "substitute", "values"]
 
 #: The time zone indexed expressions are computed in (and the only one a where matches them in).
 ZONE = "UTC"
-
-
-def _parse(text: str) -> exp.Expression:
-    try:
-        tree: exp.Expression = sqlglot.parse_one(text, read="spark")  # type: ignore[assignment]
-    except (sqlglot.errors.SqlglotError, ValueError) as e:
-        raise QueryError(f"cannot parse expression {text!r}: {e}") from e
-    return tree
 
 
 def _bind(text: str, tree: exp.Expression, schema: pa.Schema) -> ast.Scalar:
@@ -55,14 +47,14 @@ def bind_expression(text: str, schema: pa.Schema) -> tuple[str, ast.Scalar]:
     type an index key cannot be. The canonical text is sqlglot's Spark SQL rendering with
     function names in lower case; it binds to the same tree (checked).
     """
-    parsed = _parse(text)
+    parsed = parse_expression(text, "expression")
     tree = _bind(text, parsed, schema)
     if not fields(tree):
         raise QueryError(f"expression {text!r} reads no column: every row would have the same key")
     if pa.types.is_null(tree.type):
         raise QueryError(f"expression {text!r} is always NULL")
     canonical = parsed.sql(dialect="spark", normalize_functions="lower")
-    if _bind(canonical, _parse(canonical), schema) != tree:
+    if _bind(canonical, parse_expression(canonical, "expression"), schema) != tree:
         raise QueryError(
             f"expression {text!r} has no stable canonical form ({canonical!r} means another thing)"
         )
