@@ -6,7 +6,8 @@ pyiceberg catalog's name. ``t.append(df)`` is ``df.writeTo(...).append()`` and `
 ``MERGE INTO`` (merge-on-read: position deletes), the result says so, the indexes follow from
 the commit, and at every snapshot lookups, locates and scans equal pyiceberg's read, which equals
 Spark's Iceberg reader of the same snapshot (by its metadata file, not through the catalog).
-Bad input commits nothing; a commit another writer makes while Spark writes is not taken for the
+A format-version 3 table in the session's own catalog of that name takes deletion vectors
+(Spark's reader the oracle: pyiceberg writes no v3). Bad input commits nothing; a commit another writer makes while Spark writes is not taken for the
 write's; a catalog Spark cannot reach leaves the write to this package, and the result says why.
 """
 
@@ -207,3 +208,35 @@ def test_without_a_spark_catalog_for_the_table_this_package_writes_and_says_why(
     assert sorted(r["id"] for r in mine.lookup("by_k", ["a"]).to_pylist()) == [1, 2]
     assert spark.table(f"{catalog.name}.db.t").count() == 0
     _check_every_version(spark, catalog, mine)
+
+
+def test_format_version_3_through_the_sessions_own_catalog_takes_deletion_vectors(
+    spark: Any, tmp_path: Path
+) -> None:
+    """A v3 table (pyiceberg writes no v3 metadata: Spark creates it) in the session's own JDBC
+    catalog of the pyiceberg catalog's name: the merge-on-read upsert writes a deletion vector."""
+    catalog = _catalog(tmp_path)
+    key = f"spark.sql.catalog.{catalog.name}"
+    spark.conf.set(key, "org.apache.iceberg.spark.SparkCatalog")
+    spark.conf.set(f"{key}.type", "jdbc")
+    spark.conf.set(f"{key}.uri", f"jdbc:sqlite:{tmp_path}/catalog.db")
+    spark.conf.set(f"{key}.warehouse", (tmp_path / "warehouse").as_uri())
+    spark.sql(
+        f"CREATE TABLE {catalog.name}.db.t ({DDL}) USING iceberg "
+        "TBLPROPERTIES ('format-version'='3', 'write.merge.mode'='merge-on-read')"
+    ).collect()
+    spark.sql(f"INSERT INTO {catalog.name}.db.t VALUES (1, 'a', 0, 10, 'x'), (2, 'b', 1, 20, 'y')").collect()
+    t = li.open_table("db.t", catalog=catalog, config=li.Config(planner=li.PlannerConfig(force_index=True)))
+    create_indexes(t)
+    first = t.append(_frame(spark, [(3, "a", 1, 30, "x")]))
+    up = t.upsert(_frame(spark, [(1, "c", 2, 11, "y"), (4, "a", 0, 40, "x")]), on="id")
+    assert first.note == up.note == WRITTEN
+    assert _summary(catalog, up.table_version)["added-dvs"] == "1"
+    assert {i.name: i.indexed_version for i in t.indexes()}["by_k"] == up.table_version
+    for snap in catalog.load_table("db.t").snapshots():
+        want = _spark_rows(spark, catalog, snap.snapshot_id)
+        oracle = pa.Table.from_pylist(
+            [dict(zip(SCHEMA.names, r, strict=True)) for r in want.elements()], SCHEMA
+        )
+        check_version(t, snap.snapshot_id, oracle)
+    assert sorted(r["id"] for r in t.lookup("by_k", ["a"]).to_pylist()) == [3, 4]
