@@ -7,8 +7,9 @@ pyiceberg catalog's name. ``t.append(df)`` is ``df.writeTo(...).append()`` and `
 the commit, and at every snapshot lookups, locates and scans equal pyiceberg's read, which equals
 Spark's Iceberg reader of the same snapshot (by its metadata file, not through the catalog).
 A format-version 3 table in the session's own catalog of that name takes deletion vectors
-(Spark's reader the oracle: pyiceberg writes no v3). Bad input commits nothing; a commit another writer makes while Spark writes is not taken for the
-write's; a catalog Spark cannot reach leaves the write to this package, and the result says why.
+(Spark's reader the oracle: pyiceberg writes no v3). Bad input commits nothing; a commit another
+writer makes while Spark writes is not taken for the write's; a catalog Spark cannot reach leaves
+the write to this package, and the result says why.
 """
 
 from __future__ import annotations
