@@ -16,11 +16,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-import sqlglot
 from deltalake import DeltaTable, write_deltalake
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -28,6 +26,7 @@ from hypothesis import strategies as st
 import lakehouse_index as li
 from lakehouse_index.errors import InvalidIndexSpecError
 from tests.api.iceberg_index_support import sql_catalog
+from tests.api.test_where_expressions import _duckdb_ids
 
 UTC = dt.timezone.utc
 SCHEMA = pa.schema(
@@ -76,14 +75,6 @@ def _open(
         lambda: catalog.load_table("db.t").scan().to_arrow(),
         lambda rows: catalog.load_table("db.t").append(rows),
     )
-
-
-def _duckdb_ids(rows: pa.Table, where: str) -> list[int]:
-    con = duckdb.connect()
-    con.execute("SET TimeZone = 'UTC'")
-    con.register("t", rows)
-    sql = sqlglot.transpile(f"SELECT id FROM t WHERE {where}", read="spark", write="duckdb")[0]
-    return sorted(r[0] for r in con.execute(sql).fetchall())
 
 
 def _ids(t: pa.Table) -> list[int]:
