@@ -177,15 +177,16 @@ def write_entries(
         buckets = bucket_ids(entries[layout.buckets.column], layout.buckets)
         entries = entries.append_column(bucket_col, pa.array(buckets, pa.int32()))
         order = [(bucket_col, "ascending"), *order]
-    if layout.group_rows is not None:
-        config = dataclasses.replace(config, index_row_group_rows=layout.group_rows)
     writer = writer_for(target, config, bucket_col)
     return writer.write(sorted_batches(entries, order))
 
 
 def writer_for(target: WriteTarget, config: ExecutorConfig, bucket_column: str | None) -> FileWriter:
-    """The :class:`FileWriter` of ``target``'s layout (``bucket_column``: the rows' buckets)."""
+    """The :class:`FileWriter` of ``target``'s layout (``bucket_column``: the rows' buckets), its
+    row groups of the layout's ``group_rows`` when it has them."""
     buckets = target.layout.buckets
+    if target.layout.group_rows is not None:
+        config = dataclasses.replace(config, index_row_group_rows=target.layout.group_rows)
     dirs = buckets is not None and not buckets.spark
     return FileWriter(target.storage, target.data_dir, target.schema, config, bucket_column, dirs)
 

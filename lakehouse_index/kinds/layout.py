@@ -52,13 +52,21 @@ class Layout:
     leaves that key the bound of both files); with buckets, each bucket gets its own files.
     Rows are sorted by ``sort`` within a file. ``group_rows``: rows per row group instead of
     ``ExecutorConfig.index_row_group_rows`` (a kind pruning its own row groups by their
-    statistics wants small ones).
+    statistics wants small ones). ``ranges``: the columns unbucketed files hold ranges of
+    when they are not ``key`` (the leading sort column of a kind sorting by something else
+    first: Spark range-partitions by them).
     """
 
     key: tuple[str, ...]
     sort: tuple[str, ...]
     buckets: Buckets | None = None
     group_rows: int | None = None
+    ranges: tuple[str, ...] | None = None
+
+    @property
+    def range_columns(self) -> tuple[str, ...]:
+        """The columns unbucketed files hold ranges of: ``ranges``, else ``key``."""
+        return self.ranges or self.key
 
 
 BUCKET_DIR = re.compile(r"/bucket=(\d+)/")
