@@ -54,7 +54,9 @@ class Layout:
     ``ExecutorConfig.index_row_group_rows`` (a kind pruning its own row groups by their
     statistics wants small ones). ``ranges``: the columns unbucketed files hold ranges of
     when they are not ``key`` (the leading sort column of a kind sorting by something else
-    first: Spark range-partitions by them).
+    first: Spark range-partitions by them). ``aligned``: an int64 sort column whose bit
+    prefixes are boxes of a space-filling curve; row groups of at most ``group_rows`` rows are
+    then cut at its most significant changes (``executors.writer.aligned_groups``).
     """
 
     key: tuple[str, ...]
@@ -62,6 +64,7 @@ class Layout:
     buckets: Buckets | None = None
     group_rows: int | None = None
     ranges: tuple[str, ...] | None = None
+    aligned: str | None = None
 
     @property
     def range_columns(self) -> tuple[str, ...]:

@@ -96,7 +96,11 @@ class MultiColumnKind(SecondaryKind):
         bounds of the indexed columns."""
         assert isinstance(spec, MultiColumnIndex)
         return Layout(
-            key=spec.key, sort=(CELL, FILE_ID, ROW, VERSION), group_rows=spec.block_rows, ranges=(CELL,)
+            key=spec.key,
+            sort=(CELL, FILE_ID, ROW, VERSION),
+            group_rows=spec.block_rows,
+            ranges=(CELL,),
+            aligned=CELL,
         )
 
     def entry_schema(self, spec: IndexSpec, snapshot: Snapshot) -> pa.Schema:
