@@ -4,7 +4,9 @@
   process over the same table hold the same entries (values, weights, addresses, stamps:
   bit-identical weights) after the build, an incremental refresh of appended files and
   deletes, and a full optimize; the Spark-built one then answers ranges as the format's own
-  reader does and samples as the weights computed from that reader's rows say.
+  reader does and samples as the weights computed from that reader's rows say; and for
+  every type Spark hands its tasks in its own Arrow types (timestamps, dates, decimals,
+  narrow integers and floats, booleans, binaries), the same entries and samples.
 * ``Table.read(spark, sample=...)`` (Delta and Iceberg): exactly the rows of ``Table.sample``
   for the same arguments — with and without ``where``, with the index's columns (read from
   the index alone) and with all columns (rows fetched from data files) — on a stale index
@@ -15,6 +17,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import decimal
 import math
 from collections import Counter
 from pathlib import Path
@@ -24,6 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from deltalake import write_deltalake
 
 import lakehouse_index as li
 from lakehouse_index.config import Config, ExecutorConfig, PlannerConfig
@@ -44,7 +49,15 @@ SMALL = Config(
 
 
 def _value(v: Any) -> Any:
-    return "NaN" if isinstance(v, float) and math.isnan(v) else v
+    """One Python value whichever reader gave it: NaN as one value, binaries as bytes, instants
+    in UTC (Spark collects timestamps as naive local times, pyarrow as UTC)."""
+    if isinstance(v, float) and math.isnan(v):
+        return "NaN"
+    if isinstance(v, bytearray):
+        return bytes(v)
+    if isinstance(v, dt.datetime):
+        return v.astimezone(dt.timezone.utc)
+    return v
 
 
 def multiset(table: pa.Table, columns: list[str]) -> Counter[tuple[Any, ...]]:
@@ -175,3 +188,44 @@ def test_fractions_outside_zero_one_refused(tmp_path: Path, spark: Any, fraction
             t.read(spark, sample=fraction)
         with pytest.raises(li.QueryError, match="sample fraction"):
             t.explain(sample=fraction)
+
+
+def test_weights_identical_for_every_type_spark_reads(tmp_path: Path, spark: Any) -> None:
+    """Timestamps, dates, decimals, narrow integers and floats, booleans, binaries: Spark hands
+    them to the tasks in its own Arrow types, and the weights are those of an in-process build."""
+    n = 600
+    ids = list(range(n))
+    data = pa.table(
+        {
+            "id": pa.array(ids, pa.int64()),
+            "ts": pa.array(
+                [dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc) + dt.timedelta(seconds=7 * i) for i in ids],
+                pa.timestamp("us", "UTC"),
+            ),
+            "d": pa.array([dt.date(2020, 1, 1) + dt.timedelta(days=i % 50) for i in ids], pa.date32()),
+            "m": pa.array([decimal.Decimal(i % 97) / 8 for i in ids], pa.decimal128(12, 3)),
+            "s": pa.array([i % 300 - 150 for i in ids], pa.int16()),
+            "f": pa.array([None if i % 13 == 0 else (i % 41) / 3 for i in ids], pa.float32()),
+            "flag": pa.array([i % 3 == 0 for i in ids], pa.bool_()),
+            "raw": pa.array([bytes([i % 256, i % 7]) for i in ids], pa.binary()),
+        }
+    )
+    path = str(tmp_path / "typed")
+    write_deltalake(path, data.slice(0, 400))
+    write_deltalake(path, data.slice(400), mode="append")
+    t = li.open_table(path, config=SMALL)
+    columns = ["ts", "d", "m"]
+    mc = li.MultiColumnIndex(
+        "on_spark", columns=columns, included=["s", "f", "flag", "raw", "id"], block_rows=16
+    )
+    t.create_index(mc, spark=spark, local_max_rows=0)
+    t.create_index(
+        li.MultiColumnIndex("in_process", columns=columns, included=list(mc.included), block_rows=16)
+    )
+    assert entries(t, "on_spark") == entries(t, "in_process")
+    t.delete_index("in_process")
+    names = data.schema.names
+    for where in (None, "d >= DATE '2020-01-20' AND m < 9"):
+        want = multiset(t.sample(0.3, where=where), names)
+        assert frame_multiset(t.read(spark, sample=0.3, where=where), names) == want
+        assert frame_multiset(t.read(spark, sample=0.3, where=where, use_indexes=False), names) == want
