@@ -7,6 +7,12 @@ Example::
     import lakehouse_index as li
     li.SecondaryIndex("by_email", key="email", record_key="id")
     li.CoveringIndex("by_cust", indexed=["customer_id"], included=["amount"], num_buckets=8)
+    li.SecondaryIndex("by_login", key="lower(email)")  # an expression index
+
+A key (``key``, ``indexed``, a skipping index's ``columns``) may be a deterministic Spark SQL
+expression of the table's columns instead of a column name: creating the index resolves each
+key that names no column of the table as an expression (``kinds.derived``), stores it as its
+canonical text (``LOWER( email )`` → ``lower(email)``) and lists it in ``expressions``.
 """
 
 from __future__ import annotations
@@ -65,6 +71,11 @@ class IndexSpec:
 
     #: Declared record-key columns (only secondary indexes have them).
     record_key: tuple[str, ...] = ()
+    #: The keys that are expressions, as their canonical text (each also among ``key``): the
+    #: index stores the expression's values under that name. Set when the index is created.
+    expressions: tuple[str, ...] = ()
+    #: The fields whose names may be expressions (resolved against the table at create time).
+    expression_fields: ClassVar[tuple[str, ...]] = ()
 
     if TYPE_CHECKING:
 
@@ -77,13 +88,28 @@ class IndexSpec:
             """Every table column the index stores."""
 
     def to_json(self) -> dict[str, Any]:
-        """The JSON form (see docs/FORMAT.md) without ``kind``: every field, named in camelCase."""
-        return {_camel(f.name): _json_value(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        """The JSON form (see docs/FORMAT.md) without ``kind``: every field, named in camelCase;
+        ``expressions`` only when there are some (a spec without is written as before)."""
+        out = {_camel(f.name): _json_value(getattr(self, f.name)) for f in dataclasses.fields(self)}  # type: ignore[arg-type]
+        if not out.get("expressions", True):
+            del out["expressions"]
+        return out
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> IndexSpec:
         """Inverse of :meth:`to_json` (the constructor takes every field by name)."""
+        names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        d = {"expressions": [], **d} if "expressions" in names else d
         return cls(**{f.name: d[_camel(f.name)] for f in dataclasses.fields(cls)})  # type: ignore[arg-type]
+
+    def _set_expressions(self, expressions: str | list[str] | tuple[str, ...] | None) -> None:
+        """Set ``expressions`` (each must be one of the spec's keys)."""
+        exprs = _columns(expressions, "expressions")
+        keys = self.key
+        stray = [e for e in exprs if e not in keys]
+        if stray:
+            raise InvalidIndexSpecError(f"expressions {stray} are not keys of the index ({list(keys)})")
+        object.__setattr__(self, "expressions", exprs)
 
 
 def _camel(name: str) -> str:
@@ -110,6 +136,7 @@ class SecondaryIndex(IndexSpec):
     key: tuple[str, ...]
     record_key: tuple[str, ...]
     auto_refresh: AutoRefresh
+    expressions: tuple[str, ...]
 
     def __init__(
         self,
@@ -117,6 +144,7 @@ class SecondaryIndex(IndexSpec):
         key: str | list[str] | tuple[str, ...],
         record_key: str | list[str] | tuple[str, ...] | None = None,
         auto_refresh: AutoRefresh | str = AutoRefresh.INCREMENTAL,
+        expressions: list[str] | tuple[str, ...] | None = None,
     ) -> None:
         object.__setattr__(self, "name", validate_index_name(name))
         object.__setattr__(self, "key", _columns(key, "key"))
@@ -126,8 +154,10 @@ class SecondaryIndex(IndexSpec):
             raise InvalidIndexSpecError("a secondary index needs at least one key column")
         if set(self.key) & set(self.record_key):
             raise InvalidIndexSpecError("key and record_key must not share columns")
+        self._set_expressions(expressions)
 
     kind: ClassVar[str] = "secondary"
+    expression_fields: ClassVar[tuple[str, ...]] = ("key",)
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -151,6 +181,7 @@ class CoveringIndex(IndexSpec):
     num_buckets: int
     auto_refresh: AutoRefresh
     layout_version: int
+    expressions: tuple[str, ...]
 
     def __init__(
         self,
@@ -160,6 +191,7 @@ class CoveringIndex(IndexSpec):
         num_buckets: int = 8,
         auto_refresh: AutoRefresh | str = AutoRefresh.INCREMENTAL,
         layout_version: int = 2,
+        expressions: list[str] | tuple[str, ...] | None = None,
     ) -> None:
         object.__setattr__(self, "name", validate_index_name(name))
         object.__setattr__(self, "indexed", _columns(indexed, "indexed"))
@@ -175,8 +207,10 @@ class CoveringIndex(IndexSpec):
         if type(layout_version) is not int or layout_version not in (1, 2):
             raise InvalidIndexSpecError(f"layout_version must be 1 or 2, got {layout_version!r}")
         object.__setattr__(self, "layout_version", layout_version)
+        self._set_expressions(expressions)
 
     kind: ClassVar[str] = "covering"
+    expression_fields: ClassVar[tuple[str, ...]] = ("indexed",)
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> IndexSpec:
@@ -207,6 +241,7 @@ class SkippingIndex(IndexSpec):
     bloom_fpp: float
     max_values: int
     auto_refresh: AutoRefresh
+    expressions: tuple[str, ...]
 
     def __init__(
         self,
@@ -215,6 +250,7 @@ class SkippingIndex(IndexSpec):
         bloom_fpp: float = 0.01,
         max_values: int = 32,
         auto_refresh: AutoRefresh | str = AutoRefresh.INCREMENTAL,
+        expressions: list[str] | tuple[str, ...] | None = None,
     ) -> None:
         object.__setattr__(self, "name", validate_index_name(name))
         object.__setattr__(self, "columns", _columns(columns, "columns"))
@@ -227,8 +263,10 @@ class SkippingIndex(IndexSpec):
             raise InvalidIndexSpecError(f"bloom_fpp must be in (0, 1), got {bloom_fpp}")
         if self.max_values < 0:
             raise InvalidIndexSpecError(f"max_values must be >= 0, got {max_values}")
+        self._set_expressions(expressions)
 
     kind: ClassVar[str] = "skipping"
+    expression_fields: ClassVar[tuple[str, ...]] = ("columns",)
 
     @property
     def key(self) -> tuple[str, ...]:

@@ -85,26 +85,25 @@ class LogListing:
 
     @cached_property
     def readable(self) -> list[int]:
-        """Versions that can be rebuilt, oldest first (computed once per listing): from the
-        oldest version after which none is missing, each a complete checkpoint or a commit on
-        top of a readable one. A checkpoint left before a gap (a log cleanup that kept it) is
-        not readable: delta-spark's rule (its earliest recreatable commit), so every reader
-        agrees on the oldest version."""
+        """Versions that can be rebuilt, oldest first (computed once per listing).
+
+        Delta's earliest recreatable version (delta-spark's rule, so every reader agrees on
+        the oldest version): the commits from some version on run unbroken to the latest; the
+        history starts at version 0 when that run does, else at the oldest complete
+        checkpoint from which the run continues (at most one version below its start). A
+        checkpoint further back, or one left before a gap by a log cleanup, rebuilds nothing
+        the log can carry forward, and neither do commits below the start.
+        """
         latest = self.latest_version
         if latest is None:
             return []
-        cps = {c.version for c in self.checkpoints}
-        lowest = min([*self.commits, *cps])
-        out: list[int] = []
-        previous = False
-        for v in range(lowest, latest + 1):
-            readable = v in cps or (v in self.commits and (v == 0 or previous))
-            if readable:
-                out.append(v)
-            else:
-                out.clear()
-            previous = readable
-        return out
+        run_start = latest + 1
+        while run_start - 1 in self.commits:
+            run_start -= 1
+        if run_start == 0:
+            return list(range(latest + 1))
+        start = min((c.version for c in self.checkpoints if c.version >= run_start - 1), default=None)
+        return [] if start is None else list(range(start, latest + 1))
 
 
 def _prefer(a: Checkpoint, b: Checkpoint) -> Checkpoint:

@@ -8,8 +8,8 @@ record_key="id")`` at the latest version; every query reads the version before i
 (``versionAsOf``), one existing address at a time, rows collected on the driver, in one
 Spark session (``local[2]``):
 
-* **source**: ``spark.read.format("lakehouse_index").option("versionAsOf", v).load(path)
-  .where("email = '…'")`` (pyspark >= 4.1); on pyspark 3.5, **t.read**:
+* **source**: ``spark.read.format("lakehouse_index").option("versionAsOf", v)
+  .option("where", "email = '…'").load(path)`` (pyspark >= 4.1); on pyspark 3.5, **t.read**:
   ``Table.read(spark, where=…, version_as_of=v)``, the library's own Spark read, stands in;
 * **delta-spark**: ``spark.read.format("delta").option("versionAsOf", v).load(path)`` with the
   same filter (Delta's data skipping on the log's statistics);
@@ -143,7 +143,7 @@ def run(scale: str, *, log: Callable[[str], None] = print) -> Results:
         def ours(t: li.Table, path: str, version: int, where: str) -> list[Any]:
             if source:
                 reader = spark.read.format("lakehouse_index").option("versionAsOf", str(version))
-                return reader.load(path).where(where).collect()
+                return reader.option("where", where).load(path).collect()
             return t.read(spark, where=where, version_as_of=version).collect()
 
         def delta_spark(where: str) -> list[Any]:

@@ -6,8 +6,8 @@ files by a seeded permutation, so every file holds a slice of every key range) w
 existing address (a different one each time) and collects the rows on the driver, in one
 Spark session (``local[2]``), three ways:
 
-* **source**: ``spark.read.format("lakehouse_index").load(path).where("email = '…'")``: the
-  filter is pushed into the source, the planner locates the key's file through the index,
+* **source**: ``spark.read.format("lakehouse_index").option("where", "email = '…'").load(path)``:
+  the source plans with the predicate, the planner locates the key's file through the index,
   and one partition reads that file;
 * **plain Spark**: ``spark.read.parquet(*files of the version).where(…)``: what Spark does
   without an index (row-group statistics cannot prune: every file spans every address range);
@@ -163,7 +163,7 @@ def run(scale: str, *, log: Callable[[str], None] = print) -> SourceResults:
         files = [f.path for f in table.snapshot().files.values()]
 
         def source(where: str) -> list[Any]:
-            return spark.read.format("lakehouse_index").load(path).where(where).collect()
+            return spark.read.format("lakehouse_index").option("where", where).load(path).collect()
 
         def plain(where: str) -> list[Any]:
             return spark.read.parquet(*files).where(where).collect()
@@ -195,7 +195,9 @@ def run(scale: str, *, log: Callable[[str], None] = print) -> SourceResults:
             log(f"{name}: median {fmt_ms(timing.median)}")
         res.load = (res.load[0], load_average())
         probe = f"{KEY} = '{datagen.email_of(keys[0])}'"
-        res.partitions = spark.read.format("lakehouse_index").load(path).where(probe).rdd.getNumPartitions()
+        res.partitions = (
+            spark.read.format("lakehouse_index").option("where", probe).load(path).rdd.getNumPartitions()
+        )
         res.plan = li.explain_spark_source(path, probe).answer
     finally:
         shutil.rmtree(work, ignore_errors=True)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from lakehouse_index.context import IndexContext
 from lakehouse_index.executors import build_context
 from lakehouse_index.kinds.base import kind_of
+from lakehouse_index.kinds.derived import resolve_expressions
 from lakehouse_index.log.entry import LogEntry, Operation, SourceState
 from lakehouse_index.log.lifecycle import OpContext, OpResult, run_operation
 from lakehouse_index.maintenance.build import full_build
@@ -31,6 +32,7 @@ def create_index(
     """
     log = ctx.log(spec.name)
     snap = ctx.latest_snapshot()
+    spec = resolve_expressions(spec, snap)  # keys naming no column are expressions
     kind_of(spec).validate(spec, snap)
     start = SourceState(ctx.format, ctx.uri, snap.version, snap.ordinal, snap.timestamp_ms)
 

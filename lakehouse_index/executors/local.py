@@ -13,10 +13,10 @@ from lakehouse_index.executors.writer import read_root_index, write_entries
 from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.io.parallel import each_file
 from lakehouse_index.kinds.base import Executor, IndexJob, WriteTarget
+from lakehouse_index.kinds.derived import IndexedColumns
 from lakehouse_index.kinds.entries import FILE_ID, PUT, entry_table, filter_rows, in_file_ids, merge
 from lakehouse_index.kinds.moves import MoveMap
 from lakehouse_index.log.entry import IndexFile
-from lakehouse_index.read.datafiles import read_file
 from lakehouse_index.source import Snapshot, TableSource
 
 
@@ -30,11 +30,11 @@ class LocalExecutor(Executor):
         self.config = config
 
     def entries(
-        self, source: TableSource, snapshot: Snapshot, columns: Sequence[str], jobs: Sequence[IndexJob]
+        self, source: TableSource, snapshot: Snapshot, columns: IndexedColumns, jobs: Sequence[IndexJob]
     ) -> pa.Table:
         def of_file(job: IndexJob) -> pa.Table:
-            rows = read_file(source, snapshot, job.entry, columns=list(columns), with_positions=True)
-            return entry_table(rows, columns, job.file_id, job.ordinal, PUT)
+            rows = columns.read_file(source, snapshot, job.entry, columns.names, with_positions=True)
+            return entry_table(rows, columns.names, job.file_id, job.ordinal, PUT)
 
         return pa.concat_tables(each_file(of_file, jobs))
 

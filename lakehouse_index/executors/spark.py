@@ -19,8 +19,10 @@ import pyarrow as pa
 
 from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.executors.writer import read_root_index, writer_for
+from lakehouse_index.expressions.spark import scalar_sql
 from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.kinds.base import Executor, IndexJob, WriteTarget
+from lakehouse_index.kinds.derived import IndexedColumns
 from lakehouse_index.kinds.entries import FILE_ID, OP, PUT, ROW, VERSION
 from lakehouse_index.kinds.layout import BUCKET_COLUMN, bucket_column
 from lakehouse_index.kinds.moves import MoveMap
@@ -38,6 +40,14 @@ def qcol(name: str) -> Column:
     from pyspark.sql import functions as F
 
     return F.col("`" + name.replace("`", "``") + "`")
+
+
+def stored_column(columns: IndexedColumns, name: str) -> Column:
+    """The Spark column of stored column ``name``: a table column, or an indexed expression's value."""
+    from pyspark.sql import functions as F
+
+    tree = columns.tree(name)
+    return qcol(name) if tree is None else F.expr(scalar_sql(tree)).alias(name)
 
 
 def collect_arrow(frame: DataFrame) -> pa.Table:
@@ -72,10 +82,12 @@ class SparkExecutor(Executor):
         self.config = config
 
     def entries(
-        self, source: TableSource, snapshot: Snapshot, columns: Sequence[str], jobs: Sequence[IndexJob]
+        self, source: TableSource, snapshot: Snapshot, columns: IndexedColumns, jobs: Sequence[IndexJob]
     ) -> DataFrame:
         """File ids and versions ride along the read as constant columns per file; a path with
-        several jobs (a file removed and re-added within one refresh) is read once per job."""
+        several jobs (a file removed and re-added within one refresh) is read once per job. An
+        indexed expression is computed by Spark from its Spark SQL rendering (the tree the
+        in-process evaluator computes, in the session's UTC and non-ANSI mode)."""
         from pyspark.sql import functions as F
 
         reads: dict[int, list[IndexJob]] = {}  # the n-th job of each path goes to read n
@@ -94,13 +106,13 @@ class SparkExecutor(Executor):
                 source,
                 snapshot,
                 files=[j.entry for j in group],
-                columns=list(columns),
+                columns=columns.sources,
                 with_lineage=True,
                 file_columns=per_file,
             )
             frames.append(
                 rows.select(
-                    *[qcol(c) for c in columns],
+                    *[stored_column(columns, c) for c in columns.names],
                     F.col(FILE_ID),
                     F.col(ROW_COLUMN).alias(ROW),
                     F.col(VERSION),

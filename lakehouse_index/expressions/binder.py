@@ -46,11 +46,20 @@ def parse_sql(text: str, schema: pa.Schema, zone: str = "UTC") -> ast.Node:
     """
     if not text or not text.strip():
         raise QueryError("empty where expression")
+    return Binder(schema, text, zone).predicate(parse_expression(text, "where expression"))
+
+
+def parse_expression(text: str, what: str) -> exp.Expression:
+    """Spark SQL expression ``text`` as sqlglot's tree; QueryError naming ``what`` if it does not parse.
+
+    Parsed as an expression, not a statement: one starting with a column named like a
+    statement keyword (``comment = 'x'``, ``set = 1``) would otherwise be a Command.
+    """
     try:
-        tree: exp.Expression = sqlglot.parse_one(text, read="spark")  # type: ignore[assignment]
+        tree: exp.Expression = sqlglot.parse_one(text, read="spark", into=exp.Condition)  # type: ignore[assignment]
     except (sqlglot.errors.SqlglotError, ValueError) as e:  # sqlglot raises ValueError for a few
-        raise QueryError(f"cannot parse where expression {text!r}: {e}") from e
-    return Binder(schema, text, zone).predicate(tree)
+        raise QueryError(f"cannot parse {what} {text!r}: {e}") from e
+    return tree
 
 
 class Binder:

@@ -176,7 +176,8 @@ class ScalarBinder:
             isinstance(e, exp.Anonymous) and str(e.this).lower() in _NONDETERMINISTIC_NAMES
         ):
             raise self.fail(
-                f"{e.sql(dialect='spark')} is not deterministic; a where must give the same rows each time"
+                f"{e.sql(dialect='spark')} is not deterministic: a where or an index key "
+                "must mean the same each time"
             )
         if isinstance(e, (exp.Cast, exp.TryCast)):
             try:

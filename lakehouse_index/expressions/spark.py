@@ -30,7 +30,15 @@ from lakehouse_index.expressions.sparktypes import spark_name
 from lakehouse_index.expressions.types import Family, family
 from lakehouse_index.expressions.visitors import Visitor, visit
 
-__all__ = ["COMPARE_NODES", "literal", "quote_identifier", "sql_literal", "to_spark", "to_spark_sql"]
+__all__ = [
+    "COMPARE_NODES",
+    "literal",
+    "quote_identifier",
+    "scalar_sql",
+    "sql_literal",
+    "to_spark",
+    "to_spark_sql",
+]
 
 _DIALECT = "spark"
 
@@ -205,6 +213,11 @@ def scalar(e: ast.Scalar) -> exp.Expression:
     else:
         out = exp.Anonymous(this=e.fn, expressions=args)
     return exp.Paren(this=out)
+
+
+def scalar_sql(e: ast.Scalar) -> str:
+    """Scalar expression ``e`` as Spark SQL text (an indexed expression Spark computes)."""
+    return scalar(e).sql(dialect=_DIALECT)
 
 
 def to_spark(node: ast.Node) -> exp.Expression:

@@ -38,6 +38,7 @@ from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.errors import InvalidIndexSpecError
 from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.kind_registry import ENTRY_POINT_GROUP, installed_kinds, plugin
+from lakehouse_index.kinds.derived import IndexedColumns
 from lakehouse_index.kinds.layout import Layout
 from lakehouse_index.log.entry import Content, IndexFile, Level, LogEntry, SourceState
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
@@ -118,9 +119,10 @@ class Executor(ABC):
 
     @abstractmethod
     def entries(
-        self, source: TableSource, snapshot: Snapshot, columns: Sequence[str], jobs: Sequence[IndexJob]
+        self, source: TableSource, snapshot: Snapshot, columns: IndexedColumns, jobs: Sequence[IndexJob]
     ) -> Frame:
-        """PUT entries ``(columns…, _file_id, _row, _version, _op)`` for the live rows of the jobs' files."""
+        """PUT entries ``(columns…, _file_id, _row, _version, _op)`` for the live rows of the jobs'
+        files: the stored columns, each an indexed expression's value or a table column."""
 
     @abstractmethod
     def map_batches(self, frame: Frame, fn: Callable[[pa.Table], pa.Table], schema: pa.Schema) -> Frame:

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakehouse_index.kinds.derived import indexed_columns
 from lakehouse_index.source import Snapshot
 from lakehouse_index.spec import IndexSpec
 
@@ -47,8 +48,8 @@ META_TYPES = {FILE_ID: pa.int64(), ROW: pa.int64(), VERSION: pa.int64(), OP: pa.
 
 
 def index_schema(spec: IndexSpec, snapshot: Snapshot) -> pa.Schema:
-    """Arrow schema of the index rows."""
-    fields = [pa.field(c, snapshot.column(c).type) for c in spec.columns]
+    """Arrow schema of the index rows (an indexed expression's column of its value's type)."""
+    fields = list(indexed_columns(spec, snapshot).schema)
     fields += [pa.field(name, typ, nullable=False) for name, typ in META_TYPES.items()]
     return pa.schema(fields)
 

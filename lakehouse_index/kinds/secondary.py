@@ -28,6 +28,7 @@ from lakehouse_index.kinds.base import (
     WriteTimeEntries,
 )
 from lakehouse_index.kinds.columns import require_columns
+from lakehouse_index.kinds.derived import IndexedColumns, indexed_columns
 from lakehouse_index.kinds.entries import (
     FILE_ID,
     META_COLUMNS,
@@ -49,6 +50,11 @@ if TYPE_CHECKING:
     from lakehouse_index.expressions import Predicate
 
 
+def derived_put_entries(stored: IndexedColumns, rows: pa.Table, file_id: int, ordinal: int) -> pa.Table:
+    """PUT entries of rows of one file holding the stored columns' sources and ``_row``."""
+    return put_entries(stored.names, stored.derive(rows), file_id, ordinal)
+
+
 class SecondaryKind(IndexKind):
     """The secondary index plug-in: entries computed on an executor, an LSM of base and delta files."""
 
@@ -58,10 +64,12 @@ class SecondaryKind(IndexKind):
     row_level = True
 
     def validate(self, spec: IndexSpec, snapshot: Snapshot) -> None:
-        """The spec's columns exist in the table, keys are scalar, names do not clash with ours."""
-        require_columns(spec.name, spec.columns, snapshot, META_COLUMNS)
+        """The spec's columns exist in the table (an expression's: it binds to the table's
+        schema), keys are scalar, names do not clash with ours."""
+        stored = indexed_columns(spec, snapshot)
+        require_columns(spec.name, stored.sources, snapshot, META_COLUMNS)
         for col in spec.key:
-            check_key_type(col, snapshot.column(col).type)
+            check_key_type(col, stored.schema.field(col).type)
 
     def layout(self, spec: IndexSpec) -> Layout:
         """Files hold key ranges that do not overlap, sorted by key then row address."""
@@ -84,7 +92,7 @@ class SecondaryKind(IndexKind):
         parts = [] if work.rows is None or work.rows.num_rows == 0 else [work.rows.cast(schema)]
         if work.jobs:
             ex = ctx.executor_for(n, schema)
-            computed = ex.entries(ctx.source, snapshot, spec.columns, work.jobs)
+            computed = ex.entries(ctx.source, snapshot, indexed_columns(spec, snapshot), work.jobs)
             entries = self.stored(ex, spec, computed, schema, n)
             if ex.in_memory:  # written in one go with the row entries
                 parts.append(entries.cast(schema))
@@ -97,15 +105,18 @@ class SecondaryKind(IndexKind):
     def row_entries(
         self, rows: pa.Table, spec: IndexSpec, snapshot: Snapshot, file_id: int, ordinal: int, op: int
     ) -> pa.Table:
-        return entry_table(rows, spec.columns, file_id, ordinal, op).cast(index_schema(spec, snapshot))
+        stored = indexed_columns(spec, snapshot).derive(rows)
+        return entry_table(stored, spec.columns, file_id, ordinal, op).cast(index_schema(spec, snapshot))
 
     def write_time_entries(self, spec: IndexSpec, snapshot: Snapshot) -> WriteTimeEntries | None:
-        """Entries of a written file are its rows' key (and payload) columns at their positions."""
+        """Entries of a written file are its rows' key (and payload) columns at their positions
+        (an indexed expression computed from the rows)."""
+        stored = indexed_columns(spec, snapshot)
         return WriteTimeEntries(
-            columns=tuple(spec.columns),
+            columns=tuple(stored.sources),
             layout=self.layout(spec),
             schema=index_schema(spec, snapshot),
-            entries=functools.partial(put_entries, tuple(spec.columns)),
+            entries=functools.partial(derived_put_entries, stored),
         )
 
     def needs_optimize(self, stable: LogEntry, mode: str) -> bool:

@@ -22,7 +22,10 @@ from lakehouse_index.spec import IndexSpec, spec_to_json
 #: the rows that moved, answer rows an applied equality delete removed, or look for a key in
 #: the wrong bucket.
 FORMAT_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)
+#: The version of entries whose spec indexes expressions (``IndexSpec.expressions``): a reader
+#: of version 4 would take an expression's text for a column name.
+EXPRESSIONS_FORMAT_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)
 
 JsonScalar = str | int | float | bool | None
 
@@ -422,7 +425,7 @@ def _entry_to_dict(e: LogEntry) -> dict[str, Any]:
     s = e.source
     p = e.pending
     return {
-        "formatVersion": FORMAT_VERSION,
+        "formatVersion": EXPRESSIONS_FORMAT_VERSION if e.spec.expressions else FORMAT_VERSION,
         "id": e.id,
         "spec": spec_to_json(e.spec),
         "state": e.state.value,

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from lakehouse_index.kinds.base import BuildContext, IndexJob, IndexWork, kind_of
 from lakehouse_index.kinds.columns import column_identities
+from lakehouse_index.kinds.derived import indexed_columns
 from lakehouse_index.log.entry import Content, Level, SourceFile, SourceState
 from lakehouse_index.source import FileEntry, Snapshot
 from lakehouse_index.spec import IndexSpec
@@ -68,6 +69,8 @@ def full_build(
         timestamp_ms=snapshot.timestamp_ms,
         files=files,
         next_file_id=next_id,
-        columns=column_identities(spec.columns, snapshot) if kind.tracks_column_identity else (),
+        columns=column_identities(indexed_columns(spec, snapshot).sources, snapshot)
+        if kind.tracks_column_identity
+        else (),
     )
     return state, Content(files=content_files, base_ordinal=snapshot.ordinal)

@@ -8,15 +8,15 @@ holds; instead, an incremental refresh aligns G's rows with the rows of the file
 same commit removed and records the correspondence as runs (``SourceFile.moves``).
 Readers then read F's existing entries at their new address (``query.moves``).
 
-The alignment compares the index's own columns (``spec.columns``: keys, record key,
-included columns) of F's live rows and G's rows, in order, reading those columns only
-(pyarrow, no JVM). A G row is matched to an F row only when every index column is equal,
-so the moved entry holds exactly what indexing G would have written, whichever equal row
-is chosen; each F row is used at most once; F rows left unmatched were deleted by the
-commit. G rows that match nothing (rows an UPDATE changed, rows a MERGE inserted) get
-ordinary PUT entries. Correctness therefore never depends on how the table was rewritten;
-only the benefit does. A G that is mostly new rows, or whose rows would need very many
-runs, is indexed the ordinary way instead.
+The alignment compares the index's own columns (``spec.columns``: keys, record key, included
+columns; for an indexed expression the columns it reads) of F's live rows and G's rows, in
+order, reading those columns only (pyarrow, no JVM). A G row is matched to an F row only
+when every index column is equal, so the moved entry holds exactly what indexing G would
+have written, whichever equal row is chosen; each F row is used at most once; F rows left
+unmatched were deleted by the commit. G rows that match nothing (rows an UPDATE changed,
+rows a MERGE inserted) get ordinary PUT entries. Correctness therefore never depends on how
+the table was rewritten; only the benefit does. A G that is mostly new rows, or whose rows
+would need very many runs, is indexed the ordinary way instead.
 
 A writer that rewrote a file itself (the GDPR erase) knows the alignment already: it
 hands it over as :class:`Rewritten` (G is F's rows at these positions, in order), and
@@ -33,6 +33,7 @@ import pyarrow as pa
 
 from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.kinds.base import IndexKind
+from lakehouse_index.kinds.derived import indexed_columns
 from lakehouse_index.kinds.entries import PUT, ROW
 from lakehouse_index.log.entry import Move
 from lakehouse_index.read.datafiles import read_file
@@ -121,7 +122,7 @@ def remap_commit(
         ]
         if not olds or not news:
             continue
-        cols = list(spec.columns)
+        cols = indexed_columns(spec, target).sources  # rows equal in these have equal entries
         old_rows = [read_file(source, target, fe, columns=cols, with_positions=True) for _, fe in olds]
         new_rows = [read_file(source, target, fe, columns=cols, apply_deletes=False) for _, fe in news]
         codes = _fingerprints([*old_rows, *new_rows], cols)

@@ -46,6 +46,7 @@ from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.errors import TableFormatError, VersionNotFoundError
 from lakehouse_index.kinds.base import BuildContext, IndexJob, IndexKind, IndexWork, kind_of
 from lakehouse_index.kinds.columns import changed_columns, column_identities
+from lakehouse_index.kinds.derived import indexed_columns
 from lakehouse_index.kinds.entries import DEL, PUT
 from lakehouse_index.log.entry import Content, IndexFile, Level, LogEntry, Pending, SourceFile, SourceState
 from lakehouse_index.maintenance import lineage
@@ -264,13 +265,14 @@ def _row_entries(
     ordinal: int,
     op: int,
 ) -> pa.Table:
-    """Entries for individual rows: their key columns are read at those positions only."""
+    """Entries for individual rows: their key columns (an indexed expression's sources) are read
+    at those positions only."""
     pos = np.fromiter(positions, dtype=np.int64)  # type: ignore[call-overload]
     rows = read_file(
         source,
         target,
         entry,
-        columns=list(spec.columns),
+        columns=indexed_columns(spec, target).sources,
         positions=pos,
         with_positions=True,
         apply_deletes=False,
@@ -367,7 +369,9 @@ def _source_state(stable: LogEntry, target: Snapshot, state: _Replay) -> SourceS
         timestamp_ms=target.timestamp_ms,
         files=tuple(state.files[i] for i in sorted(state.files)),
         next_file_id=state.next_id,
-        columns=column_identities(spec.columns, target) if kind_of(spec).tracks_column_identity else (),
+        columns=column_identities(indexed_columns(spec, target).sources, target)
+        if kind_of(spec).tracks_column_identity
+        else (),
     )
 
 

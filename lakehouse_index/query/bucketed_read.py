@@ -55,6 +55,7 @@ from lakehouse_index.io import join_uri
 from lakehouse_index.io.uri import canonical_uri
 from lakehouse_index.kinds.base import IndexJob, WriteTarget
 from lakehouse_index.kinds.covering import CoveringKind
+from lakehouse_index.kinds.derived import indexed_columns
 from lakehouse_index.kinds.entries import FILE_ID, OP, PUT, ROW, VERSION
 from lakehouse_index.log.entry import IndexState, Level, LogEntry
 from lakehouse_index.query import planner
@@ -256,7 +257,7 @@ def _write_scratch(
     cfg = ctx.config.executor
     rows = cfg.estimate_rows(files)
     ex = executor_for(rows, schema, cfg, lambda: spark, cluster=cluster_configured(spark))
-    entries = ex.entries(ctx.source, target, spec.columns, jobs)
+    entries = ex.entries(ctx.source, target, indexed_columns(spec, target), jobs)
     if isinstance(entries, pa.Table):
         entries = entries.cast(schema)
     ex.write(entries, WriteTarget(storage, root, data_dir, layout, schema, Level.DELTA), rows)

@@ -27,6 +27,7 @@ from lakehouse_index.io import Storage
 from lakehouse_index.io.parallel import CORES, shared_pool
 from lakehouse_index.kinds import keys as K
 from lakehouse_index.kinds.base import kind_of
+from lakehouse_index.kinds.derived import IndexedColumns, indexed_columns
 from lakehouse_index.kinds.entries import FILE_ID, META_COLUMNS, ROW, index_schema, merge
 from lakehouse_index.log.entry import Level, LogEntry
 from lakehouse_index.query.coverage import Coverage, coverage
@@ -69,6 +70,11 @@ class LookupPlan:
         """The index key columns."""
         return self.entry.spec.key
 
+    @property
+    def stored(self) -> IndexedColumns:
+        """The index's columns at the target version (an indexed expression's type and tree)."""
+        return indexed_columns(self.entry.spec, self.target)
+
 
 def plan_lookup(
     source: TableSource,
@@ -86,7 +92,7 @@ def plan_lookup(
     """
     spec = entry.spec
     kind_of(spec).validate(spec, target)
-    keyset = KeySet.of(K.keys_of(keys, target.schema, spec.key))
+    keyset = KeySet.of(K.keys_of(keys, indexed_columns(spec, target).schema, spec.key))
     return LookupPlan(entry, target, cov or coverage(source, entry, target), keyset, ReadStats(), read)
 
 
@@ -198,7 +204,7 @@ def _buckets(spec: IndexSpec, plan: LookupPlan) -> frozenset[int] | None:
     """The buckets the keys fall in (None: read every bucket)."""
     if all(f.bucket is None for f in plan.entry.content.files):
         return None
-    key_type = plan.target.schema.field(spec.key[0]).type
+    key_type = plan.stored.schema.field(spec.key[0]).type
     return kind_of(spec).buckets(spec, plan.keys.tuples, key_type)
 
 
@@ -226,25 +232,22 @@ def _scan_keys(source: TableSource, plan: LookupPlan, fe: FileEntry) -> pa.Table
     """The key columns and ``_row`` of every row of ``fe`` (deletes not applied), cached while
     the file's bytes stay the same; None when no row group's statistics may hold a key."""
     key, layout = file_key(source, fe)
-    cols = [plan.target.column(c) for c in plan.key_columns]
+    stored = plan.stored
+    sources = stored.sources_of(plan.key_columns)
+    cols = [plan.target.column(c) for c in sources]
     cache_key = (
         key,
         tuple((c.name, str(c.type), c.field_id, c.stored_name, c.file_names, c.in_data_files) for c in cols),
-        tuple(sorted((k, repr(v)) for k, v in fe.partition_dict.items() if k in plan.key_columns)),
+        tuple(sorted((k, repr(v)) for k, v in fe.partition_dict.items() if k in sources)),
+        tuple(n for n, _ in stored.expressions if n in plan.key_columns),
     )
     found = _SCAN_KEYS.get(cache_key)
     if found is not None:
         return found if _may_hold(plan, fe, layout) else None
     if not _may_hold(plan, fe, layout):
         return None
-    found = read_file(
-        source,
-        plan.target,
-        fe,
-        columns=list(plan.key_columns),
-        with_positions=True,
-        apply_deletes=False,
-        config=plan.read,
+    found = stored.read_file(
+        source, plan.target, fe, plan.key_columns, with_positions=True, apply_deletes=False, config=plan.read
     )
     _SCAN_KEYS[cache_key] = found
     return found
@@ -278,14 +281,8 @@ def _scan_hits(
         positions = keys[ROW].to_numpy()[K.match_mask(keys, plan.keys.table).to_numpy(zero_copy_only=False)]
         if not len(positions):
             return None
-        t = read_file(
-            source,
-            plan.target,
-            fe,
-            columns=columns,
-            positions=positions,
-            with_positions=True,
-            config=plan.read,
+        t = plan.stored.read_file(
+            source, plan.target, fe, columns, positions=positions, with_positions=True, config=plan.read
         )
         t = t.filter(K.match_mask(t, plan.keys.table))
         return (fe, t) if t.num_rows else None
@@ -335,6 +332,8 @@ def _candidate_rows(plan: LookupPlan, fe: FileEntry, layout: FileLayout) -> np.n
 
     None when every row group may (read the whole file).
     """
+    if plan.stored.tree(plan.key_columns[0]) is not None:
+        return None  # an indexed expression: data files keep no statistics of its values
     lead = resolve_columns(plan.target, fe, layout, [plan.key_columns[0]])[0]
     if (
         lead.stored is None
@@ -445,8 +444,10 @@ def lookup(
     }
     files = [plan.coverage.answered[i] for i in ids.tolist()]
 
+    stored = plan.stored
+
     def fetch(fe: FileEntry) -> pa.Table:
-        t = read_file(source, plan.target, fe, columns=need, positions=wanted[fe.path], config=plan.read)
+        t = stored.read_file(source, plan.target, fe, need, positions=wanted[fe.path], config=plan.read)
         return t.filter(K.match_mask(t, plan.keys.table)).select(out_cols)
 
     # Each file's pages are read once for all its rows; the files concurrently (and within a

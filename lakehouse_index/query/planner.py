@@ -35,6 +35,7 @@ from lakehouse_index.expressions import Predicate
 from lakehouse_index.io import Storage
 from lakehouse_index.kinds.base import Access, IndexKind, IndexLocation
 from lakehouse_index.kinds.columns import changed_columns
+from lakehouse_index.kinds.derived import on_index
 from lakehouse_index.log.entry import LogEntry
 from lakehouse_index.query import index_scan
 from lakehouse_index.query import lookup as lk
@@ -255,30 +256,32 @@ def plan_read(
     ``WRONG_COLUMNS``.
     """
     groups: list[list[Candidate]] = []
-    filters: list[tuple[int, IndexHandle]] = []
     keys = 0
+    filters: list[tuple[int, IndexHandle, Predicate]] = []
     for index in indexes:
         latest = index.snapshots[-1] if index.snapshots else None
-        access = index.kind.access(latest.spec, predicate) if latest is not None else Access()
+        # As the index's columns read it: conditions on an indexed expression on its column.
+        on = on_index(predicate, latest.spec) if latest is not None else predicate
+        access = index.kind.access(latest.spec, on) if latest is not None else Access()
         if latest is None or not access.usable:
             groups.append(
                 [Candidate(index.name, None, None, 0, 0, 0, Reason.WRONG_COLUMNS, index=index.name)]
             )
             continue
         if access.prunes:
-            groups.append([_pruning_candidate(storage, index, latest, target, predicate)])
+            groups.append([_pruning_candidate(storage, index, latest, target, on)])
         if access.keys is not None:
             keys = max(keys, len(access.keys))
-            groups.append(_read_candidates(source, storage, index, target, predicate, access.keys, config))
+            groups.append(_read_candidates(source, storage, index, target, on, access.keys, config))
         if access.covers:
-            filters.append((len(groups), index))
+            filters.append((len(groups), index, on))
             groups.append([])
         if access.scans:
-            groups.append(_scan_candidates(source, storage, index, target, predicate, None, config))
+            groups.append(_scan_candidates(source, storage, index, target, on, None, config))
     # Filtering reads a whole index snapshot: locate its files only when it can still win.
-    for at, index in filters:
+    for at, index, on in filters:
         beat = _cost_to_beat([c for g in groups for c in g], target, config.planner)
-        groups[at] = _read_candidates(source, storage, index, target, predicate, None, config, beat=beat)
+        groups[at] = _read_candidates(source, storage, index, target, on, None, config, beat=beat)
     return _choose(query, target, keys, [c for g in groups for c in g], config.planner, ())
 
 

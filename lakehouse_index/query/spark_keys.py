@@ -25,9 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse_index.config import ExecutorConfig, ReadConfig
 from lakehouse_index.errors import QueryError, UnsupportedFeatureError
-from lakehouse_index.executors.spark import SparkExecutor, qcol
+from lakehouse_index.executors.spark import SparkExecutor, qcol, stored_column
 from lakehouse_index.io import Storage
 from lakehouse_index.kinds.base import kind_of
+from lakehouse_index.kinds.derived import IndexedColumns, indexed_columns
 from lakehouse_index.kinds.entries import FILE_ID, ROW, VERSION
 from lakehouse_index.log.entry import Level, LogEntry
 from lakehouse_index.query.coverage import Coverage
@@ -44,14 +45,20 @@ __all__ = ["locate", "lookup"]
 _KEY = "__key_"
 
 
-def _keys(keys: DataFrame, key_columns: Sequence[str], target: Snapshot) -> DataFrame:
-    """The key columns of ``keys`` cast to the target's types, renamed apart (``__key_<column>``)."""
+def _keys(keys: DataFrame, key_columns: Sequence[str], stored: IndexedColumns) -> DataFrame:
+    """The key columns of ``keys`` cast to the index's types, renamed apart (``__key_<column>``)."""
     missing = [c for c in key_columns if c not in keys.columns]
     if missing:
         raise QueryError(f"the DataFrame of keys lacks the key column(s) {missing}; it has {keys.columns}")
     return keys.select(
-        *(qcol(c).cast(arrow_to_spark_type(target.schema.field(c).type)).alias(_KEY + c) for c in key_columns)
+        *(qcol(c).cast(arrow_to_spark_type(stored.schema.field(c).type)).alias(_KEY + c) for c in key_columns)
     )
+
+
+def _with_stored(rows: DataFrame, stored: IndexedColumns, names: Sequence[str]) -> DataFrame:
+    """``rows`` (which hold their sources) with the indexed expressions among ``names`` computed."""
+    exprs = [n for n in dict.fromkeys(names) if stored.tree(n) is not None]
+    return rows.select("*", *(stored_column(stored, n) for n in exprs)) if exprs else rows
 
 
 def _matching(rows: DataFrame, keys: DataFrame, key_columns: Sequence[str]) -> DataFrame:
@@ -87,7 +94,8 @@ def locate(
             "on the index, or locate the keys in process (Table.locate with a list or Arrow keys)"
         )
     spark = keys.sparkSession
-    wanted = _keys(keys, spec.key, target)
+    stored = indexed_columns(spec, target)
+    wanted = _keys(keys, spec.key, stored)
     cols = [*spec.key, *spec.record_key]
     out = [*(qcol(c) for c in cols), qcol(FILE), qcol(ROW)]
     parts: list[DataFrame] = []
@@ -114,7 +122,7 @@ def locate(
                 source,
                 target,
                 files=[cov.answered[fid] for fid in changed],
-                columns=[spec.key[0]],
+                columns=stored.sources_of([spec.key[0]]),
                 with_lineage=True,
                 config=read,
             ).select(qcol(FILE_PATH_COLUMN).alias("__path"), qcol(ROW_COLUMN).alias("__row"))
@@ -126,11 +134,17 @@ def locate(
         parts.append(located.select(*out))
     if cov.scan:
         scanned = spark_frame(
-            spark, source, target, files=cov.scan, columns=cols, with_lineage=True, config=read
+            spark,
+            source,
+            target,
+            files=cov.scan,
+            columns=stored.sources_of(cols),
+            with_lineage=True,
+            config=read,
         ).withColumnRenamed(FILE_PATH_COLUMN, FILE)
-        parts.append(_matching(scanned, wanted, spec.key).select(*out))
+        parts.append(_matching(_with_stored(scanned, stored, cols), wanted, spec.key).select(*out))
     if not parts:
-        return _empty(spark, target, cols)
+        return _empty(spark, stored, cols)
     return reduce(lambda a, b: a.unionByName(b), parts)
 
 
@@ -157,16 +171,18 @@ def lookup(
     found = locate(source, storage, index_dir, entry, target, cov, keys.select(*spec.key), read)
     paths = {r[0] for r in found.select(FILE).distinct().collect()}
     files = [fe for p, fe in target.files.items() if p in paths]
-    rows = spark_frame(
-        spark, source, target, files=files, columns=list(dict.fromkeys([*names, *spec.key])), config=read
+    stored = indexed_columns(spec, target)
+    read_cols = stored.sources_of([*names, *spec.key])
+    rows = _with_stored(
+        spark_frame(spark, source, target, files=files, columns=read_cols, config=read), stored, spec.key
     )
-    return _matching(rows, _keys(keys, spec.key, target), spec.key).select(*(qcol(c) for c in names))
+    return _matching(rows, _keys(keys, spec.key, stored), spec.key).select(*(qcol(c) for c in names))
 
 
-def _empty(spark: Any, target: Snapshot, cols: Sequence[str]) -> DataFrame:
+def _empty(spark: Any, stored: IndexedColumns, cols: Sequence[str]) -> DataFrame:
     """An empty locate answer (no index file, no file to scan)."""
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
-    fields = [StructField(c, arrow_to_spark_type(target.schema.field(c).type)) for c in cols]
+    fields = [StructField(c, arrow_to_spark_type(stored.schema.field(c).type)) for c in cols]
     schema = StructType([*fields, StructField(FILE, StringType()), StructField(ROW, LongType())])
     return spark.createDataFrame([], schema)

@@ -24,10 +24,10 @@ The core writes through it and never branches on the format:
 * :meth:`TableWriter.purge_blockers` and :meth:`TableWriter.purge_history` remove older
   versions for the erase's purge;
 * :meth:`TableWriter.spark_writes` gives the format's own Spark writer (:class:`SparkWrites`:
-  delta-spark) when the Spark session has it: a Spark DataFrame is then appended or upserted
-  by it, which enforces every writer feature the format defines; without it
-  (:attr:`TableWriter.spark_runtime` names what is missing) the core writes the frame through
-  ``data_files`` / ``commit_files`` or collects it.
+  delta-spark, Iceberg's Spark runtime) when the Spark session has it: a Spark DataFrame is
+  then appended or upserted by it, which enforces every writer feature the format defines;
+  without it (:class:`SparkWriterMissing` says what is missing) the core writes the frame
+  through ``data_files`` / ``commit_files`` or collects it.
 
 Writers may use the core's modules at or below this layer (io, read, expressions, sink);
 ``tests/packaging/test_layers.py`` enforces it. Example (a third format)::
@@ -137,6 +137,12 @@ class RowChangesRefused(Exception):
     commit does not write (the write then goes through the format library, which may)."""
 
 
+class SparkWriterMissing(Exception):
+    """Raised by :meth:`TableWriter.spark_writes` before anything is written: the format has a Spark
+    writer, but this session cannot write the table through it; the message says what is missing
+    (one sentence, e.g. "delta-spark is not in the Spark session")."""
+
+
 class NotDistributable(Exception):
     """A table whose data files the tasks cannot write (the append then goes through the format library)."""
 
@@ -240,12 +246,15 @@ class Transaction(ABC):
 
 
 class SparkWrites(ABC):
-    """The format's own Spark writer for one table (delta-spark), in the session of the frames it
-    writes. It enforces every writer feature the format defines (constraints, generated and
-    identity columns, invariants, row tracking, change data feed); a write it refuses commits
-    nothing and raises :class:`~lakehouse_index.errors.WriteRefusedError`."""
+    """The format's own Spark writer for one table (delta-spark, Iceberg's Spark runtime), in the
+    session of the frames it writes. It enforces every writer feature the format defines (Delta:
+    constraints, generated and identity columns, invariants, row tracking, change data feed;
+    Iceberg: required columns, the table's write modes and distribution, row lineage); a write it
+    refuses commits nothing and raises :class:`~lakehouse_index.errors.WriteRefusedError`. Its
+    commit is the one it made, found by a mark the commit carries (never the latest version:
+    another writer may have committed before or after it)."""
 
-    #: What writes (for the write's report): "delta-spark".
+    #: What writes (for the write's report): "delta-spark", "Iceberg's Spark writer".
     name: str
     #: The latest version when the writer was opened (the write builds on it or later).
     snapshot: Snapshot
@@ -262,9 +271,6 @@ class SparkWrites(ABC):
 
 class TableWriter(ABC):
     """The write half of a table format for one table, over the core's storage of its indexes."""
-
-    #: The format's own Spark writer that :meth:`spark_writes` looks for ("delta-spark"), if any.
-    spark_runtime: str | None = None
 
     def __init__(self, source: TableSource, storage: Storage, index_root: str) -> None:
         self.source = source
@@ -283,7 +289,8 @@ class TableWriter(ABC):
 
     def spark_writes(self, spark: Any) -> SparkWrites | None:
         """The format's own Spark writer in session ``spark`` (after the checks that refuse the
-        table's writes whoever makes them), or None when the session does not have it."""
+        table's writes whoever makes them); None when the format has no Spark writer, and
+        :class:`SparkWriterMissing` when it has one this session cannot use."""
         return None
 
     @abstractmethod

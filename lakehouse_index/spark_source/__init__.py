@@ -5,8 +5,8 @@ Example::
     import lakehouse_index as li
 
     li.register_spark_source(spark)
-    df = (spark.read.format("lakehouse_index").option("versionAsOf", 12).load("/data/events")
-          .where("email = 'ada@example.com'"))
+    df = (spark.read.format("lakehouse_index").option("versionAsOf", 12)
+          .option("where", "email = 'ada@example.com'").load("/data/events"))
     print(li.explain_spark_source("/data/events", "email = 'ada@example.com'", versionAsOf="12"))
 
 The modules: :mod:`.options` (the reader options), :mod:`.time_travel` (the version they pin,

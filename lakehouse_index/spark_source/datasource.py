@@ -5,6 +5,13 @@ schema in a Python worker on the driver's host, pickles it, and plans the read i
 worker (``reader`` → ``pushFilters`` → ``partitions``); each task unpickles the reader and
 calls ``read`` with one partition. The version is pinned when the source is created, so
 every partition reads the same version even if the table moves on meanwhile.
+
+Spark 4.1 to 4.3 keep the read planned with one query's pushed filters on the relation and
+reuse it for a later query of the same DataFrame that pushes none (``df.where(f).show()``,
+then ``df.count()`` reads only the rows of ``f``: ``PythonDataSourceV2.readInfo`` is shared by
+every scan of the relation). So by default the pushed filters are all left to Spark and the
+read is planned with the ``where`` option only, the same for every query of the DataFrame;
+``pushFilters=true`` plans with the pushed ones as well, for a DataFrame queried once.
 """
 
 from __future__ import annotations
@@ -81,6 +88,12 @@ class LakehouseIndexDataSource(DataSource):
         self.version = resolve_version(self.source_options)
         #: The version's columns and the data files' storage, for the reader and every task.
         self.shape: ReadShape = read_shape(self.source_options, self.version)
+        #: The ``where`` option, bound to the version's schema: every row read satisfies it.
+        self.where: Predicate | None = (
+            None
+            if self.source_options.where is None
+            else Predicate.parse(self.source_options.where, self.shape.snapshot.schema)
+        )
 
     @profiled("schema")
     def schema(self) -> StructType:
@@ -114,13 +127,22 @@ class LakehouseIndexReader(DataSourceReader):
         if unknown:
             raise QueryError(f"the schema names column(s) {unknown} the table does not have")
         self.arrow_schema: pa.Schema = _arrow_schema(schema)
-        self.predicate: Predicate | None = None
+        self.where = source.where
+        #: What the read is planned with and every row checked against (the where option,
+        #: and the pushed filters with pushFilters=true).
+        self.predicate: Predicate | None = source.where
         #: The pushed filters left to Spark (their text, for the log line).
         self.left_to_spark: tuple[str, ...] = ()
 
     @profiled("pushFilters")
     def pushFilters(self, filters: Sequence[Any]) -> list[Any]:
-        """Bind each filter to the table schema; return those not applied exactly (Spark re-checks them)."""
+        """Bind each filter to the table schema; return those not applied exactly (Spark re-checks them).
+
+        Without ``pushFilters=true`` every filter is returned and none is used (see the module).
+        """
+        if not self.options.push_filters:
+            self.left_to_spark = tuple(repr(f) for f in filters)
+            return list(filters)
         schema = self.shape.snapshot.schema
         bound, rest = [], []
         for f in filters:
@@ -129,6 +151,9 @@ class LakehouseIndexReader(DataSourceReader):
                 rest.append(f)
             else:
                 bound.append(node)
+        if self.where is not None:
+            assert self.where.node is not None  # parsed from SQL text
+            bound.insert(0, self.where.node)
         self.predicate = conjunction(bound, schema)
         self.left_to_spark = tuple(repr(f) for f in rest)
         return rest

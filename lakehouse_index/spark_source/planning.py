@@ -90,7 +90,7 @@ class SourceRead:
     version: int
     predicate: Predicate | None
     parts: tuple[Part, ...]
-    #: The planner's decision (None: no pushed predicate, or useIndexes=false).
+    #: The planner's decision (None: no predicate to plan with, or useIndexes=false).
     plan: Plan | None
     live_files: int
 
@@ -108,7 +108,7 @@ class SourceRead:
         where = str(self.predicate) if self.predicate is not None else "(none)"
         lines = [
             f"lakehouse_index read of {self.path} at version {self.version}: {self.answer}",
-            f"  pushed predicate: {where}",
+            f"  planned with: {where}",
         ]
         if self.plan is not None:
             lines += ["  " + line for line in str(self.plan).splitlines()]
@@ -264,10 +264,12 @@ def explain_spark_source(
     """The plan ``spark.read.format("lakehouse_index")`` follows for ``where`` (no Spark needed).
 
     ``columns``: those of a user-given schema (``.schema("k string, id long")``), every column
-    by default. ``options`` are the reader's (``versionAsOf="3"``, ``useIndexes="false"``...). Spark
-    pushes a WHERE clause's conjuncts on single columns; this assumes all of ``where`` is
-    pushed. ``print()`` the result: the version, the partitions and the planner's table of
-    candidates (the same text the source logs when Spark plans the read).
+    by default. ``options`` are the reader's (``versionAsOf="3"``, ``useIndexes="false"``...).
+    ``where`` is what the read is planned with: the ``where`` option, or, with
+    ``pushFilters="true"``, a query's WHERE (this assumes Spark pushes all of it; it pushes the
+    conjuncts on single columns), or the two joined by AND. ``print()`` the result: the
+    version, the partitions and the planner's table of candidates (the same text the source
+    logs when Spark plans the read).
     """
     opts = parse_options({"path": path, **options})
     version = resolve_version(opts)

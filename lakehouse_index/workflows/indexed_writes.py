@@ -29,6 +29,7 @@ from lakehouse_index.expressions import Predicate
 from lakehouse_index.expressions.matching import match_keys
 from lakehouse_index.io.parallel import each_file
 from lakehouse_index.kinds.base import kind_of
+from lakehouse_index.kinds.derived import on_index
 from lakehouse_index.kinds.keys import ArrowKeys
 from lakehouse_index.log.entry import IndexState
 from lakehouse_index.query import index_queries
@@ -85,10 +86,11 @@ def index_on(ctx: IndexContext, columns: Sequence[str]) -> str | None:
 
 
 def index_pinning(ctx: IndexContext, predicate: Predicate) -> tuple[str, list[tuple[Any, ...]]] | None:
-    """The active lookup index whose key ``predicate`` pins to the fewest values, and those values."""
+    """The active lookup index whose key ``predicate`` pins to the fewest values (an indexed
+    expression's values for an expression index), and those values."""
     best: tuple[str, list[tuple[Any, ...]]] | None = None
     for name, spec in _lookup_indexes(ctx):
-        keys = kind_of(spec).access(spec, predicate).keys
+        keys = kind_of(spec).access(spec, on_index(predicate, spec)).keys
         if keys is not None and (best is None or len(keys) < len(best[1])):
             best = (name, list(keys))
     return best

@@ -29,6 +29,7 @@ from lakehouse_index.context import IndexContext
 from lakehouse_index.errors import IndexNotFoundError, VersionNotFoundError
 from lakehouse_index.expressions import And, Col, Compare, IsNull, Lit, Node, Predicate
 from lakehouse_index.kinds.base import IndexKind, IndexLocation, kind_of
+from lakehouse_index.kinds.derived import IndexedColumns, indexed_columns
 from lakehouse_index.log.entry import LogEntry
 from lakehouse_index.query import lookup as lk
 from lakehouse_index.query.coverage import covered_files
@@ -121,7 +122,7 @@ def verify_index(
     kind = kind_of(spec)
     wanted = versions if versions is not None else [snapshots[-1].source.version, ctx.source.latest_version()]
     targets = {s.version: s for s in (table_versions.snapshot(ctx, v) for v in wanted)}
-    scans = {v: _plain_scan(ctx, s) for v, s in targets.items()}
+    scans = {v: _with_expressions(_plain_scan(ctx, s), spec, s) for v, s in targets.items()}
     keys = _sample_keys(list(scans.values()), spec.key, sample, random.Random(seed))
     usable = [e for e in snapshots if _in_history(ctx, e.source.version)]
     mismatches: list[Mismatch] = []
@@ -161,6 +162,13 @@ def _plain_scan(ctx: IndexContext, snap: Snapshot) -> pa.Table:
     return rows.rename_columns([c if c != "_file_path" else "_file" for c in rows.column_names])
 
 
+def _with_expressions(rows: pa.Table, spec: IndexSpec, snap: Snapshot) -> pa.Table:
+    """``rows`` with the values of the index's expressions (an expression index's keys) added."""
+    stored = indexed_columns(spec, snap)
+    extra = [n for n, _ in stored.expressions if n not in rows.column_names]
+    return stored.derive(rows, [*rows.column_names, *extra]) if extra else rows
+
+
 def _sample_keys(scans: Sequence[pa.Table], key: Sequence[str], n: int, rnd: random.Random) -> list[Key]:
     found = {tuple(r[c] for c in key) for t in scans for r in t.select(list(key)).to_pylist()}
     return rnd.sample(sorted(found, key=repr), min(n, len(found)))
@@ -180,7 +188,7 @@ def _lookups(
     probe: list[Any] = [k if len(k) > 1 else k[0] for k in keys]
     key = entry.spec.key
     plan = lk.plan_lookup(ctx.source, entry, target, probe)
-    rows = lk.lookup(ctx.source, ctx.storage, index_dir, plan, None)
+    rows = _with_expressions(lk.lookup(ctx.source, ctx.storage, index_dir, plan, None), entry.spec, target)
     where = lk.locate(ctx.source, ctx.storage, index_dir, plan, with_row_ids=False)
     return {
         LOOKUP: _counted(rows, key, rows.column_names),
@@ -201,20 +209,23 @@ def _pruned(
     covered, uncovered = covered_files(entry, target)
     kept: dict[Key, Counter[str]] = {}
     for key in keys:
-        predicate = _equals(target, spec.key, key)
+        predicate = _equals(indexed_columns(spec, target), target, spec.key, key)
         ids = kind.prune(IndexLocation(ctx.storage, index_dir, target), entry, predicate, covered)
         files = [covered[i].path for i in ids] + [f.path for f in uncovered]
         kept[key] = Counter(files)
     return {PRUNE: kept}
 
 
-def _equals(target: Snapshot, columns: Sequence[str], key: Key) -> Predicate:
-    """The bound predicate ``columns = key`` (``IS NULL`` for null components)."""
+def _equals(stored: IndexedColumns, target: Snapshot, columns: Sequence[str], key: Key) -> Predicate:
+    """The bound predicate ``columns = key`` (``IS NULL`` for null components) over the index's
+    columns (an indexed expression's by the name of the column holding its values)."""
     atoms: list[Node] = [
-        IsNull(Col(c)) if v is None else Compare("=", Col(c), Lit(v, target.schema.field(c).type))
+        IsNull(Col(c)) if v is None else Compare("=", Col(c), Lit(v, stored.schema.field(c).type))
         for c, v in zip(columns, key, strict=True)
     ]
-    return Predicate(atoms[0] if len(atoms) == 1 else And(tuple(atoms)), target.schema)
+    extra = [stored.schema.field(n) for n, _ in stored.expressions]
+    schema = pa.schema([*target.schema, *extra])
+    return Predicate(atoms[0] if len(atoms) == 1 else And(tuple(atoms)), schema)
 
 
 def _counted(rows: pa.Table, key: Sequence[str], columns: Sequence[str]) -> dict[Key, Counter[str]]:

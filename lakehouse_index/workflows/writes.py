@@ -22,13 +22,14 @@ from typing import Any
 import pyarrow as pa
 
 from lakehouse_index.context import IndexContext
-from lakehouse_index.errors import IndexMaintenanceError, WriteRefusedError
+from lakehouse_index.errors import IndexMaintenanceError, SchemaMismatchError, WriteRefusedError
 from lakehouse_index.executors.sizing import entry_bytes, runs_locally
 from lakehouse_index.expressions import Predicate
 from lakehouse_index.faults import crash_point
 from lakehouse_index.sink.contract import (
     Commit,
     RowChangesRefused,
+    SparkWriterMissing,
     SparkWrites,
     Transaction,
     WriteMode,
@@ -169,19 +170,19 @@ def _through_index(
 def _format_spark_writes(ctx: IndexContext, frame: Any) -> tuple[SparkWrites | None, str | None]:
     """The format's own Spark writer for the Spark DataFrame ``frame`` (after the writability
     checks; unless ``ExecutorConfig.format_spark_writer`` is off), or None and the note saying
-    which writer the session lacks (logged)."""
+    what the session lacks for it (logged)."""
     ctx.check_writable()
     if not ctx.config.executor.format_spark_writer:
         return None, None
     writer = open_writer(ctx.source, ctx.storage, ctx.index_root)
-    writes = writer.spark_writes(frame.sparkSession)
-    if writes is not None or writer.spark_runtime is None:
-        return writes, None
-    note = (
-        f"{writer.spark_runtime} is not in the Spark session: the frame was written without it "
-        "(by this package's Spark tasks, or collected and written by the format library), "
-        "which honour fewer writer features"
-    )
+    try:
+        return writer.spark_writes(frame.sparkSession), None
+    except SparkWriterMissing as e:  # before anything was written
+        note = (
+            f"{e}: the frame was written without the format's Spark writer (by this package's "
+            "Spark tasks, or collected and written by the format library), which honours fewer "
+            "writer features"
+        )
     _log.info("%s: %s", ctx.uri, note)
     return None, note
 
@@ -199,6 +200,21 @@ def _by_format_spark(
     return _commit_and_sync(ctx, operation, writes.snapshot.version, commit, start, note)
 
 
+def _frame_fits(ctx: IndexContext, frame: Any, schema: pa.Schema, keys: Sequence[str] = ()) -> None:
+    """Refuse a Spark DataFrame with columns the table does not have (a MERGE's ``UPDATE SET *``
+    would drop them silently) or without the upsert's key columns; the format's own Spark writer
+    checks the rest (types, missing columns, what its writer features ask)."""
+    extra = [c for c in frame.columns if c not in schema.names]
+    if extra:
+        raise SchemaMismatchError(
+            f"data does not match the schema of {ctx.uri}: columns not in the table {extra} "
+            f"(table columns: {schema.names})"
+        )
+    missing = [c for c in keys if c not in frame.columns]
+    if missing:
+        raise WriteRefusedError(f"upsert: no key column(s) {missing} in the data (columns: {frame.columns})")
+
+
 def _noted(result: WriteResult, note: str | None) -> WriteResult:
     return result if note is None else dataclasses.replace(result, note=note)
 
@@ -207,10 +223,10 @@ def append(ctx: IndexContext, data: Any) -> WriteResult:
     """Append ``data`` (pyarrow, pandas or Spark); see :meth:`lakehouse_index.Table.append`.
 
     A Spark DataFrame is appended by the format's own Spark writer when its session has it
-    (delta-spark: the table's writer features are enforced by it), else, when it has more
-    than ``cluster_local_max_rows`` rows (``local_max_rows`` when set), written by Spark with
-    the index entries computed in the same job (:mod:`.spark_append`; the result's ``note``
-    says which writer was missing).
+    (delta-spark, Iceberg's Spark runtime: the table's writer features are enforced by it),
+    else, when it has more than ``cluster_local_max_rows`` rows (``local_max_rows`` when set),
+    written by Spark with the index entries computed in the same job (:mod:`.spark_append`;
+    the result's ``note`` says what was missing).
     Other data goes through the format library, then each index refreshes; with
     ``ExecutorConfig.write_time_entries_in_process``, when an index takes entries computed
     by the write, this process writes it the distributed way, on threads
@@ -221,6 +237,7 @@ def append(ctx: IndexContext, data: Any) -> WriteResult:
     if inputs.is_spark_frame(data):
         writes, note = _format_spark_writes(ctx, data)
         if writes is not None:
+            _frame_fits(ctx, data, writes.snapshot.schema)
             return _by_format_spark(ctx, WriteOperation.APPEND, writes, lambda: writes.append(data), start)
     tx = begin(ctx, WriteOperation.APPEND)
     config = ctx.config.executor
@@ -328,7 +345,7 @@ def upsert(
     """Update the rows matching ``data`` on the ``on`` columns, insert the rest.
 
     A Spark DataFrame is merged by the format's own Spark writer when its session has it
-    (delta-spark's MERGE INTO), else collected to this process (the result's ``note`` says so).
+    (delta-spark's or Iceberg's MERGE INTO), else collected to this process (the result's ``note`` says so).
     """
     start = time.perf_counter()
     how = _mode(mode)
@@ -340,6 +357,7 @@ def upsert(
         writes, note = _format_spark_writes(ctx, data)
         if writes is not None:
             _columns_exist(keys, writes.snapshot.schema, "upsert")
+            _frame_fits(ctx, data, writes.snapshot.schema, keys)
             inputs.check_unique_spark_keys(data, keys)
             return _by_format_spark(
                 ctx, WriteOperation.UPSERT, writes, lambda: writes.upsert(data, keys), start

@@ -180,7 +180,8 @@ def test_joins_of_indexed_frames_equal_plain_joins_without_exchange(
     assert _multiset(ia) == _multiset(pa_)  # the frames themselves, null keys included
 
     half = ia.join(pb, "k")
-    assert _exchanges(half) == 1, _plan(half)  # the unindexed side only
+    if not _plan(half).startswith("LocalTableScan <empty>"):  # Spark 4 folds a join with an empty side
+        assert _exchanges(half) == 1, _plan(half)  # the unindexed side only
     assert _multiset(half) == _multiset(pa_.join(pb, "k"))
 
 

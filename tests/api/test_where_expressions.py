@@ -183,3 +183,23 @@ def test_spark_read_with_expressions_equals_scan(spark: Any, tmp_path: Path, fmt
     for where in [*WHERES[:12], "id = 8 AND id % 7 = 1"]:
         got = sorted(r["id"] for r in t.read(spark, where=where).select("id").collect())
         assert got == _ids(t.scan(where=where)), where
+
+
+@pytest.mark.parametrize("column", ["comment", "set", "use", "describe"])
+def test_columns_named_like_statement_keywords(tmp_path: Path, column: str) -> None:
+    """A where starting with a column named like a SQL statement keyword is a condition, not a
+    statement: the rows DuckDB's own filter returns (delete too)."""
+    path = str(tmp_path / "t")
+    values = ["x", None, "y", "x", "z"]
+    write_deltalake(path, pa.table({"id": pa.array(range(5), pa.int64()), column: values}))
+    t = li.open_table(path)
+    t.create_index(li.SecondaryIndex("by_c", key=column))
+    where = f"{column} = 'x' OR id > 3"
+    rows = DeltaTable(path).to_pyarrow_table()  # noqa: F841 - DuckDB reads it by name
+    want = sorted(
+        r[0] for r in duckdb.sql(f"SELECT id FROM rows WHERE \"{column}\" = 'x' OR id > 3").fetchall()
+    )
+    assert sorted(t.scan(where=where).column("id").to_pylist()) == want
+    assert sorted(t.scan(where=f"{column} = 'x'").column("id").to_pylist()) == [0, 3]
+    t.delete(where=f"{column} = 'x'")
+    assert sorted(DeltaTable(path).to_pyarrow_table().column("id").to_pylist()) == [1, 2, 4]

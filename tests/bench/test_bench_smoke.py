@@ -261,6 +261,18 @@ def test_batch_lookup_benchmark_tiny(isolated: Path) -> None:
     assert doc["benchmark"] == "batch_lookup" and _same(doc["results"], bench_batch_lookup.results(res))
 
 
+def test_expression_index_benchmark_tiny(isolated: Path) -> None:
+    from integration.bench import bench_expression_index as be
+
+    res = be.main(["--scale", "tiny"])
+    assert res.disagreements == []  # every method returned the generator's row for each key
+    assert set(res.seconds) == set(be.METHODS)
+    assert res.chosen == {"lower(email)": "by_login", "email": "by_email"}
+    assert "<!-- bench:expression-index -->" in isolated.read_text()
+    doc = json.loads(results_path("expression-index").read_text())
+    assert doc["benchmark"] == "expression-index" and _same(doc["results"], be.results(res))
+
+
 def test_build_benchmark_tiny(spark: SparkSession, isolated: Path) -> None:
     from deltalake import DeltaTable
 

@@ -233,7 +233,7 @@ def _index_file_doc(path: str) -> dict:
 @pytest.mark.parametrize(
     ("mutate", "message"),
     [
-        (lambda d: {**d, "formatVersion": 5}, "format version 5"),
+        (lambda d: {**d, "formatVersion": 6}, "format version 6"),
         (lambda d: {k: v for k, v in d.items() if k != "formatVersion"}, "format version None"),
         (lambda d: {**d, "state": "FROZEN"}, "malformed"),
         (lambda d: {k: v for k, v in d.items() if k != "source"}, "malformed"),

@@ -82,10 +82,20 @@ def expected(rows: pa.Table, case: Case) -> Counter[tuple[Any, ...]]:
     return Counter(tuple(r[c] for c in COLS) for r in kept)
 
 
+def source_frame(spark: Any, path: str, where: str, **options: Any) -> Any:
+    """``spark.read.format("lakehouse_index")`` for ``where``: as the ``where`` option (planned with
+    the indexes, exact for every query of the frame), or with ``pushFilters=true`` as Spark's
+    WHERE on a fresh frame (pushed into the planner)."""
+    opts = {k: str(v) for k, v in options.items()}
+    reader = spark.read.format("lakehouse_index").options(**opts)
+    if opts.get("pushFilters", "false").lower() == "true":
+        return reader.load(path).where(where)
+    return reader.option("where", where).load(path)
+
+
 def source_rows(spark: Any, path: str, where: str, **options: Any) -> Counter[tuple[Any, ...]]:
     """The rows ``spark.read.format("lakehouse_index")`` returns for ``where``."""
-    df = spark.read.format("lakehouse_index").options(**{k: str(v) for k, v in options.items()}).load(path)
-    got = df.where(where).select(*COLS).collect()
+    got = source_frame(spark, path, where, **options).select(*COLS).collect()
     return rows_multiset(pa.Table.from_pylist([r.asDict() for r in got], schema=SCHEMA), COLS)
 
 
@@ -96,8 +106,7 @@ def iso_ms(ms: int) -> str:
 
 def partitions(spark: Any, path: str, where: str, **options: Any) -> int:
     """How many input partitions (tasks) the source plans for ``where``."""
-    df = spark.read.format("lakehouse_index").options(**{k: str(v) for k, v in options.items()}).load(path)
-    return int(df.where(where).rdd.getNumPartitions())
+    return int(source_frame(spark, path, where, **options).rdd.getNumPartitions())
 
 
 def unique_times(times: Sequence[int]) -> list[bool]:

@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from deltalake import DeltaTable, write_deltalake
-from source_support import COLS, batch, partitions, source_rows
+from source_support import COLS, batch, partitions, source_frame, source_rows
 
 import lakehouse_index as li
 
@@ -50,7 +50,10 @@ def live_rows(dt: DeltaTable) -> pa.Table:
     return pa.RecordBatchReader.from_stream(dt.scan()).read_all()
 
 
-def test_stale_index_reads_only_the_located_files(source_spark: Any, tmp_path: Path) -> None:
+@pytest.mark.parametrize("push", ["false", "true"])
+def test_stale_index_reads_only_the_located_files(source_spark: Any, tmp_path: Path, push: str) -> None:
+    """The where option, or Spark's pushed WHERE with pushFilters=true, plans only the files
+    holding the key."""
     path = str(tmp_path / "t")
     for i in range(4):
         write_deltalake(path, batch(i * 30, 30), mode="append")
@@ -64,14 +67,14 @@ def test_stale_index_reads_only_the_located_files(source_spark: Any, tmp_path: P
         where = f"k = '{key}'"
         holding = files_holding(dt, "k", key)
         assert 1 <= holding < 6
-        assert partitions(source_spark, path, where, forceIndex="true") == holding
+        assert partitions(source_spark, path, where, forceIndex="true", pushFilters=push) == holding
         want = Counter(tuple(r[c] for c in COLS) for r in rows.to_pylist() if r["k"] == key)
-        assert source_rows(source_spark, path, where, forceIndex="true") == want
+        assert source_rows(source_spark, path, where, forceIndex="true", pushFilters=push) == want
     # a predicate no index answers: every live file, and the same rows
-    assert partitions(source_spark, path, "v = 'v7'", forceIndex="true") == 6
-    assert partitions(source_spark, path, "k = 'k12'", useIndexes="false") == 6
+    assert partitions(source_spark, path, "v = 'v7'", forceIndex="true", pushFilters=push) == 6
+    assert partitions(source_spark, path, "k = 'k12'", useIndexes="false", pushFilters=push) == 6
     want = Counter(tuple(r[c] for c in COLS) for r in rows.to_pylist() if r["v"] == "v7")
-    assert source_rows(source_spark, path, "v = 'v7'") == want
+    assert source_rows(source_spark, path, "v = 'v7'", pushFilters=push) == want
 
 
 def test_deletion_vectors_at_every_version(source_spark: Any, tmp_path: Path) -> None:
@@ -100,8 +103,8 @@ def test_deletion_vectors_at_every_version(source_spark: Any, tmp_path: Path) ->
 
 
 def source_rows_dv(spark: Any, path: str, where: str, version: int) -> Counter[tuple[Any, ...]]:
-    df = spark.read.format("lakehouse_index").options(versionAsOf=str(version), forceIndex="true").load(path)
-    return Counter((r["id"], r["comment"]) for r in df.where(where).collect())
+    df = source_frame(spark, path, where, versionAsOf=version, forceIndex="true")
+    return Counter((r["id"], r["comment"]) for r in df.collect())
 
 
 def test_covering_answer_reads_the_index_alone(source_spark: Any, tmp_path: Path) -> None:
@@ -120,8 +123,8 @@ def test_covering_answer_reads_the_index_alone(source_spark: Any, tmp_path: Path
         source_spark.read.format("lakehouse_index")
         .schema("k string, id long")
         .option("forceIndex", "true")
+        .option("where", "k = 'k12'")
         .load(path)
-        .where("k = 'k12'")
     )
     assert sorted(tuple(r) for r in df.collect()) == [("k12", 36), ("k12", 37), ("k12", 38)]
     assert df.rdd.getNumPartitions() == 1
@@ -206,7 +209,7 @@ def test_iceberg_v3_deletion_vectors_with_a_stale_index(
         for key in ("k0", "k7", "k13", "k39"):
             where = f"k = '{key}'"
             want = Counter((r[0], r[1], r[2]) for r in live if r[1] == key)
-            df = spark_read(source_spark, table, version).where(where)
+            df = source_frame(source_spark, str(table), where, versionAsOf=version, forceIndex="true")
             assert Counter((r["id"], r["k"], r["v"]) for r in df.collect()) == want
             holding = sum(1 for f in data_files if holds(f, "k", key))
             planned = df.rdd.getNumPartitions()
@@ -214,15 +217,7 @@ def test_iceberg_v3_deletion_vectors_with_a_stale_index(
             if want:
                 assert planned >= 1
             checked += 1
-        unindexed = spark_read(source_spark, table, version).where("v = 'v3'")
+        unindexed = source_frame(source_spark, str(table), "v = 'v3'", versionAsOf=version, forceIndex="true")
         assert unindexed.rdd.getNumPartitions() == len(data_files)
         assert sorted(r["id"] for r in unindexed.collect()) == [r[0] for r in live if r[2] == "v3"]
     assert checked == 4 * len(snapshots)
-
-
-def spark_read(spark: Any, table: Path, version: int) -> Any:
-    return (
-        spark.read.format("lakehouse_index")
-        .options(versionAsOf=str(version), forceIndex="true")
-        .load(str(table))
-    )

@@ -28,6 +28,8 @@ def table(tmp_path_factory: pytest.TempPathFactory) -> str:
         ({"versionAsOf": "1", "timestampAsOf": "2024-01-01"}, "not both"),
         ({"useIndexes": "maybe"}, "useIndexes must be true or false"),
         ({"timestampAsOf": "yesterday"}, "timestampAsOf is no timestamp"),
+        ({"where": "  "}, "option where is empty"),
+        ({"pushFilters": "yes"}, "pushFilters must be true or false"),
     ],
 )
 def test_bad_options_are_refused_before_opening(options: dict[str, str], message: str) -> None:
@@ -50,6 +52,8 @@ def test_options_are_case_insensitive_and_storage_options_kept() -> None:
         ({"versionAsOf": "1", "timestampAsOf": "2024-01-01"}, "versionAsOf or timestampAsOf, not both"),
         ({"versionAsOf": "99"}, "VersionNotFoundError"),
         ({"timestampAsOf": "2000-01-01"}, "VersionNotFoundError"),
+        ({"where": "nope = 1"}, "nope"),
+        ({"where": "id = "}, "QueryError"),
     ],
 )
 def test_bad_options_fail_the_read(

@@ -5,8 +5,9 @@ key, covering on ``g``, skipping on ``id``) are created mid-history and refreshe
 part of the way, so versions are answered by exact windows, hybrid scans and plain scans.
 At every version, random key, IN, range, null, negated and prefix predicates are read with
 ``versionAsOf`` and, where a commit's timestamp names it alone, ``timestampAsOf``, with the
-planner's own choice or forced through an index (``forceIndex``: the tables are tiny); the
-answer must equal the format's own reader (deltalake ``DeltaTable(version=v)``, pyiceberg
+planner's own choice or forced through an index (``forceIndex``: the tables are tiny), as
+the ``where`` option or as Spark's pushed WHERE (``pushFilters=true``); the answer must
+equal the format's own reader (deltalake ``DeltaTable(version=v)``, pyiceberg
 ``scan(snapshot_id=v)``) filtered in Python.
 """
 
@@ -80,8 +81,12 @@ def _commit_ms(path: str, version: int) -> int:
     return os.stat(Path(path) / "_delta_log" / f"{version:020d}.json").st_mtime_ns // 1_000_000
 
 
-@pytest.mark.parametrize(("seed", "force"), [(1, False), (2, True)])
-def test_delta_history(source_spark: Any, tmp_path: Path, seed: int, force: bool) -> None:
+#: The where option planned as the planner picks, and Spark's pushed WHERE through an index.
+DELTA_OPTIONS = [(1, {}), (2, {"forceIndex": "true", "pushFilters": "true"})]
+
+
+@pytest.mark.parametrize(("seed", "options"), DELTA_OPTIONS)
+def test_delta_history(source_spark: Any, tmp_path: Path, seed: int, options: dict[str, str]) -> None:
     rng = random.Random(seed)
     path = str(tmp_path / "t")
     next_id = 0
@@ -105,7 +110,6 @@ def test_delta_history(source_spark: Any, tmp_path: Path, seed: int, force: bool
     def read(v: int) -> pa.Table:
         return DeltaTable(path, version=v).to_pyarrow_table()
 
-    options = {"forceIndex": "true"} if force else {}
     assert check_history(source_spark, path, versions, times, read, rng, **options) > len(versions)
 
 

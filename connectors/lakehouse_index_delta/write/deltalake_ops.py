@@ -10,6 +10,7 @@ writer asks the exact rules of :mod:`lakehouse_index.sink.conflicts`.
 from __future__ import annotations
 
 import json
+import math
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
@@ -357,7 +358,10 @@ def _statistics_say_constant(dt: Any, columns: Sequence[str]) -> bool:
 
 
 def _nan_beside_one_value(values: pa.ChunkedArray) -> bool:
-    """Whether ``values`` hold NaN and, NaN and nulls aside, a single value (min == max)."""
+    """Whether ``values`` hold NaN and, NaN and nulls aside, a single finite value (min == max).
+
+    An infinite value gets no statistics (JSON has no infinity), so deltalake sees no constant
+    there and keeps the NaNs: ``[NaN, inf]`` is written as it is."""
     nan = pc.fill_null(pc.is_nan(values), False)
     if not pc.any(nan).as_py():
         return False
@@ -365,4 +369,5 @@ def _nan_beside_one_value(values: pa.ChunkedArray) -> bool:
     if len(rest) == 0:
         return False
     bounds = pc.min_max(rest)
-    return bool(bounds["min"].as_py() == bounds["max"].as_py())
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    return bool(low == high and math.isfinite(low))

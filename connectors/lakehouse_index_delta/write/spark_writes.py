@@ -22,6 +22,7 @@ from lakehouse_index.errors import WriteRefusedError
 from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.io.uri import local_path
 from lakehouse_index.sink.contract import Commit, SparkWrites
+from lakehouse_index.sink.spark_session import first_line, has_runtime
 from lakehouse_index.source import Snapshot, TableSource
 
 #: delta-spark's Scala API class, and the SQL extension its MERGE INTO needs.
@@ -32,16 +33,7 @@ USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
 
 def available(spark: Any) -> bool:
     """Whether ``spark`` is a classic session with delta-spark's classes and SQL extension."""
-    from py4j.java_gateway import JavaClass
-
-    jvm = getattr(spark, "_jvm", None)  # None on Spark Connect: this process cannot tell
-    if jvm is None:
-        return False
-    found: Any = jvm
-    for part in DELTA_TABLE_CLASS.split("."):
-        found = getattr(found, part)
-    extensions = spark.conf.get("spark.sql.extensions", None) or ""
-    return isinstance(found, JavaClass) and DELTA_EXTENSION in extensions.split(",")
+    return has_runtime(spark, DELTA_TABLE_CLASS, DELTA_EXTENSION)
 
 
 def spark_path(uri: str) -> str:
@@ -86,9 +78,9 @@ class DeltaSparkWrites(SparkWrites):
             yield token
         except Exception as e:
             if self._commit_info(token) is None:
-                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
                 raise WriteRefusedError(
-                    f"{self.source.uri}: delta-spark refused the {what}; nothing was committed: {first}"
+                    f"{self.source.uri}: delta-spark refused the {what}; nothing was committed: "
+                    f"{first_line(e)}"
                 ) from e
             raise
         finally:

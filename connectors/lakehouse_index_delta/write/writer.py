@@ -19,6 +19,7 @@ from lakehouse_index.sink.contract import (
     RowChangeCommit,
     RowChanges,
     RowChangesRefused,
+    SparkWriterMissing,
     SparkWrites,
     TableWriter,
     Transaction,
@@ -45,13 +46,11 @@ class DeltaWriter(TableWriter):
     """Writes a Delta table: deltalake for row writes, this package's commits for erases and purges,
     delta-spark for Spark DataFrames when their session has it."""
 
-    spark_runtime = "delta-spark"
-
     def spark_writes(self, spark: Any) -> SparkWrites | None:
         """delta-spark (:mod:`.spark_writes`) when ``spark`` has its classes and SQL extension;
         it enforces the table's writer features itself (append-only tables included)."""
         if not spark_writes.available(spark):
-            return None
+            raise SparkWriterMissing("delta-spark is not in the Spark session")
         snap = self.source.snapshot(self.source.latest_version())
         return spark_writes.DeltaSparkWrites(self.source, self.storage, spark, snap)
 

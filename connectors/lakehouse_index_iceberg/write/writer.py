@@ -15,6 +15,7 @@ from lakehouse_index.sink.contract import (
     RowChangeCommit,
     RowChanges,
     RowChangesRefused,
+    SparkWrites,
     TableWriter,
     Transaction,
     WriteMode,
@@ -24,12 +25,21 @@ from lakehouse_index.sink.contract import (
 from lakehouse_index.sink.history import HistoryPurge
 from lakehouse_index.sink.rewrite import FileRewrite
 from lakehouse_index.source import Snapshot
-from lakehouse_index_iceberg.write import erase_commit, new_files, purge
+from lakehouse_index_iceberg.write import erase_commit, new_files, purge, spark_writes
 from lakehouse_index_iceberg.write import pyiceberg_ops as ops
 
 
 class IcebergWriter(TableWriter):
-    """Writes an Iceberg table opened through its catalog (a table opened by path has no atomic commit)."""
+    """Writes an Iceberg table opened through its catalog (a table opened by path has no atomic commit):
+    pyiceberg and this package's commits, Iceberg's Spark runtime for Spark DataFrames when their
+    session has it."""
+
+    def spark_writes(self, spark: Any) -> SparkWrites | None:
+        """Iceberg's Spark writer (:mod:`.spark_writes`) when ``spark`` has the runtime and a Spark
+        catalog of the table's pyiceberg catalog's name (configured there for a SQLite SQL catalog);
+        ReadOnlyTableError for a table opened by path."""
+        tbl = ops.open_for_write(self.source, self.uri)
+        return spark_writes.open_writes(spark, self.source, tbl)
 
     def begin(self, operation: WriteOperation) -> Transaction:
         """A transaction on the latest snapshot; ReadOnlyTableError for a table opened by path,

@@ -6,8 +6,9 @@ columns before the address, so the build, LSM merge, lineage remap, row-level de
 entries), optimize and purge of :class:`~lakehouse_index.kinds.secondary.SecondaryKind`
 apply unchanged, on either executor. Files are sorted by ``_cell`` (weight tier, then a
 Z-order curve of the indexed columns: :mod:`.curve`) and cut into row groups of at most the
-spec's ``block_rows`` rows where the cell's high bits change (whole boxes of the curve), whose Parquet statistics of every indexed column and of ``_weight``
-are what queries prune by (``query.index_scan``).
+spec's ``block_rows`` rows where the cell's high bits change (whole boxes of the curve),
+whose Parquet statistics of every indexed column and of ``_weight`` are what queries prune
+by (``query.index_scan``).
 
 Weights and cells are numpy code (:func:`with_cells`) run on the entries batch by batch
 (:meth:`~lakehouse_index.kinds.base.Executor.map_batches`: in process, or in Spark's

@@ -11,7 +11,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakehouse_index.config import ExecutorConfig
-from lakehouse_index.errors import TableFormatError
+from lakehouse_index.errors import QueryError, TableFormatError
+from lakehouse_index.expressions.indexed import bind_expression
 from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.kinds.skipping.schema import (
     FILE_ID,
@@ -177,18 +178,37 @@ def _stale_columns(table: pa.Table, snapshot: Snapshot) -> set[str]:
     for name in table.column_names:
         if name in RESERVED:
             continue
-        try:
-            col = snapshot.column(name)
-        except KeyError:
-            stale.add(name)
-            continue
         recorded = identity.get(name)
-        if recorded is not None and (
-            recorded.get("storedName") != col.stored_name or recorded.get("fieldId") != col.field_id
-        ):
-            stale.add(name)
-            continue
+        current = _current_type(name, recorded, snapshot)
         stored_type = table.schema.field(name).type.field("min").type
-        if not widens(stored_type, col.type):
+        if current is None or not widens(stored_type, current):
             stale.add(name)
     return stale
+
+
+def _same_column(recorded: dict[str, Any] | None, snapshot: Snapshot, name: str) -> pa.DataType | None:
+    """The type of ``snapshot``'s column ``name`` when it is the column ``recorded`` identifies."""
+    try:
+        col = snapshot.column(name)
+    except KeyError:
+        return None
+    if recorded is not None and (
+        recorded.get("storedName") != col.stored_name or recorded.get("fieldId") != col.field_id
+    ):
+        return None
+    return col.type
+
+
+def _current_type(name: str, recorded: dict[str, Any] | None, snapshot: Snapshot) -> pa.DataType | None:
+    """The type statistics of indexed column ``name`` are read as at ``snapshot`` (None: they
+    describe no column of it). An indexed expression's: its value's type, when every column
+    it reads is the one it read when they were computed."""
+    sources = (recorded or {}).get("sources")
+    if sources is None:
+        return _same_column(recorded, snapshot, name)
+    if any(_same_column(r, snapshot, c) is None for c, r in sources.items()):
+        return None
+    try:
+        return bind_expression(name, snapshot.schema)[1].type
+    except QueryError:
+        return None

@@ -32,7 +32,7 @@ statistics prune the new column's files.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
@@ -40,6 +40,7 @@ import pyarrow as pa
 from lakehouse_index.errors import InvalidIndexSpecError
 from lakehouse_index.expressions.types import Family, family
 from lakehouse_index.kinds.columns import require_columns
+from lakehouse_index.kinds.derived import IndexedColumns, indexed_columns
 from lakehouse_index.kinds.skipping.hashing import encoding
 from lakehouse_index.source import Snapshot
 from lakehouse_index.spec import SkippingIndex
@@ -52,10 +53,12 @@ IDENTITY_KEY = b"lakehouse_index.skipping.columns"
 
 
 def validate_spec(spec: SkippingIndex, snapshot: Snapshot) -> None:
-    """Every column exists, is a type the index can summarise, and no name clashes with ours."""
-    require_columns(spec.name, spec.columns, snapshot, RESERVED)
+    """Every column exists (an indexed expression binds to the table's schema), is a type the
+    index can summarise, and no name clashes with ours."""
+    stored = indexed_columns(spec, snapshot)
+    require_columns(spec.name, stored.sources, snapshot, RESERVED)
     for col in spec.columns:
-        t = snapshot.column(col).type
+        t = stored.schema.field(col).type
         if encoding(t) is None:
             raise InvalidIndexSpecError(
                 f"index {spec.name!r}: column {col!r} has type {t}, which a skipping index cannot "
@@ -76,17 +79,27 @@ def column_type(t: pa.DataType) -> pa.StructType:
     )
 
 
-def column_identity(snapshot: Snapshot, columns: Sequence[str]) -> dict[str, dict[str, Any]]:
-    """What identifies each indexed column beyond its name: physical name, field id, type.
+def column_identity(snapshot: Snapshot, stored: IndexedColumns) -> dict[str, dict[str, Any]]:
+    """What identifies each indexed column beyond its name: physical name, field id, type; for
+    an indexed expression its type and the identity of each column it reads (``sources``).
 
     Recorded in the skipping file's Parquet metadata (key :data:`IDENTITY_KEY`) so that
     :func:`load` can refuse statistics of a column that was dropped and re-added, or
     renamed over another one, since they were computed.
     """
-    out = {}
-    for name in columns:
+
+    def of(name: str) -> dict[str, Any]:
         col = snapshot.column(name)
-        out[name] = {"storedName": col.stored_name, "fieldId": col.field_id, "type": str(col.type)}
+        return {"storedName": col.stored_name, "fieldId": col.field_id, "type": str(col.type)}
+
+    out: dict[str, dict[str, Any]] = {}
+    for name in stored.names:
+        tree = stored.tree(name)
+        if tree is None:
+            out[name] = of(name)
+        else:
+            sources = {c: of(c) for c in stored.sources_of([name])}
+            out[name] = {"type": str(tree.type), "sources": sources}
     return out
 
 

@@ -8,6 +8,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakehouse_index.io.parallel import each_file
+from lakehouse_index.kinds.derived import indexed_columns
 from lakehouse_index.kinds.skipping.bloom import bloom_build
 from lakehouse_index.kinds.skipping.hashing import hash_values
 from lakehouse_index.kinds.skipping.schema import (
@@ -18,7 +19,6 @@ from lakehouse_index.kinds.skipping.schema import (
     rows_schema,
     validate_spec,
 )
-from lakehouse_index.read.datafiles import read_file
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
 from lakehouse_index.spec import SkippingIndex
 
@@ -78,15 +78,17 @@ def build_rows(
     applied: statistics over a superset of the live rows stay valid whatever is deleted.
     """
     validate_spec(spec, snapshot)
-    types = {c: snapshot.column(c).type for c in spec.columns}
+    stored = indexed_columns(spec, snapshot)
+    types = {c: stored.schema.field(c).type for c in spec.columns}
     schema = rows_schema(types)
+    identity = identity_metadata(column_identity(snapshot, stored))
     if not jobs:
-        return schema.with_metadata(identity_metadata(column_identity(snapshot, spec.columns))).empty_table()
+        return schema.with_metadata(identity).empty_table()
 
     def one(job: tuple[FileEntry, int]) -> pa.Table:
         entry, file_id = job
-        data = read_file(source, snapshot, entry, columns=list(spec.columns), apply_deletes=False)
+        data = stored.read_file(source, snapshot, entry, spec.columns, apply_deletes=False)
         return stats_row(data, file_id, spec, types)
 
     rows = pa.concat_tables(each_file(one, jobs)).sort_by(FILE_ID).combine_chunks()
-    return rows.replace_schema_metadata(identity_metadata(column_identity(snapshot, spec.columns)))
+    return rows.replace_schema_metadata(identity)

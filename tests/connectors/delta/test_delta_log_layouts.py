@@ -217,3 +217,19 @@ def test_a_checkpoint_left_before_a_gap_is_not_readable(table_dir: Path) -> None
         with pytest.raises(HistoryTruncatedError, match="resync from version 4"):
             src.snapshot(v)
     assert set(src.snapshot(4).files) == expected[4]
+
+
+def test_consecutive_checkpoints_left_by_a_cleanup(table_dir: Path) -> None:
+    """Checkpoints at 2 and 3 outlive commits 0-3 (found by the delta-spark oracle: checkpoints
+    every other commit, a RESTORE, then ``cleanup_metadata``). delta-spark's earliest
+    recreatable version is 3, the newest checkpoint below the unbroken run of commits from 4:
+    the checkpoint at 2 rebuilds nothing the log carries forward, so version 2 is refused."""
+    expected = make_table(table_dir, commits=7, checkpoint_at=2)
+    deltalake.DeltaTable(str(table_dir), version=3).create_checkpoint()
+    drop_commits(table_dir, 3)
+    assert (log(table_dir) / f"{2:020d}.checkpoint.parquet").exists()
+    src = open_source(table_dir)
+    assert [i.version for i in src.versions()] == [3, 4, 5, 6]
+    with pytest.raises(HistoryTruncatedError, match="resync from version 3"):
+        src.snapshot(2)
+    check(table_dir, expected, range(3, 7))

@@ -366,8 +366,13 @@ class DeltaSparkHistory(RuleBasedStateMachine):
         read = [r.asDict() for r in self.t.read(self.spark, version_as_of=version, where=where).collect()]
         assert multiset(read, columns) == multiset(filtered, columns), (version, "read", where)
         if SOURCE:
-            df = self.spark.read.format("lakehouse_index").option("versionAsOf", str(version)).load(self.path)
-            got = [r.asDict() for r in df.where(where).collect()]
+            df = (
+                self.spark.read.format("lakehouse_index")
+                .option("versionAsOf", str(version))
+                .option("where", where)
+                .load(self.path)
+            )
+            got = [r.asDict() for r in df.collect()]
             assert multiset(got, columns) == multiset(filtered, columns), (version, "source", where)
 
     def teardown(self) -> None:
