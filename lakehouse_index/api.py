@@ -193,6 +193,7 @@ class Table:
         where: Where | None = None,
         columns: Sequence[str] | None = None,
         use_indexes: bool = True,
+        sample: float | None = None,
     ) -> DataFrame:
         """A Spark DataFrame of a table version (data files read directly; deletes applied).
 
@@ -208,26 +209,17 @@ class Table:
         leading key: a join of two such frames on their keys with equal bucket counts plans no
         Exchange (:meth:`explain_read` says which index answers, or why none does; rows of
         files the index does not cover are shuffled into its buckets; see the Spark guide).
+
+        ``sample=fraction``: exactly the rows :meth:`sample` returns for the same arguments, read
+        on Spark from the index row groups the fraction needs (and files the index does not
+        cover), or by a plain scan computing the weights (``explain(sample=...)`` says which).
         """
-        from lakehouse_index.read.spark_read import spark_frame
         from lakehouse_index.spark import get_spark
 
         snap = self.snapshot(version_as_of, timestamp_as_of)
-        if use_indexes:
-            bucketed = index_queries.bucketed_read(self.context, get_spark(spark), snap, columns, where)
-            if bucketed is not None:
-                return bucketed
-        files = (
-            index_queries.files_for(self.context, snap, where) if use_indexes and where is not None else None
-        )
-        return spark_frame(
-            get_spark(spark),
-            self.source,
-            snap,
-            files=files,
-            columns=columns,
-            where=where,
-            config=self.config.read,
+        fraction = check_fraction(sample) if sample is not None else None
+        return index_queries.read_frame(
+            self.context, get_spark(spark), snap, where, columns, use_indexes, fraction
         )
 
     def sample(

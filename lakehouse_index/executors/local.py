@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
@@ -36,6 +37,17 @@ class LocalExecutor(Executor):
             return entry_table(rows, columns.names, job.file_id, job.ordinal, PUT)
 
         return pa.concat_tables(each_file(of_file, jobs))
+
+    def map_batches(self, frame: pa.Table, fn: Callable[[pa.Table], pa.Table], schema: pa.Schema) -> pa.Table:
+        """``fn`` of the whole table (in process it is one batch)."""
+        return fn(frame)
+
+    def sample(self, frame: pa.Table, columns: Sequence[str], fraction: float) -> pa.Table:
+        """Rows kept with probability ``fraction`` by a fixed seed (the same rows every time)."""
+        rows = frame.select(list(columns))
+        if fraction >= 1.0:
+            return rows
+        return rows.filter(pa.array(np.random.default_rng(0).random(rows.num_rows) < fraction))
 
     def read_index(self, storage: Storage, index_dir: str, files: Sequence[IndexFile]) -> pa.Table:
         tables = []

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from functools import reduce
 from typing import TYPE_CHECKING
 
@@ -27,7 +28,7 @@ from lakehouse_index.kinds.layout import BUCKET_COLUMN, bucket_column
 from lakehouse_index.kinds.moves import MoveMap
 from lakehouse_index.log.entry import IndexFile
 from lakehouse_index.read.datafiles import ROW_COLUMN
-from lakehouse_index.read.spark_read import spark_frame
+from lakehouse_index.read.spark_read import spark_frame, spark_schema
 from lakehouse_index.source import Snapshot, TableSource
 
 if TYPE_CHECKING:
@@ -47,6 +48,28 @@ def stored_column(columns: IndexedColumns, name: str) -> Column:
 
     tree = columns.tree(name)
     return qcol(name) if tree is None else F.expr(scalar_sql(tree)).alias(name)
+
+
+def collect_arrow(frame: DataFrame) -> pa.Table:
+    """The rows of ``frame`` as one Arrow table in this process (``toArrow`` from pyspark 4)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    collect = getattr(frame, "toArrow", None)
+    if collect is not None:
+        return collect()
+    batches = frame._collect_as_arrow()
+    return pa.Table.from_batches(batches, schema=to_arrow_schema(frame.schema))
+
+
+@dataclass(frozen=True)
+class _BatchMap:
+    """A ``mapInArrow`` function: ``fn`` of each batch as a table (picklable when ``fn`` is)."""
+
+    fn: Callable[[pa.Table], pa.Table]
+
+    def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield from self.fn(pa.Table.from_batches([batch])).to_batches()
 
 
 class SparkExecutor(Executor):
@@ -97,6 +120,19 @@ class SparkExecutor(Executor):
                 )
             )
         return reduce(lambda a, b: a.unionByName(b), frames)
+
+    def map_batches(
+        self, frame: DataFrame, fn: Callable[[pa.Table], pa.Table], schema: pa.Schema
+    ) -> DataFrame:
+        """``fn`` of every Arrow batch in the tasks (``mapInArrow``)."""
+        return frame.mapInArrow(_BatchMap(fn), spark_schema(schema))
+
+    def sample(self, frame: DataFrame, columns: Sequence[str], fraction: float) -> pa.Table:
+        """Spark's Bernoulli sample (seed 0) of ``columns``, collected as Arrow."""
+        rows = frame.select(*[qcol(c) for c in columns])
+        if fraction < 1.0:
+            rows = rows.sample(withReplacement=False, fraction=fraction, seed=0)
+        return collect_arrow(rows)
 
     def read_index(self, storage: Storage, index_dir: str, files: Sequence[IndexFile]) -> DataFrame:
         return self.spark.read.parquet(*[join_uri(index_dir, f.path) for f in files])
@@ -162,7 +198,7 @@ class SparkExecutor(Executor):
             order = [qcol(bucket_col), *order]
         else:
             n_files = max(1, math.ceil(rows / self.config.rows_per_index_file))
-            laid_out = df.repartitionByRange(n_files, *[qcol(c) for c in layout.key])
+            laid_out = df.repartitionByRange(n_files, *[qcol(c) for c in layout.range_columns])
         task = writer_for(target, self.config, bucket_col)
         laid_out.sortWithinPartitions(*order).mapInArrow(task, "path string").collect()
         return read_root_index(target)

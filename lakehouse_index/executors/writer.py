@@ -50,8 +50,10 @@ class FileWriter:
     ``bucket=<n>/`` directory per bucket: ``kinds.layout``) or a file reaches
     ``config.rows_per_index_file`` rows. Row groups hold exactly
     ``config.index_row_group_rows`` rows (the last of a file fewer), whatever the size of
-    the batches. As a ``DataFrame.mapInArrow`` function it yields one row per file written:
-    its path.
+    the batches; with ``aligned`` (an int64 sort column whose bit prefixes are boxes of a
+    space-filling curve), at most that many, cut where that column changes in its most
+    significant bit (:func:`aligned_groups`). As a ``DataFrame.mapInArrow`` function it
+    yields one row per file written: its path.
     """
 
     storage: Storage
@@ -62,6 +64,8 @@ class FileWriter:
     bucket_column: str | None = None
     #: Buckets as ``bucket=<n>/`` directories (layout 1) instead of Spark's bucket file names.
     bucket_dirs: bool = False
+    #: Row groups cut at this column's most significant changes (``Layout.aligned``).
+    aligned: str | None = None
 
     def __call__(self, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         written = self.write(batches)
@@ -115,7 +119,7 @@ class FileWriter:
         fs, inner = self.storage.arrow(path)
         fs.create_dir(inner.rsplit("/", 1)[0], recursive=True)
         writer = pq.ParquetWriter(inner, self.schema, filesystem=fs, **_write_options())
-        return _GroupWriter(writer, self.config.index_row_group_rows), path
+        return _GroupWriter(writer, self.config.index_row_group_rows, self.aligned), path
 
 
 #: Rows, or bytes, held before they are written as whole row groups: one write call per few
@@ -128,11 +132,13 @@ _FLUSH_BYTES = 64 << 20
 
 class _GroupWriter:
     """One index file being written: rows are held back until they fill whole row groups
-    (written once ``_FLUSH_ROWS`` rows or ``_FLUSH_BYTES`` bytes are held)."""
+    (written once ``_FLUSH_ROWS`` rows or ``_FLUSH_BYTES`` bytes are held); with ``aligned``,
+    groups of :func:`aligned_groups` of that column."""
 
-    def __init__(self, writer: pq.ParquetWriter, group_rows: int) -> None:
+    def __init__(self, writer: pq.ParquetWriter, group_rows: int, aligned: str | None = None) -> None:
         self._writer = writer
         self._group_rows = group_rows
+        self._aligned = aligned
         self._held: list[pa.RecordBatch] = []
         self._held_rows = 0
         self._held_bytes = 0
@@ -147,16 +153,56 @@ class _GroupWriter:
             self._held_rows >= _FLUSH_ROWS or self._held_bytes >= _FLUSH_BYTES
         ):
             held = pa.Table.from_batches(self._held)
-            whole = self._held_rows - self._held_rows % self._group_rows
-            self._writer.write_table(held.slice(0, whole), row_group_size=self._group_rows)
+            whole = self._write_groups(held, final=False)
             self._held = held.slice(whole).to_batches()
             self._held_rows -= whole
             self._held_bytes = sum(b.nbytes for b in self._held)
 
+    def _write_groups(self, held: pa.Table, final: bool) -> int:
+        """Write the whole row groups of ``held`` (every row when ``final``); the rows written."""
+        if self._aligned is None:
+            whole = held.num_rows if final else held.num_rows - held.num_rows % self._group_rows
+            self._writer.write_table(held.slice(0, whole), row_group_size=self._group_rows)
+            return whole
+        keys = np.asarray(held[self._aligned].to_numpy(), dtype=np.int64)
+        at = 0
+        for size in aligned_groups(keys, self._group_rows, final):
+            self._writer.write_table(held.slice(at, size), row_group_size=size)
+            at += size
+        return at
+
     def close(self) -> None:
         if self._held_rows:
-            self._writer.write_table(pa.Table.from_batches(self._held), row_group_size=self._group_rows)
+            self._write_groups(pa.Table.from_batches(self._held), final=True)
         self._writer.close()
+
+
+def aligned_groups(keys: np.ndarray, most: int, final: bool) -> list[int]:
+    """Sizes of consecutive row groups of the sorted int64 ``keys``: each of at most ``most``
+    rows and, bar the last, at least a third of that, ending where the keys change in their
+    most significant bit within that window (among equal changes, the largest group).
+
+    Bit prefixes of a Z-order cell are boxes of the indexed columns: a group ending at a
+    prefix's change holds whole boxes, so its bounds stay tight, where a group cut at a fixed
+    count straddles a jump of the curve and spans half a dimension. Without ``final``, the
+    rows after the last group that has a whole window are left for the next call.
+    """
+    m = len(keys)
+    least = max(1, most // 3)
+    change = (keys[1:] ^ keys[:-1]).view(np.uint64)
+    # The highest bit that changes before each row (-1: no change); a float exponent is exact
+    # to the bit below 2**53, and at most one level high above it.
+    level = np.where(change == 0, -1, np.frexp(change.astype(np.float64))[1] - 1)
+    sizes: list[int] = []
+    start = 0
+    while m - start > most:
+        window = level[start + least - 1 : start + most]  # changes before rows start+least..start+most
+        best = len(window) - 1 - int(np.argmax(window[::-1]))  # the last of the highest
+        sizes.append(least + best)
+        start += least + best
+    if final and m > start:
+        sizes.append(m - start)
+    return sizes
 
 
 def write_entries(
@@ -177,17 +223,20 @@ def write_entries(
         buckets = bucket_ids(entries[layout.buckets.column], layout.buckets)
         entries = entries.append_column(bucket_col, pa.array(buckets, pa.int32()))
         order = [(bucket_col, "ascending"), *order]
-    if layout.group_rows is not None:
-        config = dataclasses.replace(config, index_row_group_rows=layout.group_rows)
     writer = writer_for(target, config, bucket_col)
     return writer.write(sorted_batches(entries, order))
 
 
 def writer_for(target: WriteTarget, config: ExecutorConfig, bucket_column: str | None) -> FileWriter:
-    """The :class:`FileWriter` of ``target``'s layout (``bucket_column``: the rows' buckets)."""
+    """The :class:`FileWriter` of ``target``'s layout (``bucket_column``: the rows' buckets), its
+    row groups of the layout's ``group_rows`` when it has them."""
     buckets = target.layout.buckets
+    if target.layout.group_rows is not None:
+        config = dataclasses.replace(config, index_row_group_rows=target.layout.group_rows)
     dirs = buckets is not None and not buckets.spark
-    return FileWriter(target.storage, target.data_dir, target.schema, config, bucket_column, dirs)
+    return FileWriter(
+        target.storage, target.data_dir, target.schema, config, bucket_column, dirs, target.layout.aligned
+    )
 
 
 def sorted_batches(table: pa.Table, order: list[tuple[str, str]], **take: int) -> Iterator[pa.RecordBatch]:

@@ -125,6 +125,16 @@ class Executor(ABC):
         files: the stored columns, each an indexed expression's value or a table column."""
 
     @abstractmethod
+    def map_batches(self, frame: Frame, fn: Callable[[pa.Table], pa.Table], schema: pa.Schema) -> Frame:
+        """``frame`` through ``fn`` batch by batch (rows of ``schema`` out; on Spark ``fn`` runs in
+        the tasks, so it pickles and sees each task's batches apart)."""
+
+    @abstractmethod
+    def sample(self, frame: Frame, columns: Sequence[str], fraction: float) -> pa.Table:
+        """``columns`` of about ``fraction`` of ``frame``'s rows drawn uniformly (every row at 1),
+        in this process."""
+
+    @abstractmethod
     def read_index(self, storage: Storage, index_dir: str, files: Sequence[IndexFile]) -> Frame:
         """The rows of some index files."""
 

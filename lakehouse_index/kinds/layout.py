@@ -52,13 +52,24 @@ class Layout:
     leaves that key the bound of both files); with buckets, each bucket gets its own files.
     Rows are sorted by ``sort`` within a file. ``group_rows``: rows per row group instead of
     ``ExecutorConfig.index_row_group_rows`` (a kind pruning its own row groups by their
-    statistics wants small ones).
+    statistics wants small ones). ``ranges``: the columns unbucketed files hold ranges of
+    when they are not ``key`` (the leading sort column of a kind sorting by something else
+    first: Spark range-partitions by them). ``aligned``: an int64 sort column whose bit
+    prefixes are boxes of a space-filling curve; row groups of at most ``group_rows`` rows are
+    then cut at its most significant changes (``executors.writer.aligned_groups``).
     """
 
     key: tuple[str, ...]
     sort: tuple[str, ...]
     buckets: Buckets | None = None
     group_rows: int | None = None
+    ranges: tuple[str, ...] | None = None
+    aligned: str | None = None
+
+    @property
+    def range_columns(self) -> tuple[str, ...]:
+        """The columns unbucketed files hold ranges of: ``ranges``, else ``key``."""
+        return self.ranges or self.key
 
 
 BUCKET_DIR = re.compile(r"/bucket=(\d+)/")

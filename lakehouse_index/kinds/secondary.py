@@ -18,7 +18,15 @@ import pyarrow.parquet as pq
 
 from lakehouse_index.io import join_uri
 from lakehouse_index.io.parallel import each_file
-from lakehouse_index.kinds.base import Access, BuildContext, IndexKind, IndexWork, WriteTimeEntries
+from lakehouse_index.kinds.base import (
+    Access,
+    BuildContext,
+    Executor,
+    Frame,
+    IndexKind,
+    IndexWork,
+    WriteTimeEntries,
+)
 from lakehouse_index.kinds.columns import require_columns
 from lakehouse_index.kinds.derived import IndexedColumns, indexed_columns
 from lakehouse_index.kinds.entries import (
@@ -67,15 +75,25 @@ class SecondaryKind(IndexKind):
         """Files hold key ranges that do not overlap, sorted by key then row address."""
         return Layout(key=spec.key, sort=tuple(sort_columns(spec)))
 
+    def entry_schema(self, spec: IndexSpec, snapshot: Snapshot) -> pa.Schema:
+        """The schema of the kind's entries (the spec's columns, then the address and stamps)."""
+        return index_schema(spec, snapshot)
+
+    def stored(self, ex: Executor, spec: IndexSpec, entries: Frame, schema: pa.Schema, rows: int) -> Frame:
+        """The entries ``ex`` computed (about ``rows``) as they are stored: as computed here (a kind
+        with columns derived from them adds those)."""
+        return entries
+
     def index_files(self, ctx: BuildContext, work: IndexWork) -> tuple[IndexFile, ...]:
         spec, snapshot = work.spec, work.snapshot
-        layout, schema = self.layout(spec), index_schema(spec, snapshot)
+        layout, schema = self.layout(spec), self.entry_schema(spec, snapshot)
         n = ctx.config.estimate_rows(j.entry for j in work.jobs)
         out: tuple[IndexFile, ...] = ()
         parts = [] if work.rows is None or work.rows.num_rows == 0 else [work.rows.cast(schema)]
         if work.jobs:
             ex = ctx.executor_for(n, schema)
-            entries = ex.entries(ctx.source, snapshot, indexed_columns(spec, snapshot), work.jobs)
+            computed = ex.entries(ctx.source, snapshot, indexed_columns(spec, snapshot), work.jobs)
+            entries = self.stored(ex, spec, computed, schema, n)
             if ex.in_memory:  # written in one go with the row entries
                 parts.append(entries.cast(schema))
             else:

@@ -297,6 +297,75 @@ def sample(
     return relisting(ctx, query)
 
 
+def read_frame(
+    ctx: IndexContext,
+    spark: SparkSession,
+    snap: Snapshot,
+    where: Where | None,
+    columns: Sequence[str] | None,
+    use_indexes: bool,
+    fraction: float | None,
+) -> DataFrame:
+    """A Spark DataFrame of ``snap``'s rows (matching ``where``; see ``Table.read``): with
+    ``fraction``, exactly the rows of :func:`sample`; else through a covering index as a
+    bucketed table, or the files the planner's choice may find rows in."""
+    from lakehouse_index.read.spark_read import spark_frame
+
+    if fraction is not None:
+        return spark_sample(ctx, spark, snap, fraction, where, columns, use_indexes)
+    if use_indexes:
+        bucketed = bucketed_read(ctx, spark, snap, columns, where)
+        if bucketed is not None:
+            return bucketed
+    files = files_for(ctx, snap, where) if use_indexes and where is not None else None
+    return spark_frame(
+        spark, ctx.source, snap, files=files, columns=columns, where=where, config=ctx.config.read
+    )
+
+
+def spark_sample(
+    ctx: IndexContext,
+    spark: SparkSession,
+    snap: Snapshot,
+    fraction: float,
+    where: Where | None,
+    columns: Sequence[str] | None,
+    use_indexes: bool = True,
+) -> DataFrame:
+    """:func:`sample` as a Spark DataFrame (``query.spark_sample``): the same choice, weights and rows."""
+    from lakehouse_index.query import spark_sample as ss
+
+    predicate = expr.Predicate.of(where, snap.schema)
+
+    def query() -> DataFrame:
+        chosen = sample_plan(ctx, snap, fraction, where).chosen if use_indexes else None
+        if chosen is None or not chosen.scans:
+            identity = sample_identity(ctx, snap)
+            files = list(snap.files.values())
+            return ss.scan_sample(
+                spark, ctx.source, snap, files, fraction, identity, predicate, columns, ctx.config.read
+            )
+        assert chosen.entry is not None and chosen.coverage is not None and chosen.index is not None
+        spec = chosen.entry.spec
+        index_dir = ctx.index_dir(chosen.index)
+        return ss.index_sample(
+            spark,
+            ctx.source,
+            ctx.storage,
+            index_dir,
+            chosen.entry,
+            snap,
+            chosen.coverage,
+            predicate,
+            fraction,
+            columns,
+            kind_of(spec).sample_identity(spec),
+            ctx.config.read,
+        )
+
+    return relisting(ctx, query)
+
+
 def sample_identity(ctx: IndexContext, snap: Snapshot) -> tuple[str, ...]:
     """The columns a sample's weights are hashed from: those of the table's first active index
     keeping weights (by name; only indexes hashing the same columns answer samples), else

@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 from unittest import mock
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -15,7 +16,7 @@ from hypothesis import strategies as st
 
 from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.executors import writer
-from lakehouse_index.executors.writer import FileWriter, in_order, sorted_batches
+from lakehouse_index.executors.writer import FileWriter, aligned_groups, in_order, sorted_batches
 from lakehouse_index.io import Storage
 from lakehouse_index.kinds.layout import bucket_from_path
 
@@ -189,3 +190,56 @@ def test_in_order_on_large_tables_checks_every_row(swap_at: int | None) -> None:
     table = pa.table({"k": pa.array(keys, pa.string()), "r": pa.array([0] * len(keys), pa.int64())})
     assert in_order(table, [("k", "ascending"), ("r", "ascending")]) is (swap_at is None)
     assert not in_order(table, [("k", "descending")])
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    keys=st.lists(st.integers(0, 2**53 - 1), max_size=300).map(sorted),
+    most=st.integers(1, 40),
+    final=st.booleans(),
+)
+def test_aligned_groups_end_at_the_most_significant_change(keys: list[int], most: int, final: bool) -> None:
+    """Each group of at most ``most`` rows (at least a third of it, bar the last) ends at the
+    highest changing bit among the ends its window allows, the largest group among equals."""
+    sizes = aligned_groups(np.array(keys, dtype=np.int64), most, final)
+    least = max(1, most // 3)
+
+    def level(p: int) -> int:  # the highest bit changing before row p
+        return (keys[p - 1] ^ keys[p]).bit_length() - 1
+
+    start = 0
+    for i, size in enumerate(sizes):
+        last = i == len(sizes) - 1
+        assert 0 < size <= most
+        if not (final and last):
+            assert size >= least
+            ends = range(start + least, start + most + 1)
+            best = max(level(p) for p in ends)
+            assert level(start + size) == best
+            assert all(level(p) < best for p in ends if p > start + size)
+        start += size
+    assert (start == len(keys)) if final else (len(keys) - start <= most)
+
+
+@pytest.mark.parametrize("flush", [None, (1, 1 << 40)], ids=["default", "every-group"])
+def test_aligned_row_groups_do_not_depend_on_the_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flush: tuple[int, int] | None
+) -> None:
+    """Row groups cut at the aligned column's changes are those of the whole file at once,
+    however the rows arrive and whenever they are flushed."""
+    if flush is not None:
+        monkeypatch.setattr(writer, "_FLUSH_ROWS", flush[0])
+        monkeypatch.setattr(writer, "_FLUSH_BYTES", flush[1])
+    rng = np.random.default_rng(5)
+    keys = np.sort(rng.integers(0, 2**40, 20_000))
+    cuts = np.cumsum([0, 3, 4_000, 1, 9_000])
+    data = [
+        pa.RecordBatch.from_pydict({"k": keys[a:b], "_row": np.arange(a, b)})
+        for a, b in zip(cuts, [*cuts[1:], len(keys)], strict=True)
+    ]
+    config = ExecutorConfig(index_row_group_rows=100)
+    task = FileWriter(Storage("file"), "file://" + str(tmp_path), SCHEMA, config, aligned="k")
+    (result,) = list(task(iter(data)))
+    (path,) = [p[len("file://") :] for p in result.column("path").to_pylist()]
+    assert group_sizes(path) == aligned_groups(keys, 100, True)
+    assert pq.read_table(path).column("k").to_pylist() == keys.tolist()

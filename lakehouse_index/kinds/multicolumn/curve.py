@@ -36,14 +36,36 @@ CURVE_BITS = 57
 NAN_FLAG = 1 << 61
 
 
-def quantised_ranks(values: pa.ChunkedArray | pa.Array, bits: int) -> np.ndarray:
-    """Each value's rank among ``values`` (ties: the lowest; nulls last) scaled to ``bits`` bits."""
+def quantised_ranks(
+    values: pa.ChunkedArray | pa.Array, bits: int, reference: pa.ChunkedArray | pa.Array | None = None
+) -> np.ndarray:
+    """Each value's rank among ``reference`` (default: ``values``) — how many are below it; nulls
+    above every value — as a share of them scaled to ``bits`` bits."""
     n = len(values)
+    below = _below(values, values)
+    if reference is not None:
+        # Below in values and reference together, less below in values alone.
+        ref = reference.cast(values.type)
+        chunks = [*_chunks(values), *_chunks(ref)]
+        below = _below(pa.chunked_array(chunks, values.type), values) - below
+        n = len(ref)
     if n == 0:
-        return np.zeros(0, dtype=np.uint64)
+        return np.zeros(len(values), dtype=np.uint64)
+    top = np.uint64((1 << bits) - 1)  # a value above every reference value: the last step
+    return np.minimum(((below.astype(np.float64) / n) * float(1 << bits)).astype(np.uint64), top)
+
+
+def _chunks(values: pa.ChunkedArray | pa.Array) -> list[pa.Array]:
+    return list(values.chunks) if isinstance(values, pa.ChunkedArray) else [values]
+
+
+def _below(values: pa.ChunkedArray | pa.Array, first: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    """Per one of the first ``len(first)`` values, how many of ``values`` sort below it (nulls last)."""
+    if len(values) == 0:
+        return np.zeros(0, dtype=np.int64)
     ranks = pc.rank(values, sort_keys="ascending", tiebreaker="min")  # nulls last (the default)
-    r = np.asarray(ranks.to_numpy(zero_copy_only=False), dtype=np.uint64) - np.uint64(1)
-    return ((r.astype(np.float64) / n) * float(1 << bits)).astype(np.uint64)
+    r = np.asarray(ranks.to_numpy(zero_copy_only=False), dtype=np.int64) - 1
+    return r[: len(first)]
 
 
 def z_order(coordinates: Sequence[np.ndarray], bits: int) -> np.ndarray:
@@ -65,11 +87,22 @@ def nan_rows(table: pa.Table, columns: Sequence[str]) -> np.ndarray:
     return out
 
 
-def cells(table: pa.Table, indexed: Sequence[str], stored: Sequence[str], weights: np.ndarray) -> pa.Array:
+def cells(
+    table: pa.Table,
+    indexed: Sequence[str],
+    stored: Sequence[str],
+    weights: np.ndarray,
+    reference: pa.Table | None = None,
+) -> pa.Array:
     """The ``_cell`` of every row of ``table``: the NaN flag (a NaN in one of the ``stored``
-    columns), the weight's tier, then the Z-order of the ``indexed`` columns' ranks."""
+    columns), the weight's tier, then the Z-order of the ``indexed`` columns' ranks (among
+    the rows of ``reference``, default ``table``)."""
     bits = CURVE_BITS // len(indexed)
-    z = z_order([quantised_ranks(table.column(c), bits) for c in indexed], bits)
+    ranks = [
+        quantised_ranks(table.column(c), bits, None if reference is None else reference.column(c))
+        for c in indexed
+    ]
+    z = z_order(ranks, bits)
     cell = (tiers(weights).astype(np.uint64) << np.uint64(CURVE_BITS)) | z
     cell |= nan_rows(table, stored).astype(np.uint64) << np.uint64(61)
     return pa.array(cell.astype(np.int64), pa.int64())

@@ -2,30 +2,32 @@
 
 Entries are ``(indexed…, included…, record_key…, _weight, _cell, _file_id, _row, _version,
 _op)``: the row-address entry format (:mod:`lakehouse_index.kinds.entries`) with two more
-columns before the address, so the LSM merge, lineage remap, row-level deletes (DEL
+columns before the address, so the build, LSM merge, lineage remap, row-level deletes (DEL
 entries), optimize and purge of :class:`~lakehouse_index.kinds.secondary.SecondaryKind`
-apply unchanged. Files are sorted by ``_cell`` (weight tier, then a Z-order curve of the
-indexed columns: :mod:`.curve`) and cut into row groups of the spec's ``block_rows`` rows,
-whose Parquet statistics of every indexed column and of ``_weight`` are what queries
-prune by (``query.index_scan``).
+apply unchanged, on either executor. Files are sorted by ``_cell`` (weight tier, then a
+Z-order curve of the indexed columns: :mod:`.curve`) and cut into row groups of at most the
+spec's ``block_rows`` rows where the cell's high bits change (whole boxes of the curve),
+whose Parquet statistics of every indexed column and of ``_weight`` are what queries prune
+by (``query.index_scan``).
 
-Entries are computed in this process (pyarrow): the weights and the curve are numpy code
-the Spark executor does not run; optimizes too (the layout's block size is the
-in-process writer's). Spark building is not done for this kind.
+Weights and cells are numpy code (:func:`with_cells`) run on the entries batch by batch
+(:meth:`~lakehouse_index.kinds.base.Executor.map_batches`: in process, or in Spark's
+tasks), so both executors store the same weights. The curve's ranks are taken against a
+uniform sample of the indexed columns of the rows written (every row up to
+:data:`REFERENCE_ROWS`), collected once, so every batch of a Spark job places rows on one
+curve.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable
+import functools
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from lakehouse_index.errors import InvalidIndexSpecError
-from lakehouse_index.kinds.base import Access, BuildContext, Executor, IndexWork, WriteTimeEntries
+from lakehouse_index.kinds.base import Access, Executor, Frame, WriteTimeEntries
 from lakehouse_index.kinds.columns import require_columns
-from lakehouse_index.kinds.derived import indexed_columns
 from lakehouse_index.kinds.entries import FILE_ID, META_COLUMNS, ROW, VERSION, entry_table, index_schema
 from lakehouse_index.kinds.layout import Layout
 from lakehouse_index.kinds.multicolumn.curve import CELL, cells
@@ -33,7 +35,6 @@ from lakehouse_index.kinds.multicolumn.spec import MultiColumnIndex
 from lakehouse_index.kinds.multicolumn.weights import WEIGHT, weights
 from lakehouse_index.kinds.secondary import SecondaryKind
 from lakehouse_index.kinds.skipping.hashing import encoding
-from lakehouse_index.log.entry import Content, IndexFile, LogEntry, SourceState
 from lakehouse_index.source import Snapshot
 from lakehouse_index.spec import IndexSpec
 
@@ -52,17 +53,25 @@ def multicolumn_schema(spec: IndexSpec, snapshot: Snapshot) -> pa.Schema:
     return base.insert(at + 1, pa.field(CELL, pa.int64(), nullable=False))
 
 
-def with_cells(spec: MultiColumnIndex, entries: pa.Table, schema: pa.Schema) -> pa.Table:
-    """``entries`` (the spec's columns and the address) with each row's weight and cell, in ``schema``."""
+#: Rows of the indexed columns the curve's ranks are taken against (a uniform sample of the
+#: rows written when they are more): about 0.1% of an indexed column per rank step at most.
+REFERENCE_ROWS = 1 << 17
+
+
+def with_cells(
+    spec: MultiColumnIndex, entries: pa.Table, schema: pa.Schema, reference: pa.Table | None = None
+) -> pa.Table:
+    """``entries`` (the spec's columns and the address) with each row's weight and cell, in
+    ``schema``; the curve's ranks are against ``reference`` (rows of the indexed columns;
+    default: ``entries`` themselves). Values are cast to ``schema`` first, so the weights do
+    not depend on the types an executor read them as."""
+    base = pa.schema([f for f in schema if f.name not in EXTRA_COLUMNS])
+    entries = entries.select(base.names).cast(base)
     w = weights(entries, spec.columns)
     at = len(spec.columns)
     out = entries.add_column(at, WEIGHT, pa.array(w, pa.float64()))
-    out = out.add_column(at + 1, CELL, cells(entries, spec.indexed, spec.columns, w))
+    out = out.add_column(at + 1, CELL, cells(entries, spec.indexed, spec.columns, w, reference))
     return out.select(schema.names).cast(schema)
-
-
-def _local(ctx: BuildContext) -> Callable[[int, pa.Schema], Executor]:
-    return lambda rows, schema: ctx.local
 
 
 class MultiColumnKind(SecondaryKind):
@@ -84,29 +93,26 @@ class MultiColumnKind(SecondaryKind):
                 )
 
     def layout(self, spec: IndexSpec) -> Layout:
-        """Sorted by cell (weight tier, then Z-order), then row address; bounds of the indexed columns."""
+        """Sorted by cell (weight tier, then Z-order), then row address, files holding cell ranges;
+        bounds of the indexed columns."""
         assert isinstance(spec, MultiColumnIndex)
-        return Layout(key=spec.key, sort=(CELL, FILE_ID, ROW, VERSION), group_rows=spec.block_rows)
+        return Layout(
+            key=spec.key,
+            sort=(CELL, FILE_ID, ROW, VERSION),
+            group_rows=spec.block_rows,
+            ranges=(CELL,),
+            aligned=CELL,
+        )
 
-    def index_files(self, ctx: BuildContext, work: IndexWork) -> tuple[IndexFile, ...]:
-        spec = work.spec
+    def entry_schema(self, spec: IndexSpec, snapshot: Snapshot) -> pa.Schema:
+        return multicolumn_schema(spec, snapshot)
+
+    def stored(self, ex: Executor, spec: IndexSpec, entries: Frame, schema: pa.Schema, rows: int) -> Frame:
+        """With weights and cells, ranked against a sample of the rows' indexed columns."""
         assert isinstance(spec, MultiColumnIndex)
-        schema = multicolumn_schema(spec, work.snapshot)
-        parts = [] if work.rows is None or work.rows.num_rows == 0 else [work.rows.cast(schema)]
-        if work.jobs:
-            entries = ctx.local.entries(
-                ctx.source, work.snapshot, indexed_columns(spec, work.snapshot), work.jobs
-            )
-            parts.append(with_cells(spec, entries, schema))
-        if not parts:
-            return ()
-        target = ctx.target(self.layout(spec), schema, work.level, "files")
-        return ctx.local.write(pa.concat_tables(parts), target)
-
-    def optimize(self, ctx: BuildContext, stable: LogEntry, mode: str) -> tuple[SourceState, Content]:
-        """The secondary index's optimize, in this process (its blocks are laid out by it alone)."""
-        local = dataclasses.replace(ctx, executor_for=_local(ctx), compactor_for=_local(ctx))
-        return super().optimize(local, stable, mode)
+        reference = ex.sample(entries, spec.indexed, min(1.0, REFERENCE_ROWS / max(rows, 1)))
+        laid_out = functools.partial(with_cells, spec, schema=schema, reference=reference)
+        return ex.map_batches(entries, laid_out, schema)
 
     def row_entries(
         self, rows: pa.Table, spec: IndexSpec, snapshot: Snapshot, file_id: int, ordinal: int, op: int

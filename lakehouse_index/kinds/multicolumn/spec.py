@@ -21,7 +21,7 @@ class MultiColumnIndex(IndexSpec):
 
     The index holds ``columns`` (indexed), ``included`` and ``record_key`` (payload) and each
     row's address. Rows are laid out by a Z-order curve over the indexed columns inside
-    weight tiers, cut into blocks (row groups) of ``block_rows`` rows, so every indexed
+    weight tiers, cut into blocks (row groups) of at most ``block_rows`` rows, so every indexed
     column's per-block bounds prune. ``record_key``
     (optional) joins the row identity the sampling weight is drawn from (see
     :mod:`lakehouse_index.kinds.multicolumn.weights`).

@@ -29,12 +29,14 @@ curve as one: a range query reads about as little as without tiers.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakehouse_index.errors import QueryError
 from lakehouse_index.kinds.skipping.hashing import hash_pair, hash_values
 
 #: The weight column of the index entries (float64 in [0, 1)).
@@ -76,10 +78,13 @@ def tiers(w: np.ndarray) -> np.ndarray:
 
 
 def check_fraction(fraction: float) -> float:
-    """``fraction`` as a float in [0, 1] (ValueError otherwise)."""
-    f = float(fraction)
-    if not 0.0 <= f <= 1.0:
-        raise ValueError(f"a sample fraction must be in [0, 1], got {fraction!r}")
+    """``fraction`` as a float in (0, 1] (QueryError otherwise: a sample of nothing is no sample)."""
+    try:
+        f = math.nan if isinstance(fraction, (bool, str)) else float(fraction)
+    except (TypeError, ValueError):
+        f = math.nan
+    if not 0.0 < f <= 1.0:
+        raise QueryError(f"a sample fraction must be a number in (0, 1], got {fraction!r}")
     return f
 
 
