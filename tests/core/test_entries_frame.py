@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from core_helpers import CaseSpec, FileSpec, build_case
@@ -12,6 +13,7 @@ from core_helpers import CaseSpec, FileSpec, build_case
 from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.executors import SparkExecutor
 from lakehouse_index.kinds.base import IndexJob
+from lakehouse_index.kinds.derived import IndexedColumns
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -37,7 +39,8 @@ def test_entries_carry_each_jobs_file_id_and_version(spark: SparkSession, tmp_pa
         IndexJob(snap.files[second], 6, 10),
         IndexJob(snap.files[first], 7, 12),
     ]
-    df = SparkExecutor(spark, ExecutorConfig()).entries(source, snap, ["k", "id"], jobs)
+    columns = IndexedColumns(pa.schema([snap.schema.field("k"), snap.schema.field("id")]))
+    df = SparkExecutor(spark, ExecutorConfig()).entries(source, snap, columns, jobs)
     assert df.columns == ["k", "id", "_file_id", "_row", "_version", "_op"]
 
     live = expected.filter(pc.invert(expected["_deleted"])).to_pylist()
