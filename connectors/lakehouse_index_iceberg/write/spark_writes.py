@@ -134,20 +134,41 @@ def open_writes(spark: Any, source: TableSource, tbl: Any) -> IcebergSparkWrites
             "the Spark session is not in pyspark's pinned thread mode (PYSPARK_PIN_THREAD=false), "
             "which marking a MERGE's commit needs"
         )
+    if not _has_commit_properties(spark):
+        raise SparkWriterMissing(
+            f"this Iceberg Spark runtime keeps no per-thread commit properties "
+            f"({COMMIT_METADATA}.COMMIT_PROPERTIES), which marking a MERGE's commit needs"
+        )
     target = spark_table(spark, tbl)
     return IcebergSparkWrites(source, spark, source.snapshot(source.latest_version()), target)
+
+
+def _commit_properties_field(spark: Any) -> Any:
+    """Iceberg's private thread-local of commit properties (``CommitMetadata.COMMIT_PROPERTIES``)."""
+    field = spark._jvm.java.lang.Class.forName(COMMIT_METADATA).getDeclaredField("COMMIT_PROPERTIES")
+    field.setAccessible(True)
+    return field.get(None)
+
+
+def _has_commit_properties(spark: Any) -> bool:
+    """Whether the runtime has the private field :func:`_commit_properties` sets (a later
+    Iceberg release may rename it: the write then falls back, saying so)."""
+    from py4j.protocol import Py4JError
+
+    try:
+        _commit_properties_field(spark)
+    except Py4JError:
+        return False
+    return True
 
 
 @contextmanager
 def _commit_properties(spark: Any, properties: Mapping[str, str]) -> Iterator[None]:
     """Iceberg's commit properties of this thread set to ``properties`` inside (as its
     ``CommitMetadata.withCommitProperties`` does around a JVM callable), restored after."""
-    jvm = spark._jvm
-    field = jvm.java.lang.Class.forName(COMMIT_METADATA).getDeclaredField("COMMIT_PROPERTIES")
-    field.setAccessible(True)
-    local = field.get(None)
+    local = _commit_properties_field(spark)
     prior = local.get()
-    values = jvm.java.util.HashMap()
+    values = spark._jvm.java.util.HashMap()
     for key, value in properties.items():
         values.put(key, value)
     local.set(values)
