@@ -199,6 +199,11 @@ class IndexFile:
     max_ordinal: int | None = None
     bucket: int | None = None
 
+    def newer_than(self, cap: int) -> bool:
+        """Whether every entry of this delta file is stamped after ordinal ``cap`` (a read at
+        ``cap`` skips the file)."""
+        return self.level is Level.DELTA and self.min_ordinal is not None and self.min_ordinal > cap
+
 
 @dataclass(frozen=True)
 class Content:

@@ -26,7 +26,7 @@ from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.io.parallel import shared_pool
 from lakehouse_index.kinds import keys as K
 from lakehouse_index.kinds.entries import VERSION
-from lakehouse_index.log.entry import IndexFile, Level
+from lakehouse_index.log.entry import IndexFile
 
 
 @dataclass(frozen=True)
@@ -340,7 +340,7 @@ def read_entries(
     stats.files_considered += len(root.files)
     todo: list[tuple[str, IndexFile, list[int], Selection]] = []
     for f in (root.files[i] for i in root.candidates(keys)):
-        if f.level is Level.DELTA and f.min_ordinal is not None and f.min_ordinal > cap:
+        if f.newer_than(cap):
             continue
         if buckets is not None and f.bucket is not None and f.bucket not in buckets:
             continue

@@ -197,7 +197,7 @@ def pick_groups(
         groups = _file_groups(storage, join_uri(index_dir, f.path), f.size, columns)
         n = len(groups.unknown)
         total += n
-        if f.level is Level.DELTA and f.min_ordinal is not None and f.min_ordinal > cap:
+        if f.newer_than(cap):
             continue
         keep = np.ones(n, dtype=bool)
         if predicate is not None and n:

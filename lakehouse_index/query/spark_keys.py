@@ -30,7 +30,7 @@ from lakehouse_index.io import Storage
 from lakehouse_index.kinds.base import kind_of
 from lakehouse_index.kinds.derived import IndexedColumns, indexed_columns
 from lakehouse_index.kinds.entries import FILE_ID, ROW, VERSION
-from lakehouse_index.log.entry import Level, LogEntry
+from lakehouse_index.log.entry import LogEntry
 from lakehouse_index.query.coverage import Coverage
 from lakehouse_index.query.lookup import FILE, returns_row_ids
 from lakehouse_index.read.datafiles import ROW_COLUMN
@@ -99,11 +99,7 @@ def locate(
     cols = [*spec.key, *spec.record_key]
     out = [*(qcol(c) for c in cols), qcol(FILE), qcol(ROW)]
     parts: list[DataFrame] = []
-    files = [
-        f
-        for f in entry.content.files
-        if not (f.level is Level.DELTA and f.min_ordinal is not None and f.min_ordinal > cov.cap)
-    ]
+    files = [f for f in entry.content.files if not f.newer_than(cov.cap)]
     if cov.answered and files:
         executor = SparkExecutor(spark, ExecutorConfig())
         raw = executor.read_index(storage, index_dir, files).filter(F.col(VERSION) <= cov.cap)

@@ -34,7 +34,7 @@ from lakehouse_index.expressions import Predicate
 from lakehouse_index.io import Storage
 from lakehouse_index.kinds.entries import FILE_ID, ROW, VERSION
 from lakehouse_index.kinds.multicolumn.weights import WEIGHT, in_sample
-from lakehouse_index.log.entry import Level, LogEntry
+from lakehouse_index.log.entry import LogEntry
 from lakehouse_index.query.coverage import Coverage
 from lakehouse_index.read.datafiles import ROW_COLUMN
 from lakehouse_index.read.spark_read import arrow_to_spark_type, local_frame, spark_frame
@@ -115,11 +115,7 @@ def index_sample(
 
     out_cols = _columns(target, columns)
     parts: list[DataFrame] = []
-    files = [
-        f
-        for f in entry.content.files
-        if not (f.level is Level.DELTA and f.min_ordinal is not None and f.min_ordinal > cov.cap)
-    ]
+    files = [f for f in entry.content.files if not f.newer_than(cov.cap)]
     if cov.answered and files:
         executor = SparkExecutor(spark, ExecutorConfig())
         raw = executor.read_index(storage, index_dir, files).filter(
