@@ -8,6 +8,7 @@ drives its JVM: not Spark Connect) whose classpath has the format's classes and 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -37,3 +38,9 @@ def first_line(error: BaseException) -> str:
     """The first line of an error's message (Spark's carry a JVM stack trace), or its type's name."""
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+def count_of(values: Mapping[str, Any], name: str) -> int | None:
+    """A row count a Spark writer reported (its metrics, a snapshot summary), or None if it did not."""
+    value = values.get(name)
+    return None if value is None else int(value)

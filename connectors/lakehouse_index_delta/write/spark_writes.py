@@ -22,7 +22,7 @@ from lakehouse_index.errors import WriteRefusedError
 from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.io.uri import local_path
 from lakehouse_index.sink.contract import Commit, SparkWrites
-from lakehouse_index.sink.spark_session import first_line, has_runtime
+from lakehouse_index.sink.spark_session import count_of, first_line, has_runtime
 from lakehouse_index.source import Snapshot, TableSource
 
 #: delta-spark's Scala API class, and the SQL extension its MERGE INTO needs.
@@ -48,11 +48,6 @@ def spark_path(uri: str) -> str:
 
 def _quoted(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
-
-
-def _metric(metrics: Mapping[str, Any], name: str) -> int | None:
-    value = metrics.get(name)
-    return None if value is None else int(value)
 
 
 class DeltaSparkWrites(SparkWrites):
@@ -113,7 +108,7 @@ class DeltaSparkWrites(SparkWrites):
             frame.write.format("delta").mode("append").save(self.path)
         version, info = self._found(token)
         metrics = info.get("operationMetrics") or {}
-        return Commit(version, rows_written=_metric(metrics, "numOutputRows"))
+        return Commit(version, rows_written=count_of(metrics, "numOutputRows"))
 
     def upsert(self, frame: Any, on: Sequence[str]) -> Commit:
         """``MERGE INTO`` the table on equal ``on`` columns: matched rows updated, others inserted."""
@@ -133,6 +128,6 @@ class DeltaSparkWrites(SparkWrites):
         metrics = info.get("operationMetrics") or {}
         return Commit(
             version,
-            rows_written=_metric(metrics, "numTargetRowsInserted"),
-            rows_updated=_metric(metrics, "numTargetRowsUpdated"),
+            rows_written=count_of(metrics, "numTargetRowsInserted"),
+            rows_updated=count_of(metrics, "numTargetRowsUpdated"),
         )

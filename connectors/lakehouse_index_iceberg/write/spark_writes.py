@@ -41,7 +41,7 @@ from typing import Any
 
 from lakehouse_index.errors import WriteRefusedError
 from lakehouse_index.sink.contract import Commit, SparkWriterMissing, SparkWrites
-from lakehouse_index.sink.spark_session import first_line, has_runtime
+from lakehouse_index.sink.spark_session import count_of, first_line, has_runtime
 from lakehouse_index.source import Snapshot, TableSource
 
 #: Iceberg's Spark catalog class, its SQL extension (MERGE INTO needs it) and its commit properties.
@@ -178,11 +178,6 @@ def _commit_properties(spark: Any, properties: Mapping[str, str]) -> Iterator[No
         local.set(prior)
 
 
-def _added_records(summary: Mapping[str, str]) -> int | None:
-    value = summary.get("added-records")
-    return None if value is None else int(value)
-
-
 class IcebergSparkWrites(SparkWrites):
     """Appends and upserts of Spark DataFrames by Iceberg's Spark runtime, in ``spark``, to the
     table Spark names ``target``."""
@@ -231,7 +226,7 @@ class IcebergSparkWrites(SparkWrites):
         with self._refused_unless_committed("append", token):
             frame.writeTo(self.target).option(f"snapshot-property.{TOKEN}", token).append()
         version, summary = self._found(token)
-        return Commit(version, rows_written=_added_records(summary))
+        return Commit(version, rows_written=count_of(summary, "added-records"))
 
     def upsert(self, frame: Any, on: Sequence[str]) -> Commit:
         """``MERGE INTO`` the table on equal ``on`` columns: matched rows updated, others inserted."""
