@@ -212,17 +212,23 @@ def bucketed_frame(
         locations["scratch"] = hadoop_path(scratch)
     table = _register(spark, index_dir, entry, locations, unique=bool(scan))
     key = qcol(spec.key[0])
-    df = spark.table(table).filter(F.col(VERSION) <= cov.cap)
+    # Each filter below is left out when the snapshot's metadata proves it keeps every row:
+    # the three bookkeeping columns then are not even read.
+    df = spark.table(table)
+    files = entry.content.files
+    if any(f.max_ordinal is None or f.max_ordinal > cov.cap for f in files):
+        df = df.filter(F.col(VERSION) <= cov.cap)
     # Rows of files rewritten up to the cap at their new address: a broadcast range join, so
     # the bucketed partitioning stays (a moved row keeps its key, hence its bucket).
     df = SparkExecutor(spark, ctx.config.executor).relocate(df, cov.moves)
-    if any(f.level is Level.DELTA for f in entry.content.files):
+    if any(f.level is Level.DELTA for f in files):  # base files hold PUTs only
         newest = Window.partitionBy(key, F.col(FILE_ID), F.col(ROW)).orderBy(F.desc(VERSION), F.desc(OP))
         df = df.withColumn("__rank", F.row_number().over(newest)).filter(F.col("__rank") == 1).drop("__rank")
-    df = df.filter(F.col(OP) == PUT)
+        df = df.filter(F.col(OP) == PUT)
     rechecked = _rechecked(cov)
-    live = sorted(set(cov.answered) - rechecked) + scratch_ids
-    df = df.filter(F.col(FILE_ID).isin(live))  # a filter keeps the scan's partitioning
+    live = set(cov.answered) - rechecked
+    if not {f.id for f in entry.source.files} <= live:  # the file-id map names every indexed file
+        df = df.filter(F.col(FILE_ID).isin(sorted(live) + scratch_ids))  # keeps the scan's partitioning
     deleted = [
         (fid, int(pos))
         for fid in sorted(cov.filter_deletes - rechecked)
