@@ -25,7 +25,7 @@ from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.faults import crash_point
 from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.kinds.base import WriteTarget, relative_to
-from lakehouse_index.kinds.entries import OP, VERSION, take_rows
+from lakehouse_index.kinds.entries import FILE_ID, OP, VERSION, take_rows
 from lakehouse_index.kinds.keys import file_bounds
 from lakehouse_index.kinds.layout import BUCKET_COLUMN, bucket_file_name, bucket_from_path, bucket_ids
 from lakehouse_index.log.entry import IndexFile
@@ -213,10 +213,11 @@ def write_entries(
     way, and so do the distributed append's Spark tasks (each its own files).
 
     ``in_address_order``: the entries come ordered by row address and share one version,
-    so a (stable) sort by the key columns alone gives the layout's order.
+    so a (stable) sort by the layout's columns ahead of the address gives the layout's order.
     """
     layout = target.layout
-    order = [(c, "ascending") for c in (layout.key if in_address_order else layout.sort)]
+    sort = layout.sort[: layout.sort.index(FILE_ID)] if in_address_order else layout.sort
+    order = [(c, "ascending") for c in sort]
     bucket_col = None
     if layout.buckets is not None:
         bucket_col = BUCKET_COLUMN

@@ -20,6 +20,7 @@ from deltalake import DeltaTable, write_deltalake
 
 import lakehouse_index as li
 from lakehouse_index.io.uri import local_path
+from lakehouse_index.kinds.multicolumn.weights import weights
 from lakehouse_index.workflows.direct_append import NOT_INCREMENTAL, NOT_WRITE_TIME
 from lakehouse_index.workflows.reports import Action
 from tests.api.iceberg_index_support import sql_catalog
@@ -57,6 +58,11 @@ def _indexes(t: li.Table) -> None:
     t.create_index(li.CoveringIndex("cov", indexed="k2", included=["v"], num_buckets=3))
     t.create_index(li.SkippingIndex("skip_v", columns=["v"]))
     t.create_index(li.SecondaryIndex("by_v_quick", key="v", auto_refresh="quick"))
+    t.create_index(li.MultiColumnIndex("mc", columns=MC_INDEXED, included=["id"], block_rows=64))
+
+
+#: The multi-column index's columns; its rows' weights hash these and ``id`` (its included column).
+MC_INDEXED = ["v", "k2"]
 
 
 def _frame(spark: Any, records: list[tuple[Any, ...]], partitions: int) -> Any:
@@ -73,11 +79,16 @@ def _check(t: li.Table, version: Any, oracle: pa.Table) -> None:
     located = t.locate("by_k", ["a", "d"], version_as_of=version)
     want = oracle.filter(pc.is_in(oracle["k"], pa.array(["a", "d"])))
     assert multiset(located, ["k"]) == multiset(want, ["k"]), version
+    # The multi-column index's sample: the rows whose weights (a hash of its columns) pass the
+    # fraction. A sample by scanning hashes every column, so this equality holds only when the
+    # index answers, with an entry (and the weight the build would give) for every live row.
+    sampled = oracle.filter(pa.array(weights(oracle, (*MC_INDEXED, "id")) < 0.4))
+    assert multiset(t.sample(0.4, version_as_of=version), SCHEMA.names) == multiset(sampled, SCHEMA.names)
 
 
 def _index_files_sorted(t: li.Table) -> None:
-    """Every index file the jobs wrote is in its layout's order (key, then row address)."""
-    for name, key in (("by_k", ["k"]), ("by_kk", ["k", "k2"]), ("cov", ["k2"])):
+    """Every index file the jobs wrote is in its layout's order (key or curve cell, then row address)."""
+    for name, key in (("by_k", ["k"]), ("by_kk", ["k", "k2"]), ("cov", ["k2"]), ("mc", ["_cell"])):
         log = t.context.log(name)
         entry = log.latest_stable()
         assert entry is not None
@@ -94,7 +105,7 @@ def _index_files_sorted(t: li.Table) -> None:
 
 def _reports_ok(result: li.WriteResult) -> None:
     by = {r.name: r for r in result.indexes}
-    for name in ("by_k", "by_kk", "cov"):
+    for name in ("by_k", "by_kk", "cov", "mc"):
         assert by[name].action is Action.WRITE_JOB, by[name]
         assert by[name].indexed_version == result.table_version
         assert by[name].entries_written == result.rows_written

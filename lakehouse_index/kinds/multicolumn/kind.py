@@ -28,12 +28,13 @@ import pyarrow as pa
 from lakehouse_index.errors import InvalidIndexSpecError
 from lakehouse_index.kinds.base import Access, Executor, Frame, WriteTimeEntries
 from lakehouse_index.kinds.columns import require_columns
+from lakehouse_index.kinds.derived import IndexedColumns, indexed_columns
 from lakehouse_index.kinds.entries import FILE_ID, META_COLUMNS, ROW, VERSION, entry_table, index_schema
 from lakehouse_index.kinds.layout import Layout
 from lakehouse_index.kinds.multicolumn.curve import CELL, cells
 from lakehouse_index.kinds.multicolumn.spec import MultiColumnIndex
 from lakehouse_index.kinds.multicolumn.weights import WEIGHT, weights
-from lakehouse_index.kinds.secondary import SecondaryKind
+from lakehouse_index.kinds.secondary import SecondaryKind, derived_put_entries
 from lakehouse_index.kinds.skipping.hashing import encoding
 from lakehouse_index.source import Snapshot
 from lakehouse_index.spec import IndexSpec
@@ -72,6 +73,18 @@ def with_cells(
     out = entries.add_column(at, WEIGHT, pa.array(w, pa.float64()))
     out = out.add_column(at + 1, CELL, cells(entries, spec.indexed, spec.columns, w, reference))
     return out.select(schema.names).cast(schema)
+
+
+def _written_entries(
+    spec: MultiColumnIndex,
+    stored: IndexedColumns,
+    schema: pa.Schema,
+    rows: pa.Table,
+    file_id: int,
+    ordinal: int,
+) -> pa.Table:
+    """The entries of one written file's ``rows`` (the stored columns' sources and ``_row``)."""
+    return with_cells(spec, derived_put_entries(stored, rows, file_id, ordinal), schema)
 
 
 class MultiColumnKind(SecondaryKind):
@@ -122,8 +135,17 @@ class MultiColumnKind(SecondaryKind):
         return with_cells(spec, entries, multicolumn_schema(spec, snapshot))
 
     def write_time_entries(self, spec: IndexSpec, snapshot: Snapshot) -> WriteTimeEntries | None:
-        """None: the write's tasks do not compute weights and cells; the index follows by refresh."""
-        return None
+        """The secondary index's entries of a written file with their weights and cells, the
+        curve ranked against the file's own rows (the bounds queries prune by are exact either way)."""
+        assert isinstance(spec, MultiColumnIndex)
+        stored = indexed_columns(spec, snapshot)
+        schema = multicolumn_schema(spec, snapshot)
+        return WriteTimeEntries(
+            columns=tuple(stored.sources),
+            layout=self.layout(spec),
+            schema=schema,
+            entries=functools.partial(_written_entries, spec, stored, schema),
+        )
 
     def access(self, spec: IndexSpec, predicate: Predicate) -> Access:
         """Keys pinned on every indexed column are lookups; any predicate on the index's columns
