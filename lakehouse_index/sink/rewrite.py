@@ -70,10 +70,13 @@ def plan_rewrite(
     source: TableSource, snapshot: Snapshot, entry: FileEntry, positions: np.ndarray
 ) -> FileRewrite:
     """The rewrite of ``entry`` without the live rows at ``positions`` (row positions in the file)."""
-    one = [snapshot.columns[0].name]  # any column: only the live positions are wanted
-    live = read_file(source, snapshot, entry, columns=one, with_positions=True)[ROW_COLUMN].to_numpy()
-    erase = np.isin(live, positions)
     physical, compression, int96 = read_physical(source, entry)
+    if entry.deletes is None and not entry.equality_deletes:  # every row of the file is live
+        live = np.arange(physical.num_rows, dtype=np.int64)
+    else:
+        one = [snapshot.columns[0].name]  # any column: only the live positions are wanted
+        live = read_file(source, snapshot, entry, columns=one, with_positions=True)[ROW_COLUMN].to_numpy()
+    erase = np.isin(live, positions)
     return FileRewrite(
         entry=entry,
         kept=physical.take(pa.array(live[~erase])),
