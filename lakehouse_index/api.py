@@ -43,7 +43,7 @@ from lakehouse_index.query.index_queries import Keys, Where
 from lakehouse_index.read.scan import scan_files, scan_snapshot
 from lakehouse_index.registry import open_source
 from lakehouse_index.sink.contract import WriteMode
-from lakehouse_index.sink.rewrite import Rewritten
+from lakehouse_index.sink.rewrite import Rewritten, WriteLineage
 from lakehouse_index.source import Snapshot, TableSource
 from lakehouse_index.spec import IndexSpec
 from lakehouse_index.workflows import sync, verify, versions, writes
@@ -303,7 +303,7 @@ class Table:
             spark=spark,
             remap=remap,
             local_max_rows=local_max_rows,
-            rewritten=rewritten,
+            lineage=WriteLineage(rewritten=rewritten or {}),
         )
         return self.context.info(entry)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from lakehouse_index.actions.modes import RefreshMode, parse_mode
@@ -14,7 +13,7 @@ from lakehouse_index.log.entry import LogEntry, Operation
 from lakehouse_index.log.lifecycle import OpContext, OpResult, run_operation
 from lakehouse_index.maintenance import refresh
 from lakehouse_index.maintenance.build import full_build
-from lakehouse_index.sink.rewrite import Rewritten
+from lakehouse_index.sink.rewrite import WriteLineage
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -34,13 +33,14 @@ def refresh_index(
     spark: SparkSession | None = None,
     remap: bool = True,
     local_max_rows: int | None = None,
-    rewritten: Mapping[str, Rewritten] | None = None,
+    lineage: WriteLineage | None = None,
 ) -> LogEntry:
     """Bring index ``name`` up to the table's latest version; the latest entry afterwards.
 
-    See :meth:`lakehouse_index.Table.refresh_index` for the modes, ``remap`` and
-    ``rewritten``. A refresh with nothing to do (another writer got there first) writes
-    nothing; a spec the table no longer fits is refused before anything is written.
+    See :meth:`lakehouse_index.Table.refresh_index` for the modes and ``remap``;
+    ``lineage``: what the write that made the commit knows of its rows (:class:`WriteLineage`).
+    A refresh with nothing to do (another writer got there first) writes nothing; a spec the
+    table no longer fits is refused before anything is written.
     """
     how = parse_mode(RefreshMode, mode, "refresh")
     log = ctx.log(name)
@@ -63,7 +63,7 @@ def refresh_index(
             return OpResult(stable.source, stable.content, refresh.quick(ctx.source, stable, target))
         build = build_context(ctx, log.index_dir, op.data_uri, spark, local_max_rows)
         if how is RefreshMode.INCREMENTAL:
-            state, content = refresh.incremental(build, stable, target, remap=remap, rewritten=rewritten)
+            state, content = refresh.incremental(build, stable, target, remap=remap, lineage=lineage)
         else:
             state, content = full_build(build, stable.spec, target, stable.source)
         return OpResult(state, content)

@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyroaring import BitMap64
 
 from lakehouse_index.config import ExecutorConfig
@@ -49,11 +50,11 @@ from lakehouse_index.kinds.columns import changed_columns, column_identities
 from lakehouse_index.kinds.derived import indexed_columns
 from lakehouse_index.kinds.entries import DEL, PUT
 from lakehouse_index.log.entry import Content, IndexFile, Level, LogEntry, Pending, SourceFile, SourceState
-from lakehouse_index.maintenance import lineage
+from lakehouse_index.maintenance import lineage as lineage_remap
 from lakehouse_index.maintenance.build import full_build, source_file
 from lakehouse_index.read.datafiles import ROW_COLUMN, read_file
 from lakehouse_index.read.deletes import equality_delete_mask
-from lakehouse_index.sink.rewrite import Rewritten
+from lakehouse_index.sink.rewrite import WriteLineage
 from lakehouse_index.source import Change, FileEntry, Snapshot, TableSource
 from lakehouse_index.spec import IndexSpec
 
@@ -82,7 +83,7 @@ def replay(
     remap: bool = True,
     config: ExecutorConfig = ExecutorConfig(),
     written: Mapping[str, int] | None = None,
-    rewritten: Mapping[str, Rewritten] | None = None,
+    lineage: WriteLineage | None = None,
 ) -> _Replay:
     """Apply ``changes`` to the stable entry's file map; collect index jobs and row-level entries.
 
@@ -92,8 +93,11 @@ def replay(
     moved unchanged keep their entries; only the rest of such files is indexed.
     ``written`` maps paths of added files whose entries are already written (by the
     write that added them) to the file ids those entries carry: they get no job.
+    ``lineage``: what the write of these commits knows of its rows (files it rewrote, rows it
+    removed), used instead of reading them.
     """
     written = written or {}
+    lineage = lineage or WriteLineage()
     state = _Replay(
         files={f.id: f for f in stable.source.files},
         live={f.path: f.id for f in stable.source.files if f.removed_ordinal is None},
@@ -123,17 +127,17 @@ def replay(
             added.append((fid, fe))
         placed: frozenset[str] = frozenset()
         if remap and kind.row_level and removed and added:
-            known = lineage.known_remap(removed, added, rewritten or {})
+            known = lineage_remap.known_remap(removed, added, lineage.rewritten)
             rest_removed = [(fid, fe) for fid, fe in removed if fid not in known.moves]
             rest_added = [(fid, fe) for fid, fe in added if fe.path not in known.placed]
             try:
-                rw = lineage.remap_commit(
+                rw = lineage_remap.remap_commit(
                     source, target, kind, spec, rest_removed, rest_added, change.ordinal, config
                 )
             except TableFormatError:
                 # A removed file (or its deletion vector) is gone: the table was vacuumed
                 # after this commit. The added files are indexed the ordinary way instead.
-                rw = lineage.Remap()
+                rw = lineage_remap.Remap()
             for fid, moves in {**known.moves, **rw.moves}.items():
                 state.files[fid] = replace(state.files[fid], moves=moves)
             state.row_entries += rw.entries
@@ -147,7 +151,10 @@ def replay(
             if gone(dc.after.path):  # vacuumed since: its entries stop answering from here on
                 _remove(state, dc.after.path, change.ordinal)
                 continue
-            _deletes_changed(state, source, target, kind, spec, dc.before, dc.after, change.ordinal)
+            known_rows = lineage.removed.get(dc.after.path)
+            _deletes_changed(
+                state, source, target, kind, spec, dc.before, dc.after, change.ordinal, known_rows
+            )
     return state
 
 
@@ -185,6 +192,7 @@ def _deletes_changed(
     before: FileEntry,
     after: FileEntry,
     ordinal: int,
+    known_rows: pa.Table | None = None,
 ) -> None:
     """Entries for the rows whose deletion changed in a covered file, and its new map record.
 
@@ -192,7 +200,8 @@ def _deletes_changed(
     position deletes and by its applied equality deletes (``SourceFile.equality_applied``).
     A new equality delete on record-key columns is applied (its rows get DEL entries);
     one on other columns is verified at read. Rows that come back (RESTORE, rollback)
-    get PUT entries.
+    get PUT entries. ``known_rows``: rows of the file a write removed (columns and ``_row``),
+    whose tombstones are taken from them when they hold every newly deleted position.
     """
     fid = state.live.get(after.path)
     if fid is None:
@@ -210,9 +219,13 @@ def _deletes_changed(
             new |= _equality_deleted(source, target, after, applied_after)
         for positions, op in ((new - old, DEL), (old - new, PUT)):
             if positions:
-                state.row_entries.append(
-                    _row_entries(source, target, kind, spec, after, positions, fid, ordinal, op)
-                )
+                rows = _known(known_rows, positions, spec, target) if op == DEL else None
+                if rows is None:
+                    state.row_entries.append(
+                        _row_entries(source, target, kind, spec, after, positions, fid, ordinal, op)
+                    )
+                else:
+                    state.row_entries.append(kind.row_entries(rows, spec, target, fid, ordinal, op))
     state.files[fid] = replace(
         sf,
         deletes_id=after.deletes.id if after.deletes else None,
@@ -252,6 +265,25 @@ def _equality_deleted(
     mask = equality_delete_mask(source, target, only, rows)
     assert mask is not None
     return BitMap64(rows[ROW_COLUMN].to_numpy()[mask].tolist())
+
+
+def _known(
+    known_rows: pa.Table | None, positions: object, spec: IndexSpec, target: Snapshot
+) -> pa.Table | None:
+    """The rows at ``positions`` (with the spec's source columns and ``_row``) from a write's
+    ``known_rows``; None when they do not hold them all."""
+    if known_rows is None:
+        return None
+    sources = indexed_columns(spec, target).sources
+    if not set(sources) <= set(known_rows.column_names):
+        return None
+    pos = np.fromiter(positions, dtype=np.int64)  # type: ignore[call-overload]
+    at = known_rows[ROW_COLUMN].to_numpy()
+    hit = np.isin(at, pos)
+    if int(hit.sum()) != len(pos) or len(np.unique(at[hit])) != len(pos):
+        return None
+    rows = known_rows.filter(pa.array(hit)).select([*sources, ROW_COLUMN])
+    return rows.take(pc.sort_indices(rows[ROW_COLUMN]))
 
 
 def _row_entries(
@@ -299,7 +331,7 @@ def incremental(
     *,
     remap: bool = True,
     written: Written | None = None,
-    rewritten: Mapping[str, Rewritten] | None = None,
+    lineage: WriteLineage | None = None,
 ) -> tuple[SourceState, Content]:
     """Apply every commit in (indexed version, target] to the index as new delta files.
 
@@ -309,8 +341,9 @@ def incremental(
     ``remap=False`` indexes every added file from its key columns (no lineage remap).
     ``written``: entries of added files already written by the write that added them;
     those files are recorded in the file-id map under the ids the entries carry and not
-    read again. ``rewritten``: files the caller rewrote itself, with their alignment
-    (:class:`Rewritten`, by added path): placed without reading (see :func:`replay`).
+    read again. ``lineage``: what the write that made the commits knows of its rows
+    (:class:`WriteLineage`: files it rewrote, placed without reading; rows it removed, whose
+    tombstones need no read; see :func:`replay`).
     """
     spec = stable.spec
     kind = kind_of(spec)
@@ -344,7 +377,7 @@ def incremental(
         remap=remap,
         config=ctx.config,
         written=written.file_ids if written else None,
-        rewritten=rewritten,
+        lineage=lineage,
     )
     rows = pa.concat_tables(state.row_entries) if state.row_entries else None
     new_files = (

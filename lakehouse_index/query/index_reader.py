@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 
 from lakehouse_index.config import SizedCache
 from lakehouse_index.io import Storage, join_uri
-from lakehouse_index.io.parallel import shared_pool
+from lakehouse_index.io.parallel import DECODE_THREADS, shared_pool
 from lakehouse_index.kinds import keys as K
 from lakehouse_index.kinds.entries import VERSION
 from lakehouse_index.log.entry import IndexFile
@@ -329,9 +329,10 @@ def read_entries(
     in ``schema`` (the ``columns`` of it, which hold the key columns and ``_version``).
 
     Each candidate file is read once: the row groups that may hold a key, in one call, then
-    matched against the keys within those groups' bounds (a slice of the sorted keys). On an
-    object store the files are read concurrently (each waits on requests); on a local disk
-    one after the other (pyarrow decodes a file's columns on its own threads).
+    matched against the keys within those groups' bounds (a slice of the sorted keys). Files
+    are read concurrently: up to 8 at once on an object store (each waits on requests), one
+    per core on a local disk (50,000 keys spread over a 10M-row index of 41 files: 0.57 s one
+    file after the other, 0.48 s two at once on 2 cores).
 
     ``buckets``: for bucketed (covering) indexes, the only buckets that can hold the keys.
     """
@@ -357,8 +358,9 @@ def read_entries(
         uri, f, groups, selection = item
         return selection.select(FOOTERS.open(storage, uri, f.size).read_row_groups(groups, columns=wanted))
 
-    if len(todo) > 1 and storage.concurrent_reads:
-        found = list(shared_pool("index-files", 8).map(one, todo))
+    if len(todo) > 1:
+        workers = 8 if storage.concurrent_reads else DECODE_THREADS
+        found = list(shared_pool("index-files", workers).map(one, todo))
     else:
         found = [one(item) for item in todo]
     parts = [t for t in found if t.num_rows]

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -34,6 +34,21 @@ class Rewritten:
 
     old: str
     kept: np.ndarray
+
+
+@dataclass(frozen=True)
+class WriteLineage:
+    """What a write of this package knows of the rows it changed, for the refresh that follows it.
+
+    ``rewritten``: the data files it rewrote, by added path (:class:`Rewritten`): placed without
+    reading them. ``removed``: rows it removed (marked deleted or left out of a rewrite), by the
+    path of the file that held them: the columns it had read of them and their positions
+    (``_row``); an index whose columns they hold takes its tombstones from them instead of
+    reading the positions again (a row at a position of a data file never changes).
+    """
+
+    rewritten: Mapping[str, Rewritten] = field(default_factory=dict)
+    removed: Mapping[str, pa.Table] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakehouse_index.context import IndexContext
 from lakehouse_index.expressions import Predicate
@@ -62,6 +63,20 @@ class Located:
         starts = np.flatnonzero(np.r_[True, files[1:] != files[:-1]])
         ends = [*starts[1:].tolist(), len(files)]
         return {str(files[s]): np.sort(rows[s:e]) for s, e in zip(starts.tolist(), ends, strict=True)}
+
+    def by_file(self) -> dict[str, pa.Table]:
+        """The rows (their columns and ``_row``) by data file path."""
+        if self.rows.num_rows == 0:
+            return {}
+        encoded = pc.dictionary_encode(self.rows[FILE]).combine_chunks()
+        codes = encoded.indices.to_numpy()
+        order = np.argsort(codes, kind="stable")
+        bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1))
+        rows = self.rows.drop_columns([FILE])
+        return {
+            str(path): rows.take(pa.array(order[bounds[i] : bounds[i + 1]]))
+            for i, path in enumerate(encoded.dictionary.to_pylist())
+        }
 
     def table_rows(self) -> pa.Table:
         """The rows without ``_file`` and ``_row``."""

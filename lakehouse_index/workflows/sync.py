@@ -14,7 +14,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -25,7 +25,7 @@ from lakehouse_index.errors import ConcurrentIndexUpdate, IndexBusyError, IndexM
 from lakehouse_index.faults import crash_point
 from lakehouse_index.log.entry import IndexState, LogEntry
 from lakehouse_index.log.store import IndexLog
-from lakehouse_index.sink.rewrite import Rewritten
+from lakehouse_index.sink.rewrite import WriteLineage
 from lakehouse_index.spec import AutoRefresh
 from lakehouse_index.workflows.reports import Action, IndexReport, SyncResult, failure_message
 
@@ -151,16 +151,16 @@ def maintain_index(
     wait_for_busy: bool = True,
     spark: SparkSession | None = None,
     latest: _Latest | None = None,
-    rewritten: Mapping[str, Rewritten] | None = None,
+    lineage: WriteLineage | None = None,
 ) -> IndexReport:
     """Apply index ``name``'s policy to the commits it has not seen; never raises for a failed refresh.
 
     ``wait_for_busy``: when another process holds the index (its transient entry is the
     latest), wait up to :data:`BUSY_TIMEOUT_S` and retry (writes); otherwise report
     ``RACED`` at once (the watcher re-checks on its next poll). ``latest``: the table's
-    latest version as the caller just read it (read here when not given). ``rewritten``: data
-    files a writer rewrote itself and where their rows came from (an incremental refresh places
-    them without reading them).
+    latest version as the caller just read it (read here when not given). ``lineage``: what a
+    write of this package knows of the rows it changed (an incremental refresh places its
+    rewritten files without reading them, and takes tombstones from its removed rows).
     """
     start = time.perf_counter()
     log = ctx.log(name)
@@ -206,9 +206,7 @@ def maintain_index(
             action = Action.NOTHING if current.id == before.id else Action.RACED
             return report(action, current, latest)
         try:
-            refresh_index(
-                ctx, name, mode, spark=spark, rewritten=rewritten if mode == "incremental" else None
-            )
+            refresh_index(ctx, name, mode, spark=spark, lineage=lineage if mode == "incremental" else None)
         except ConcurrentIndexUpdate as e:
             if (
                 isinstance(e, IndexBusyError)
@@ -244,14 +242,14 @@ def sync_indexes(
     wait_for_busy: bool = True,
     spark: SparkSession | None = None,
     should_stop: Callable[[], bool] | None = None,
-    rewritten: Mapping[str, Rewritten] | None = None,
+    lineage: WriteLineage | None = None,
 ) -> SyncResult:
     """Apply every (or the named) existing index's policy; one report per index.
 
     Deleted indexes are skipped. With ``raise_on_error``, a failed index raises
     :class:`IndexMaintenanceError` (carrying the result) after every index was tried.
     ``should_stop`` is asked before each index (the watcher stops between actions);
-    ``rewritten`` as for :func:`maintain_index`.
+    ``lineage`` as for :func:`maintain_index`.
     """
     start = time.perf_counter()
     wanted = None if names is None else set(names)
@@ -267,7 +265,7 @@ def sync_indexes(
         if latest is None:
             latest = _latest(ctx)
         report = maintain_index(
-            ctx, info.name, wait_for_busy=wait_for_busy, spark=spark, latest=latest, rewritten=rewritten
+            ctx, info.name, wait_for_busy=wait_for_busy, spark=spark, latest=latest, lineage=lineage
         )
         reports.append(report)
         crash_point("sync.after_index")

@@ -36,6 +36,7 @@ from lakehouse_index.sink.contract import (
     WriteOperation,
     open_writer,
 )
+from lakehouse_index.sink.rewrite import WriteLineage
 from lakehouse_index.workflows import data as inputs
 from lakehouse_index.workflows import indexed_writes as indexed
 from lakehouse_index.workflows.reports import WritePath, WriteResult, failure_message
@@ -142,7 +143,8 @@ def _through_index(
         note = f"index {planned.located.index!r} located the rows, but {e}"
         return _commit_and_sync(ctx, operation, tx.snapshot.version, fallback, start, note)
     crash_point("write.after_commit")
-    sync = sync_indexes(ctx, raise_on_error=False, rewritten=done.rewritten)
+    lineage = WriteLineage(done.rewritten, planned.located.by_file())
+    sync = sync_indexes(ctx, raise_on_error=False, lineage=lineage)
     removed = planned.changes.rows_removed
     result = WriteResult(
         operation=operation.value,

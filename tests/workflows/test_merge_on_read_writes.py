@@ -26,6 +26,7 @@ from deltalake import DeltaTable, write_deltalake
 
 import lakehouse_index as li
 from lakehouse_index.io.uri import local_path
+from lakehouse_index.workflows.reports import Action
 
 FILES = 4
 PER_FILE = 100
@@ -181,6 +182,35 @@ def test_update_and_upsert_mark_the_old_rows_and_add_the_new(table: Any) -> None
     assert _multiset(rows.filter(pc.equal(rows["v"], 7))) == _multiset(data)
     assert rows.filter(pc.equal(rows["id"], 250))["v"].to_pylist() == [9]
     _check_every_version(table, [start, up.table_version, ups.table_version])
+
+
+def test_marked_rows_tombstones_come_from_the_write(table: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The located index takes its tombstones from the rows the write located (no data file read
+    at their positions); an index on a column the write did not read reads them, and both answer
+    as the format library's reader at every version."""
+    from lakehouse_index.maintenance import refresh
+
+    table.t.create_index(li.SecondaryIndex("by_name", key="name"))
+    reads: list[str] = []
+    real = refresh._row_entries
+
+    def spy(*args: Any, **kwargs: Any) -> pa.Table:
+        reads.append(args[4].path)  # the data file read at the positions
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(refresh, "_row_entries", spy)
+    start = table.t.latest_version()
+    ups = table.t.upsert(_rows([4, 7, 150, 5000], v=3), on="id")  # files 0 and 1 marked
+    assert ups.mode == "merge-on-read" and len(ups.files_marked) == 2
+    by = {r.name: r for r in ups.indexes}
+    assert by["by_id"].action is Action.INCREMENTAL and by["by_name"].action is Action.INCREMENTAL
+    assert len(reads) == 2  # by_name's tombstones only: one read per marked file
+    _check_every_version(table, [start, ups.table_version])
+    for v in (start, ups.table_version):
+        want = table.read(v)
+        for name in ("n4", "n150", "n9"):
+            got = table.t.lookup("by_name", [name], version_as_of=v).select(SCHEMA.names)
+            assert _multiset(got) == _multiset(want.filter(pc.equal(want["name"], name))), (v, name)
 
 
 def test_the_copy_on_write_override_still_rewrites(table: Any) -> None:

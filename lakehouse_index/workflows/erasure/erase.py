@@ -39,7 +39,7 @@ from lakehouse_index.query import index_queries
 from lakehouse_index.sink.conflicts import RETRIES, Isolation, find_conflict
 from lakehouse_index.sink.contract import Commit, Transaction, WriteOperation
 from lakehouse_index.sink.read_set import ReadSet
-from lakehouse_index.sink.rewrite import FileRewrite, Rewritten, plan_rewrite
+from lakehouse_index.sink.rewrite import FileRewrite, Rewritten, WriteLineage, plan_rewrite
 from lakehouse_index.source import Snapshot
 from lakehouse_index.workflows.erasure import audit
 from lakehouse_index.workflows.erasure.subjects import key_values, physical_matches, subject_rows
@@ -464,7 +464,9 @@ def _refresh_all(
             state = cancel_index(ctx, info.name).state
         if state is not IndexState.ACTIVE:
             continue
-        refreshed = ctx.info(refresh_index(ctx, info.name, "incremental", rewritten=rewritten))
+        refreshed = ctx.info(
+            refresh_index(ctx, info.name, "incremental", lineage=WriteLineage(rewritten=rewritten))
+        )
         out[info.name] = {"indexedVersion": refreshed.indexed_version}
     return out
 
