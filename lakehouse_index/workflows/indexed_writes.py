@@ -120,7 +120,8 @@ def locate(
     predicate: Predicate | None = None,
 ) -> Located:
     """The live rows of ``snap`` whose ``index`` key is one of ``keys`` and where ``predicate``
-    holds, with ``columns`` (None: every column) read by position from their data files."""
+    holds, with ``columns`` (None: every column) read by position from their data files, or
+    taken from the index's entries when they hold every column and no predicate is to check."""
     where = index_queries.locate(ctx, index, keys, lambda: snap)
     wanted = list(columns) if columns is not None else list(snap.schema.names)
     read = list(dict.fromkeys([*wanted, *(predicate.columns if predicate is not None else ())]))
@@ -138,6 +139,9 @@ def locate(
         rows = rows.add_column(len(wanted), FILE, pa.array([path] * rows.num_rows, pa.string()))
         return rows.cast(schema)
 
+    if predicate is None and set(wanted) <= set(where.column_names):
+        # The index's entries hold the columns (an upsert's key): the values at those rows, unread.
+        return Located(index, where.select([*wanted, FILE, ROW_COLUMN]).cast(schema))
     parts = each_file(one, list(Located(index, where.select([FILE, ROW_COLUMN])).positions().items()))
     return Located(index, pa.concat_tables(parts) if parts else schema.empty_table())
 
