@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -34,3 +35,34 @@ def match_keys(rows: pa.Table, on: Sequence[str]) -> list[tuple[Any, ...]]:
         for values in (matchable(rows.column(c)).to_pylist() for c in on)
     ]
     return list(zip(*columns, strict=True)) if columns else []
+
+
+def matched_rows(data: pa.Table, rows: pa.Table, on: Sequence[str]) -> np.ndarray:
+    """For each row of ``rows``, the position of the row of ``data`` it matches on ``on`` (as
+    :func:`match_keys` matches; ``data``'s keys unique, every row of ``rows`` matched by one).
+
+    A hash join of the two key tables; float keys (NaN and -0.0 rules) and key types the join
+    cannot take go through :func:`match_keys`.
+    """
+    if not on:
+        return np.zeros(0, np.int64)
+    types = [rows.schema.field(c).type for c in on]
+    if any(pa.types.is_floating(t) for t in types):
+        return _matched_by_value(data, rows, on)
+    try:
+        left = pa.table([data.column(c).cast(t) for c, t in zip(on, types, strict=True)], names=list(on))
+        right = pa.table([rows.column(c) for c in on], names=list(on))
+        left = left.append_column("__data", pa.array(np.arange(data.num_rows, dtype=np.int64)))
+        right = right.append_column("__rows", pa.array(np.arange(rows.num_rows, dtype=np.int64)))
+        joined = right.join(left, list(on), join_type="inner", use_threads=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return _matched_by_value(data, rows, on)
+    at = joined["__rows"].to_numpy()
+    if joined.num_rows != rows.num_rows or len(np.unique(at)) != rows.num_rows:
+        return _matched_by_value(data, rows, on)  # (raises as the match by value does)
+    return joined["__data"].to_numpy()[np.argsort(at, kind="stable")]
+
+
+def _matched_by_value(data: pa.Table, rows: pa.Table, on: Sequence[str]) -> np.ndarray:
+    position = {key: i for i, key in enumerate(match_keys(data, on))}
+    return np.array([position[k] for k in match_keys(rows, on)], dtype=np.int64)

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 
 from lakehouse_index.context import IndexContext
 from lakehouse_index.expressions import Predicate
-from lakehouse_index.expressions.matching import match_keys
+from lakehouse_index.expressions.matching import matched_rows
 from lakehouse_index.io.parallel import each_file
 from lakehouse_index.kinds.base import kind_of
 from lakehouse_index.kinds.derived import on_index
@@ -238,11 +238,9 @@ def plan_upsert(
         return None
     # The data's key columns as Arrow keys: typed and matched without a Python step per row.
     located = locate(ctx, tx.snapshot, index, data.select(list(on)), list(on))
-    position = {key: i for i, key in enumerate(match_keys(data, on))}
-    matched = [position[k] for k in match_keys(located.rows, on)]
-    used = set(matched)
-    inserted = [i for i in range(data.num_rows) if i not in used]
-    added = data.take(pa.array([*matched, *inserted], pa.int64()))
+    matched = matched_rows(data, located.rows, on)
+    inserted = np.setdiff1d(np.arange(data.num_rows, dtype=np.int64), matched)
+    added = data.take(pa.array(np.concatenate([matched, inserted]), pa.int64()))
     changes = _changes(tx, WriteOperation.UPSERT, located, added, mode, ReadSet.matching(data, tuple(on)))
     return PlannedWrite(located, changes, rows_updated=len(matched), rows_written=len(inserted))
 
