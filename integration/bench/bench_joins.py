@@ -256,21 +256,18 @@ def run(scale: str, *, log: Callable[[str], None] = print) -> JoinResults:
                 },
             }
 
-            def query_of(way: str, query: str, ways: Any = ways, small: Any = small) -> Callable[[], Any]:
-                """Planned anew for each run: a frame run twice reuses its first run's shuffle files."""
-                return _queries(F, {**ways[way], **small})[query]
-
+            inputs = {way: {**frames, **small} for way, frames in ways.items()}
             # Every query both ways once, untimed, then the timed runs interleaved: the JVM's
             # compilation of the session's code paths goes on for several runs, so neither way
             # may get the warmer half.
-            answers = {(way, q): query_of(way, q)() for q in QUERIES for way in ways}
+            answers = {(way, q): _queries(F, inputs[way])[q]() for q in QUERIES for way in ways}
             for q in QUERIES:
                 if answers["indexed", q] != answers["plain", q]:
                     raise AssertionError(f"{fmt} {q}: the indexed frames answer differently")
             for _ in range(REPEAT[scale]):
                 for q in QUERIES:
                     for way in ways:
-                        run_query = query_of(way, q)
+                        run_query = _queries(F, inputs[way])[q]  # planned anew: see the docstring
                         settle(spark, 1)
                         seconds, _rows = timed(run_query)
                         getattr(out, way).setdefault(q, Timing()).samples.append(seconds)

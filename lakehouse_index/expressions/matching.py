@@ -44,8 +44,6 @@ def matched_rows(data: pa.Table, rows: pa.Table, on: Sequence[str]) -> np.ndarra
     A hash join of the two key tables; float keys (NaN and -0.0 rules) and key types the join
     cannot take go through :func:`match_keys`.
     """
-    if not on:
-        return np.zeros(0, np.int64)
     types = [rows.schema.field(c).type for c in on]
     if any(pa.types.is_floating(t) for t in types):
         return _matched_by_value(data, rows, on)

@@ -41,8 +41,8 @@ class WriteLineage:
     """What a write of this package knows of the rows it changed, for the refresh that follows it.
 
     ``rewritten``: the data files it rewrote, by added path (:class:`Rewritten`): placed without
-    reading them. ``removed``: rows it removed (marked deleted or left out of a rewrite), by the
-    path of the file that held them: the columns it had read of them and their positions
+    reading them. ``removed``: rows it marked deleted (deletion vectors, position deletes), by
+    the path of the file that holds them: the columns it had read of them and their positions
     (``_row``); an index whose columns they hold takes its tombstones from them instead of
     reading the positions again (a row at a position of a data file never changes).
     """

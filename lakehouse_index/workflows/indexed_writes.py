@@ -52,31 +52,26 @@ class Located:
     index: str | None
     rows: pa.Table
 
-    def positions(self) -> dict[str, np.ndarray]:
-        """The rows' positions (ascending), by data file path."""
-        if self.rows.num_rows == 0:
-            return {}
-        files = self.rows[FILE].to_numpy(zero_copy_only=False)
-        rows = self.rows[ROW_COLUMN].to_numpy()
-        order = np.argsort(files, kind="stable")
-        files, rows = files[order], rows[order]
-        starts = np.flatnonzero(np.r_[True, files[1:] != files[:-1]])
-        ends = [*starts[1:].tolist(), len(files)]
-        return {str(files[s]): np.sort(rows[s:e]) for s, e in zip(starts.tolist(), ends, strict=True)}
-
-    def by_file(self) -> dict[str, pa.Table]:
-        """The rows (their columns and ``_row``) by data file path."""
+    def _groups(self) -> dict[str, np.ndarray]:
+        """Indices into :attr:`rows` of each data file's rows, by path (one sort for all files)."""
         if self.rows.num_rows == 0:
             return {}
         encoded = pc.dictionary_encode(self.rows[FILE]).combine_chunks()
         codes = encoded.indices.to_numpy()
         order = np.argsort(codes, kind="stable")
         bounds = np.searchsorted(codes[order], np.arange(len(encoded.dictionary) + 1))
+        paths = encoded.dictionary.to_pylist()
+        return {str(path): order[bounds[i] : bounds[i + 1]] for i, path in enumerate(paths)}
+
+    def positions(self) -> dict[str, np.ndarray]:
+        """The rows' positions (ascending), by data file path."""
+        rows = self.rows[ROW_COLUMN].to_numpy()
+        return {path: np.sort(rows[at]) for path, at in self._groups().items()}
+
+    def by_file(self) -> dict[str, pa.Table]:
+        """The rows (their columns and ``_row``) by data file path."""
         rows = self.rows.drop_columns([FILE])
-        return {
-            str(path): rows.take(pa.array(order[bounds[i] : bounds[i + 1]]))
-            for i, path in enumerate(encoded.dictionary.to_pylist())
-        }
+        return {path: rows.take(pa.array(at)) for path, at in self._groups().items()}
 
     def table_rows(self) -> pa.Table:
         """The rows without ``_file`` and ``_row``."""

@@ -143,7 +143,9 @@ def _through_index(
         note = f"index {planned.located.index!r} located the rows, but {e}"
         return _commit_and_sync(ctx, operation, tx.snapshot.version, fallback, start, note)
     crash_point("write.after_commit")
-    lineage = WriteLineage(done.rewritten, planned.located.by_file())
+    # Removed rows matter to the refresh only as tombstones: those of rows marked deleted.
+    marked = planned.changes.mode is WriteMode.MERGE_ON_READ
+    lineage = WriteLineage(done.rewritten, planned.located.by_file() if marked else {})
     sync = sync_indexes(ctx, raise_on_error=False, lineage=lineage)
     removed = planned.changes.rows_removed
     result = WriteResult(
