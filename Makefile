@@ -51,7 +51,8 @@ BIN4 := $(VENV4)/bin
 SPARK4_TESTS ?= tests/spark_source tests/core/test_spark_read.py tests/workflows/test_spark_append.py \
 	tests/connectors/iceberg/test_iceberg_spark_tables.py tests/io/test_spark_s3a.py \
 	tests/workflows/test_merge_on_read_writes.py tests/kinds/test_covering_buckets.py tests/docs/test_docs.py \
-	tests/connectors/delta/test_delta_spark_oracle.py tests/workflows/test_format_spark_writes.py \
+	tests/connectors/delta/test_delta_spark_oracle.py tests/workflows/test_writes_delta_spark_oracle.py \
+	tests/workflows/test_format_spark_writes.py \
 	tests/expressions/test_spark_differential.py tests/api/test_bucketed_joins.py \
 	tests/workflows/test_iceberg_spark_writes.py tests/kinds/test_multicolumn_spark.py
 
