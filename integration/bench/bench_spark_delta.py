@@ -13,9 +13,13 @@ Spark session (``local[2]``):
   ``Table.read(spark, where=…, version_as_of=v)``, the library's own Spark read, stands in;
 * **delta-spark**: ``spark.read.format("delta").option("versionAsOf", v).load(path)`` with the
   same filter (Delta's data skipping on the log's statistics);
-* **Iceberg runtime**: ``SELECT * FROM … VERSION AS OF s WHERE …`` (Iceberg's Spark reader).
+* **Iceberg runtime**: ``SELECT * FROM … VERSION AS OF s WHERE …`` (Iceberg's Spark reader);
+* **floor** (pyspark >= 4.1): a Python data source that opens no table and plans nothing
+  (:mod:`integration.bench.spark_floor`): what Spark's Python data source protocol costs by
+  itself, the least any Python data source can take here.
 
-Goal (issue 33): the source (or ``t.read``) at least 20x faster than each format's reader.
+Goal (issue 33): the source (or ``t.read``) at least 20x faster than each format's reader. The
+report also gives the floor's ratio to each reader: the most a Python data source can reach.
 Every method's rows are checked against the generator (address ``i`` is row ``i``).
 
 ``python -m integration.bench.bench_spark_delta --scale tiny|small|full`` (``full``: 50M rows,
@@ -34,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from integration.bench import datagen
+from integration.bench import datagen, spark_floor
 from integration.bench.common import (
     Timing,
     bench_main,
@@ -86,6 +90,9 @@ class Results:
     load: tuple[float, float] = (0.0, 0.0)
 
 
+FLOOR = "floor (Python data source, no table)"
+
+
 def _has_source() -> bool:
     from importlib.metadata import version
 
@@ -127,6 +134,7 @@ def run(scale: str, *, log: Callable[[str], None] = print) -> Results:
         spark = get_spark(master="local[2]", conf={"spark.sql.shuffle.partitions": "2"})
         if source:
             li.register_spark_source(spark)
+            spark_floor.register(spark)
         delta = li.open_table(delta_path)
         files = _commit_order(delta)
         log(f"copying {params.rows:,} rows into Iceberg, one snapshot per file")
@@ -159,6 +167,8 @@ def run(scale: str, *, log: Callable[[str], None] = print) -> Results:
             f"{res.ours} on Iceberg": partial(ours, iceberg, ice_path, ice_version),
             "Iceberg runtime": iceberg_runtime,
         }
+        if source:
+            methods[FLOOR] = partial(spark_floor.read, spark)
         keys = [int(i) for i in np.random.default_rng(5).choice(present, size=sc.reps + 1, replace=False)]
         res.load = (load_average(), 0.0)
         for name, fn in methods.items():
@@ -200,6 +210,9 @@ def render(res: Results) -> str:
         goals.append(
             [f"{reader} vs {res.ours}", fmt_ratio(x), "≥ 20x", verdict(x, 20, higher_is_better=True)]
         )
+        if FLOOR in res.timings:
+            floor = ratio(res.timings[reader].median, res.timings[FLOOR].median)
+            goals.append([f"{reader} vs the floor", fmt_ratio(floor), "(the most reachable)", ""])
     parts = [
         f"Scale **{res.scale}**: {p.rows:,} rows in {p.files} data files (one per commit), read at the "
         f"version before the latest; pyspark {res.pyspark}, `local[2]`; load average {res.load[0]:.1f} "

@@ -12,9 +12,9 @@ Spark session (``local[2]``), three ways:
 * **plain Spark**: ``spark.read.parquet(*files of the version).where(…)``: what Spark does
   without an index (row-group statistics cannot prune: every file spans every address range);
 * **t.read**: ``Table.read(spark, where=…)``: the library's own Spark read (the 3.5 path);
-* **Spark floor**: the same query through a Python data source that does nothing (accepts the
-  pushed filter, plans one partition, returns one constant row): what any Python data source
-  pays per query (its creation, filter pushdown and planning, each in a Python worker, and a
+* **Spark floor**: the same query through a Python data source that does no work
+  (:mod:`integration.bench.spark_floor`: one partition, the generator's row): what any Python
+  data source pays per query (its creation and planning, each in a Python worker, and a
   one-task job). The source's own work is its time minus this floor.
 
 Goals (issue 17): the source within 1.2x of ``t.read`` and at least 20x faster than the plain
@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from integration.bench import datagen
+from integration.bench import datagen, spark_floor
 from integration.bench.common import (
     Timing,
     bench_main,
@@ -54,8 +54,6 @@ SCRIPT = "integration/bench/bench_spark_source.py"
 INDEX = "by_email"
 KEY = "email"
 METHODS = ("source", "plain Spark", "t.read", "Spark floor")
-#: The methods whose rows are checked (the floor returns a constant row).
-CHECKED = METHODS[:3]
 
 
 @dataclass(frozen=True)
@@ -100,40 +98,6 @@ def unavailable() -> str | None:
     return None
 
 
-def _register_floor(spark: Any) -> str:
-    """Register a Python data source that does no work; returns its format name.
-
-    Defined here, inside a function, so that Spark's workers get the classes by value
-    (cloudpickle) and need not import this module.
-    """
-    import pyarrow as pa
-    from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
-
-    class FloorReader(DataSourceReader):
-        def pushFilters(self, filters: Any) -> Any:
-            return iter(())  # every filter "applied"
-
-        def partitions(self) -> list[InputPartition]:
-            return [InputPartition(0)]
-
-        def read(self, partition: InputPartition) -> Any:
-            yield pa.RecordBatch.from_pydict({"id": pa.array([0], pa.int64()), KEY: pa.array([""])})
-
-    class FloorSource(DataSource):
-        @classmethod
-        def name(cls) -> str:
-            return "li_bench_floor"
-
-        def schema(self) -> str:
-            return f"id long, {KEY} string"
-
-        def reader(self, schema: Any) -> FloorReader:
-            return FloorReader()
-
-    spark.dataSource.register(FloorSource)
-    return FloorSource.name()
-
-
 def _keys(params: datagen.TableParams, n: int) -> list[int]:
     """``n`` distinct existing row numbers, spread over the table (seeded)."""
     return [int(i) for i in np.random.default_rng(5).choice(params.rows, size=n, replace=False)]
@@ -171,12 +135,13 @@ def run(scale: str, *, log: Callable[[str], None] = print) -> SourceResults:
         def library(where: str) -> list[Any]:
             return table.read(spark, where=where).collect()
 
-        floor_format = _register_floor(spark)
-
-        def floor(where: str) -> list[Any]:
-            return spark.read.format(floor_format).load().where(where).select("id").collect()
-
-        methods = {"source": source, "plain Spark": plain, "t.read": library, "Spark floor": floor}
+        spark_floor.register(spark)
+        methods = {
+            "source": source,
+            "plain Spark": plain,
+            "t.read": library,
+            "Spark floor": partial(spark_floor.read, spark),
+        }
         keys = _keys(params, sc.reps + 1)
         res.load = (load_average(), 0.0)
         for name, fn in methods.items():
@@ -189,7 +154,7 @@ def run(scale: str, *, log: Callable[[str], None] = print) -> SourceResults:
             for name, fn in methods.items():
                 seconds, rows = timed(partial(fn, f"{KEY} = '{datagen.email_of(i)}'"))
                 res.timings[name].samples.append(seconds)
-                if name in CHECKED and sorted(r["id"] for r in rows) != [i]:
+                if sorted(r["id"] for r in rows) != [i]:
                     res.wrong.append(f"{name}: {datagen.email_of(i)} → {sorted(r['id'] for r in rows)}")
         for name, timing in res.timings.items():
             log(f"{name}: median {fmt_ms(timing.median)}")
