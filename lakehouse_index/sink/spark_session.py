@@ -8,6 +8,7 @@ drives its JVM: not Spark Connect) whose classpath has the format's classes and 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -34,10 +35,30 @@ def has_runtime(spark: Any, class_name: str, extension: str) -> bool:
     return extension in [e.strip() for e in extensions.split(",")]
 
 
-def first_line(error: BaseException) -> str:
-    """The first line of an error's message (Spark's carry a JVM stack trace), or its type's name."""
+#: The first line of a JVM error as py4j reports it, which names only the call that failed.
+_PY4J_CALL = re.compile(r"An error occurred while calling \S+$")
+
+
+def error_summary(error: BaseException) -> str:
+    """One line of an error's message (Spark's carry a JVM stack trace), or its type's name.
+
+    The first line, unless it only names the JVM call that failed (a py4j error): then the
+    message of the root cause (the last ``Caused by:`` of the trace, else the JVM exception
+    itself), e.g. delta-spark's ``[DELTA_NOT_NULL_CONSTRAINT_VIOLATED] NOT NULL constraint
+    violated for column: k.``
+    """
     text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+    if not text:
+        return type(error).__name__
+    lines = text.splitlines()
+    if _PY4J_CALL.match(lines[0].strip()):
+        # "Caused by: <class>: <message>" and, right after the call, ": <class>: <message>"
+        causes = [line for line in lines if line.startswith("Caused by: ")] or [
+            line for line in lines[1:2] if line.startswith(": ")
+        ]
+        if causes:
+            return causes[-1].split(": ", 2)[-1].strip()
+    return lines[0]
 
 
 def count_of(values: Mapping[str, Any], name: str) -> int | None:

@@ -8,7 +8,9 @@ then nothing is committed and the indexes are unchanged; after every write the i
 at the new version and every answer equals delta-spark's read of each version. With the
 format's Spark writer turned off (``ExecutorConfig.format_spark_writer``) the frame is
 written by this package: refused on this table (deltalake honours none of its writer
-features), written and indexed on a plain one.
+features), written and indexed on a plain one. A table with an identity column and a NOT
+NULL column (an invariant): frames leaving the identity out get delta-spark's identity values
+(appends and the upsert's inserts), a null is refused with delta-spark's own reason.
 """
 
 from __future__ import annotations
@@ -159,3 +161,40 @@ def test_with_the_format_spark_writer_off_this_package_writes(spark: Any, tmp_pa
     want = Counter((r["id"], r["k"]) for r in _spark_rows(spark, plain, result.table_version))
     got = p.lookup("by_k", ["a", "b"], version_as_of=result.table_version).to_pylist()
     assert Counter((r["id"], r["k"]) for r in got) == want == Counter({(1, "a"): 1, (2, "b"): 1})
+
+
+def test_identity_values_and_not_null_invariants_come_from_delta_spark(spark: Any, tmp_path: Path) -> None:
+    path = str(tmp_path / "t")
+    delta, js = spark._jvm.io.delta.tables.DeltaTable, spark._jsparkSession
+    builder = delta.create(js).location(path)
+    builder = builder.addColumn(
+        delta.columnBuilder(js, "rid").dataType("BIGINT").generatedAlwaysAsIdentity(1, 1).build()
+    )
+    builder = builder.addColumn(delta.columnBuilder(js, "k").dataType("STRING").nullable(False).build())
+    builder.addColumn("v", "BIGINT").execute()
+    t = li.open_table(path)
+    t.create_index(li.SecondaryIndex("by_k", key="k"))
+    frame = "k string, v bigint"  # no rid: delta-spark computes it
+    first = t.append(spark.createDataFrame([("a", 1), ("b", 2)], frame))
+    assert first.note == "written by delta-spark"
+    head, state = t.latest_version(), index_state(t)
+    with pytest.raises(WriteRefusedError, match=r"DELTA_NOT_NULL_CONSTRAINT_VIOLATED.*column: k"):
+        t.append(spark.createDataFrame([(None, 3)], frame))
+    assert t.latest_version() == head and index_state(t) == state
+    up = t.upsert(spark.createDataFrame([("a", 5), ("c", 3)], frame), on="k")
+    assert (up.note, up.rows_written, up.rows_updated) == ("written by delta-spark", 1, 1)
+    for version in range(t.latest_version() + 1):
+        want = Counter(
+            tuple(r) for r in spark.read.format("delta").option("versionAsOf", version).load(path).collect()
+        )
+        got = t.lookup("by_k", ["a", "b", "c"], version_as_of=version).to_pylist()
+        assert Counter((r["rid"], r["k"], r["v"]) for r in got) == want, version
+    rows = {r["k"]: r for r in t.lookup("by_k", ["a", "b", "c"]).to_pylist()}
+    assert rows["a"]["v"] == 5 and rows["a"]["rid"] == first_rid(spark, path, first.table_version, "a")
+    assert len({r["rid"] for r in rows.values()}) == 3  # the insert got a new identity value
+
+
+def first_rid(spark: Any, path: str, version: int, k: str) -> int:
+    """The identity value delta-spark gave row ``k`` at ``version`` (an update keeps it)."""
+    df = spark.read.format("delta").option("versionAsOf", version).load(path)
+    return int(df.where(f"k = '{k}'").collect()[0]["rid"])

@@ -22,7 +22,7 @@ from lakehouse_index.errors import WriteRefusedError
 from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.io.uri import local_path
 from lakehouse_index.sink.contract import Commit, SparkWrites
-from lakehouse_index.sink.spark_session import count_of, first_line, has_runtime
+from lakehouse_index.sink.spark_session import count_of, error_summary, has_runtime
 from lakehouse_index.source import Snapshot, TableSource
 
 #: delta-spark's Scala API class, and the SQL extension its MERGE INTO needs.
@@ -75,7 +75,7 @@ class DeltaSparkWrites(SparkWrites):
             if self._commit_info(token) is None:
                 raise WriteRefusedError(
                     f"{self.source.uri}: delta-spark refused the {what}; nothing was committed: "
-                    f"{first_line(e)}"
+                    f"{error_summary(e)}"
                 ) from e
             raise
         finally:
@@ -111,16 +111,27 @@ class DeltaSparkWrites(SparkWrites):
         return Commit(version, rows_written=count_of(metrics, "numOutputRows"))
 
     def upsert(self, frame: Any, on: Sequence[str]) -> Commit:
-        """``MERGE INTO`` the table on equal ``on`` columns: matched rows updated, others inserted."""
+        """``MERGE INTO`` the table on equal ``on`` columns: matched rows updated, others inserted.
+
+        The statement names the frame's columns (not ``UPDATE SET *`` / ``INSERT *``), so
+        delta-spark fills in the columns the table computes when the frame leaves them out:
+        identity values for inserted rows (an identity column cannot be updated), generated
+        columns from their expressions. Another column the frame leaves out keeps its value in
+        an updated row and is null in an inserted one, as in delta-spark's appends.
+        """
         view = f"lakehouse_index_upsert_{uuid.uuid4().hex}"
         frame.createOrReplaceTempView(view)
         match = " AND ".join(f"t.{_quoted(c)} = s.{_quoted(c)}" for c in on)
+        names = [_quoted(c) for c in frame.columns]
+        sets = ", ".join(f"t.{c} = s.{c}" for c in names)
+        values = ", ".join(f"s.{c}" for c in names)
         target = "delta." + _quoted(self.path)
         try:
             with self._tagged("upsert") as token:
                 self.spark.sql(
                     f"MERGE INTO {target} AS t USING {view} AS s ON {match} "
-                    "WHEN MATCHED THEN UPDATE SET * WHEN NOT MATCHED THEN INSERT *"
+                    f"WHEN MATCHED THEN UPDATE SET {sets} "
+                    f"WHEN NOT MATCHED THEN INSERT ({', '.join(names)}) VALUES ({values})"
                 ).collect()
         finally:
             self.spark.catalog.dropTempView(view)

@@ -41,7 +41,7 @@ from typing import Any
 
 from lakehouse_index.errors import WriteRefusedError
 from lakehouse_index.sink.contract import Commit, SparkWriterMissing, SparkWrites
-from lakehouse_index.sink.spark_session import count_of, first_line, has_runtime
+from lakehouse_index.sink.spark_session import count_of, error_summary, has_runtime
 from lakehouse_index.source import Snapshot, TableSource
 
 #: Iceberg's Spark catalog class, its SQL extension (MERGE INTO needs it) and its commit properties.
@@ -107,7 +107,7 @@ def spark_table(spark: Any, tbl: Any) -> str:
         loaded = spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, target)
         same = str(loaded.uuid()) == str(tbl.metadata.table_uuid)
     except Exception as e:  # py4j / Spark errors, e.g. no JDBC driver, no such table
-        same, why = False, f"Spark cannot load {target}: {first_line(e)}"
+        same, why = False, f"Spark cannot load {target}: {error_summary(e)}"
     else:
         why = f"Spark's catalog {name!r} holds another table as {target}"
     if not same:
@@ -208,7 +208,7 @@ class IcebergSparkWrites(SparkWrites):
             if self._committed(token) is None:
                 raise WriteRefusedError(
                     f"{self.source.uri}: Iceberg's Spark writer refused the {what}; nothing was "
-                    f"committed: {first_line(e)}"
+                    f"committed: {error_summary(e)}"
                 ) from e
             raise
 
