@@ -136,7 +136,7 @@ def run(scale: str, *, log: Callable[[str], None] = print) -> SourceResults:
             return table.read(spark, where=where).collect()
 
         spark_floor.register(spark)
-        methods = {
+        methods: dict[str, Callable[[str], list[Any]]] = {
             "source": source,
             "plain Spark": plain,
             "t.read": library,

@@ -12,7 +12,7 @@ from lakehouse_index.config import ExecutorConfig
 from lakehouse_index.executors.writer import read_root_index, write_entries
 from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.io.parallel import each_file
-from lakehouse_index.kinds.base import Executor, IndexJob, WriteTarget
+from lakehouse_index.kinds.base import IndexJob, InProcessExecutor, WriteTarget
 from lakehouse_index.kinds.derived import IndexedColumns
 from lakehouse_index.kinds.entries import FILE_ID, PUT, entry_table, filter_rows, in_file_ids, merge
 from lakehouse_index.kinds.moves import MoveMap
@@ -20,11 +20,10 @@ from lakehouse_index.log.entry import IndexFile
 from lakehouse_index.source import Snapshot, TableSource
 
 
-class LocalExecutor(Executor):
+class LocalExecutor(InProcessExecutor):
     """Computes entries in this process with pyarrow: for work of up to ``local_max_rows`` rows."""
 
     name = "local"
-    in_memory = True
 
     def __init__(self, config: ExecutorConfig) -> None:
         self.config = config
@@ -64,3 +63,19 @@ class LocalExecutor(Executor):
     def write(self, entries: pa.Table, target: WriteTarget, rows: int = 0) -> tuple[IndexFile, ...]:
         write_entries(entries, target, self.config)
         return read_root_index(target)
+
+    def filter_files(
+        self,
+        storage: Storage,
+        index_dir: str,
+        kept: Sequence[tuple[IndexFile, np.ndarray]],
+        target: WriteTarget,
+    ) -> tuple[IndexFile, ...]:
+        """The files concurrently, each read whole once."""
+
+        def one(item: tuple[IndexFile, np.ndarray]) -> list[str]:
+            f, keep = item
+            fs, path = storage.arrow(join_uri(index_dir, f.path))
+            return write_entries(filter_rows(pq.read_table(path, filesystem=fs), keep), target, self.config)
+
+        return read_root_index(target, [p for written in each_file(one, kept) for p in written])

@@ -32,6 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import numpy as np
 import pyarrow as pa
 
 from lakehouse_index.config import ExecutorConfig
@@ -148,6 +149,24 @@ class Executor(ABC):
         """Write ``entries`` (about ``rows`` rows) as ``target`` says; return the root index of the files."""
 
 
+class InProcessExecutor(Executor):
+    """The executor of this process: its frames are pyarrow Tables, and it rewrites index files."""
+
+    in_memory: ClassVar[bool] = True
+
+    @abstractmethod
+    def filter_files(
+        self,
+        storage: Storage,
+        index_dir: str,
+        kept: Sequence[tuple[IndexFile, np.ndarray]],
+        target: WriteTarget,
+    ) -> tuple[IndexFile, ...]:
+        """Each index file of ``kept`` written again with only the rows its mask keeps, on its
+        own (its rows keep their order, so its key and version bounds only narrow); the root
+        index of the files written to ``target``."""
+
+
 @dataclass(frozen=True)
 class BuildContext:
     """What a kind needs to write index data for one operation."""
@@ -165,7 +184,7 @@ class BuildContext:
     #: data file read).
     compactor_for: Callable[[int, pa.Schema], Executor]
     #: The in-process executor (entries already in memory are written with it).
-    local: Executor
+    local: InProcessExecutor
 
     def data_path(self, *parts: str) -> str:
         """A URI under the operation's data directory."""

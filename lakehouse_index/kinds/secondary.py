@@ -34,7 +34,6 @@ from lakehouse_index.kinds.entries import (
     META_COLUMNS,
     ROW,
     entry_table,
-    filter_rows,
     in_file_ids,
     index_schema,
     put_entries,
@@ -155,9 +154,9 @@ class SecondaryKind(IndexKind):
     def purge(self, ctx: BuildContext, stable: LogEntry) -> tuple[SourceState, Content]:
         """Rewrite only the index files holding an entry of a row that is not live (its address,
         moves followed, is deleted or in a file the source state no longer has), without those
-        entries, each level's together. The others, the file map and its moves stay: live
-        entries are not moved. Every file's address columns are read, nothing else of files that
-        hold no such entry."""
+        entries, each file on its own and the files concurrently. The others, the file map and
+        its moves stay: live entries are not moved. Every file's address columns are read,
+        nothing else of files that hold no such entry."""
         from lakehouse_index.kinds.moves import MoveMap
 
         src = stable.source
@@ -179,10 +178,10 @@ class SecondaryKind(IndexKind):
             out += [f for f, d in at_level if d is None]
             rewrite = [(f, d) for f, d in at_level if d is not None]
             if rewrite:
-                rows = ctx.local.read_index(ctx.storage, ctx.index_dir, [f for f, _ in rewrite])
-                keep = ~np.concatenate([d for _, d in rewrite])
                 target = ctx.target(layout, schema, level, level.value)
-                out += ctx.local.write(filter_rows(rows, keep), target)
+                out += ctx.local.filter_files(
+                    ctx.storage, ctx.index_dir, [(f, ~d) for f, d in rewrite], target
+                )
         return src, Content(tuple(out), stable.content.base_ordinal)
 
     @staticmethod

@@ -2,7 +2,8 @@
 
 Indexes of many small files (``rows_per_index_file``); a subject's rows are 80 consecutive ids:
 its entries sit in the one or two files of the secondary index whose key range holds its key,
-and in one or two files of each bucket of the covering index on ``id``. Afterwards the deep residue
+and in one or two files of each bucket of the covering index on ``id``; a multi-column index on
+``(id, v)`` holds them in the files of its blocks. Afterwards the deep residue
 scan finds nothing, every index answers as deltalake's read of the same version, and the files
 without such entries are the very files of before.
 """
@@ -48,18 +49,20 @@ def test_the_purge_rewrites_only_the_index_files_holding_the_subjects(tmp_path: 
     t = li.open_table(uri, config=config)
     t.create_index(li.SecondaryIndex("by_email", key="email"))
     t.create_index(li.CoveringIndex("cov", indexed="id", included=["email", "v"], num_buckets=4))
-    before = {name: _index_files(t, name) for name in ("by_email", "cov")}
+    t.create_index(li.MultiColumnIndex("mc", columns=["id", "v"], included=["email"], block_rows=64))
+    before = {name: _index_files(t, name) for name in ("by_email", "cov", "mc")}
     subject = "s007@x"
 
     result = t.erase("by_email", [subject], purge=True)
 
     assert result.verification is not None and result.verification["ok"]
     assert find_residue([uri, t.context.index_root], [subject]).ok
-    after = {name: _index_files(t, name) for name in ("by_email", "cov")}
+    after = {name: _index_files(t, name) for name in ("by_email", "cov", "mc")}
     # by_email: 4,000 entries sorted by email in files of 400: the subject's 80 in one or two;
     # cov: 4 buckets of 1,000 entries sorted by id in files of 400: its ids in one or two each.
     assert len(before["by_email"] - after["by_email"]) in (1, 2) and len(before["by_email"]) == 10
     assert 0 < len(before["cov"] - after["cov"]) < len(before["cov"])
+    assert len(before["mc"] - after["mc"]) > 0
     purged = {i["name"]: i for i in result.purge_report["indexes"]["indexes"]}
     assert purged["by_email"]["state"] == "ACTIVE"
     # every index answers as deltalake reads the latest version
@@ -72,3 +75,12 @@ def test_the_purge_rewrites_only_the_index_files_holding_the_subjects(tmp_path: 
     rows = t.lookup("cov", [*ids, 565, 600], columns=["id", "email", "v"]).sort_by("id")
     assert rows.equals(plain.select(["id", "email", "v"]).sort_by("id").cast(rows.schema))
     assert not pc.any(pc.equal(rows["email"], subject)).as_py()
+    # the multi-column index's blocks: a sample (the same rows as the scan's, by the same
+    # weights), a range on its second column
+    assert "mc" in t.explain(sample=0.25).summary
+    sampled = t.sample(0.25, columns=["id", "email", "v"]).sort_by("id")
+    scanned = t.sample(0.25, columns=["id", "email", "v"], use_indexes=False).sort_by("id")
+    assert sampled.num_rows > 0 and sampled.equals(scanned)
+    ranged = t.scan(where="v BETWEEN 1500 AND 1800", columns=["id", "email"]).sort_by("id")
+    want = plain.filter(pc.and_(pc.greater_equal(plain["v"], 1500), pc.less_equal(plain["v"], 1800)))
+    assert ranged.equals(want.select(["id", "email"]).sort_by("id").cast(ranged.schema))
