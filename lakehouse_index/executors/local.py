@@ -14,9 +14,10 @@ from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.io.parallel import each_file
 from lakehouse_index.kinds.base import IndexJob, InProcessExecutor, WriteTarget
 from lakehouse_index.kinds.derived import IndexedColumns
-from lakehouse_index.kinds.entries import FILE_ID, PUT, entry_table, filter_rows, in_file_ids, merge
+from lakehouse_index.kinds.entries import FILE_ID, PUT, entry_table, in_file_ids, merge
 from lakehouse_index.kinds.moves import MoveMap
 from lakehouse_index.log.entry import IndexFile
+from lakehouse_index.row_filter import filter_rows
 from lakehouse_index.source import Snapshot, TableSource
 
 

@@ -115,11 +115,6 @@ def take_rows(
     )
 
 
-#: Kept runs per row above which :func:`filter_rows` copies instead of slicing: slices of
-#: fewer rows than this on average would make too many chunks.
-FILTER_SLICE_ROWS = 10_000
-
-
 def in_file_ids(file_ids: np.ndarray, ids: np.ndarray | Sequence[int]) -> np.ndarray:
     """``np.isin(file_ids, ids)`` for file ids (small non-negative integers): one gather from a
     dense table of the ids instead of a pass over ``file_ids`` per id or a sort of both."""
@@ -132,21 +127,6 @@ def in_file_ids(file_ids: np.ndarray, ids: np.ndarray | Sequence[int]) -> np.nda
     table = np.zeros(high + 1, dtype=bool)
     table[wanted] = True
     return table[file_ids]
-
-
-def filter_rows(table: pa.Table, keep: np.ndarray) -> pa.Table:
-    """``table.filter(keep)`` for a boolean numpy mask. When the kept rows form few runs (an
-    optimize dropping a few erased rows' entries) they are cut out as zero-copy slices
-    instead of copying every column."""
-    if keep.all():
-        return table
-    edges = np.flatnonzero(np.diff(np.concatenate(([0], keep.astype(np.int8), [0]))))
-    starts, ends = edges[::2], edges[1::2]
-    if not len(starts):
-        return table.schema.empty_table()
-    if len(starts) > 1 + len(keep) // FILTER_SLICE_ROWS:
-        return table.filter(pa.array(keep))
-    return pa.concat_tables([table.slice(int(a), int(b - a)) for a, b in zip(starts, ends, strict=True)])
 
 
 def merge(entries: pa.Table, cap: int | None) -> pa.Table:

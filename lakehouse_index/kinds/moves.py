@@ -18,8 +18,9 @@ import numpy as np
 import pyarrow as pa
 
 from lakehouse_index.config import SizedCache
-from lakehouse_index.kinds.entries import FILE_ID, ROW, filter_rows, in_file_ids
+from lakehouse_index.kinds.entries import FILE_ID, ROW, in_file_ids
 from lakehouse_index.log.entry import SourceFile, SourceState
+from lakehouse_index.row_filter import filter_rows
 
 
 @dataclass(frozen=True)

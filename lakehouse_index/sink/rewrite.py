@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from lakehouse_index.io import Storage
 from lakehouse_index.read.datafiles import ROW_COLUMN, read_file, without_views
+from lakehouse_index.row_filter import filter_rows
 from lakehouse_index.source import FileEntry, Snapshot, TableSource
 
 
@@ -92,9 +93,11 @@ def plan_rewrite(
         one = [snapshot.columns[0].name]  # any column: only the live positions are wanted
         live = read_file(source, snapshot, entry, columns=one, with_positions=True)[ROW_COLUMN].to_numpy()
     erase = np.isin(live, positions)
+    keep = np.zeros(physical.num_rows, dtype=bool)
+    keep[live[~erase]] = True
     return FileRewrite(
         entry=entry,
-        kept=physical.take(pa.array(live[~erase])),
+        kept=filter_rows(physical, keep),
         kept_positions=live[~erase],
         erased=physical.take(pa.array(live[erase])),
         live_rows=len(live),

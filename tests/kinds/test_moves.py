@@ -13,6 +13,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lakehouse_index import row_filter
 from lakehouse_index.kinds import entries as entry_format
 from lakehouse_index.kinds.moves import MoveMap
 from lakehouse_index.log.entry import Move, SourceFile
@@ -125,11 +126,11 @@ def test_filter_rows_equals_filter(
     table = pa.table({"k": pa.array([f"k{i}" for i in range(n)], pa.string()), "r": pa.array(range(n))})
     step = max(1, -(-n // chunks))
     chunked = pa.concat_tables([table.slice(i, step) for i in range(0, n, step)] or [table])
-    old = entry_format.FILTER_SLICE_ROWS
-    entry_format.FILTER_SLICE_ROWS = slice_rows
+    old = row_filter.FILTER_SLICE_ROWS
+    row_filter.FILTER_SLICE_ROWS = slice_rows
     try:
-        got = entry_format.filter_rows(chunked, mask)
+        got = row_filter.filter_rows(chunked, mask)
     finally:
-        entry_format.FILTER_SLICE_ROWS = old
+        row_filter.FILTER_SLICE_ROWS = old
     assert got.schema == table.schema
     assert got.to_pydict() == table.filter(pa.array(mask, pa.bool_())).to_pydict()
