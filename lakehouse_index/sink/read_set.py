@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import pyarrow as pa
@@ -23,15 +24,16 @@ class ReadSet:
 
     One of: nothing (an append); every row (``everything``: an overwrite or update without
     predicate); the rows where ``predicate`` is TRUE (delete, update, overwrite with a
-    predicate); the rows whose ``key_columns`` equal one of ``keys`` (an upsert's keys, the
-    erase's subjects), matched as lookups match them
-    (:func:`~lakehouse_index.expressions.matching.match_keys`). Build with the class methods.
+    predicate); the rows whose ``key_columns`` equal those of a row of ``key_rows`` (an
+    upsert's keys, the erase's subjects), matched as lookups match them
+    (:func:`~lakehouse_index.expressions.matching.match_keys`; only a lost race asks, so the
+    key set is built then). Build with the class methods.
     """
 
     everything: bool = False
     predicate: Predicate | None = None
     key_columns: tuple[str, ...] = ()
-    keys: frozenset[tuple[Any, ...]] = frozenset()
+    key_rows: pa.Table | None = None
 
     @classmethod
     def nothing(cls) -> ReadSet:
@@ -46,7 +48,14 @@ class ReadSet:
     @classmethod
     def matching(cls, rows: pa.Table, on: tuple[str, ...]) -> ReadSet:
         """The rows whose ``on`` columns equal those of a row of ``rows``."""
-        return cls(key_columns=on, keys=frozenset(match_keys(rows, on)))
+        return cls(key_columns=on, key_rows=rows.select(list(on)))
+
+    @cached_property
+    def keys(self) -> frozenset[tuple[Any, ...]]:
+        """The keys of ``key_rows``, as lookups match them (empty without)."""
+        if self.key_rows is None:
+            return frozenset()
+        return frozenset(match_keys(self.key_rows, self.key_columns))
 
     @property
     def reads_rows(self) -> bool:
