@@ -283,6 +283,7 @@ class DeltaTransaction(Transaction):
             run,
             catch_up,
         )
+        ops.keep(w.uri, w.storage.options, self.dt)  # the next write catches it up
         replaced, added = out["last"]
         by_old = {r.entry.path: r for r in rewrites}
         rewritten = {new: Rewritten(old, by_old[old].kept_positions) for old, new in replaced.items()}
