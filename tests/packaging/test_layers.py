@@ -41,6 +41,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "lakehouse_index.kind_registry",
         "lakehouse_index.faults",
         "lakehouse_index.varint",
+        "lakehouse_index.row_filter",
     ),
     ("lakehouse_index.io",),
     ("lakehouse_index.source", "lakehouse_index.registry"),
