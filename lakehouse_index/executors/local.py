@@ -69,14 +69,25 @@ class LocalExecutor(InProcessExecutor):
         self,
         storage: Storage,
         index_dir: str,
-        kept: Sequence[tuple[IndexFile, np.ndarray]],
-        target: WriteTarget,
-    ) -> tuple[IndexFile, ...]:
-        """The files concurrently, each read whole once."""
+        files: Sequence[IndexFile],
+        first: Sequence[str],
+        keep_of: Callable[[pa.Table], np.ndarray | None],
+        target_of: Callable[[IndexFile], WriteTarget],
+    ) -> list[tuple[IndexFile, ...] | None]:
+        """The files concurrently, each column read once: the others only for a file that loses rows."""
 
-        def one(item: tuple[IndexFile, np.ndarray]) -> list[str]:
-            f, keep = item
+        def one(f: IndexFile) -> tuple[IndexFile, ...] | None:
             fs, path = storage.arrow(join_uri(index_dir, f.path))
-            return write_entries(filter_rows(pq.read_table(path, filesystem=fs), keep), target, self.config)
+            with fs.open_input_file(path) as handle:
+                pf = pq.ParquetFile(handle)
+                head = pf.read(columns=list(first))
+                keep = keep_of(head)
+                if keep is None:
+                    return None
+                schema = pf.schema_arrow
+                rest = pf.read(columns=[c for c in schema.names if c not in first])
+            rows = pa.table([head[c] if c in first else rest[c] for c in schema.names], schema=schema)
+            target = target_of(f)
+            return read_root_index(target, write_entries(filter_rows(rows, keep), target, self.config))
 
-        return read_root_index(target, [p for written in each_file(one, kept) for p in written])
+        return each_file(one, files)

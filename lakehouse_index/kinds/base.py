@@ -159,12 +159,15 @@ class InProcessExecutor(Executor):
         self,
         storage: Storage,
         index_dir: str,
-        kept: Sequence[tuple[IndexFile, np.ndarray]],
-        target: WriteTarget,
-    ) -> tuple[IndexFile, ...]:
-        """Each index file of ``kept`` written again with only the rows its mask keeps, on its
-        own (its rows keep their order, so its key and version bounds only narrow); the root
-        index of the files written to ``target``."""
+        files: Sequence[IndexFile],
+        first: Sequence[str],
+        keep_of: Callable[[pa.Table], np.ndarray | None],
+        target_of: Callable[[IndexFile], WriteTarget],
+    ) -> list[tuple[IndexFile, ...] | None]:
+        """Per index file, the rows ``keep_of`` keeps, given the file's ``first`` columns (None:
+        every row, and the file stays as it is). A file losing rows is written again with the
+        others to ``target_of(file)``, on its own (its rows keep their order, so its key and
+        version bounds only narrow). Per file, the files written in its place (None: kept)."""
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakehouse_index.io import join_uri
-from lakehouse_index.io.parallel import each_file
 from lakehouse_index.kinds.base import (
     Access,
     BuildContext,
@@ -156,7 +155,7 @@ class SecondaryKind(IndexKind):
         moves followed, is deleted or in a file the source state no longer has), without those
         entries, each file on its own and the files concurrently. The others, the file map and
         its moves stay: live entries are not moved. Every file's address columns are read,
-        nothing else of files that hold no such entry."""
+        nothing else of files that hold no such entry, the others' other columns once."""
         from lakehouse_index.kinds.moves import MoveMap
 
         src = stable.source
@@ -164,24 +163,21 @@ class SecondaryKind(IndexKind):
         moves = MoveMap.of(src.files, src.ordinal)
         live = [f.id for f in src.files if f.removed_ordinal is None]
 
-        def dead(f: IndexFile) -> np.ndarray | None:
-            fs, path = ctx.storage.arrow(join_uri(ctx.index_dir, f.path))
-            address = pq.read_table(path, filesystem=fs, columns=[FILE_ID, ROW])
+        def keep_of(address: pa.Table) -> np.ndarray | None:
             fids, _, alive = moves.resolve(address[FILE_ID].to_numpy(), address[ROW].to_numpy())
-            drop = ~(alive & in_file_ids(fids, live))
-            return drop if drop.any() else None
+            keep = alive & in_file_ids(fids, live)
+            return None if keep.all() else keep
 
-        drops = each_file(dead, stable.content.files)
+        files = stable.content.files
+        targets = {level: ctx.target(layout, schema, level, level.value) for level in Level}
+        written = ctx.local.filter_files(
+            ctx.storage, ctx.index_dir, files, [FILE_ID, ROW], keep_of, lambda f: targets[f.level]
+        )
         out: list[IndexFile] = []
         for level in Level:
-            at_level = [(f, d) for f, d in zip(stable.content.files, drops, strict=True) if f.level is level]
-            out += [f for f, d in at_level if d is None]
-            rewrite = [(f, d) for f, d in at_level if d is not None]
-            if rewrite:
-                target = ctx.target(layout, schema, level, level.value)
-                out += ctx.local.filter_files(
-                    ctx.storage, ctx.index_dir, [(f, ~d) for f, d in rewrite], target
-                )
+            at_level = [(f, w) for f, w in zip(files, written, strict=True) if f.level is level]
+            out += [f for f, w in at_level if w is None]
+            out += [n for _, w in at_level if w is not None for n in w]
         return src, Content(tuple(out), stable.content.base_ordinal)
 
     @staticmethod
