@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 from lakehouse_index.errors import WriteRefusedError
 from lakehouse_index.io import Storage, join_uri
 from lakehouse_index.sink.contract import NotDistributable, WrittenFile
+from lakehouse_index.sink.rewrite import DICTIONARY_PAGE_BYTES
 from lakehouse_index_delta.write.deltalake_ops import run
 
 #: Characters Hive-style partition directories escape (as Spark does), besides controls.
@@ -118,7 +119,12 @@ class _DeltaFile:
         self.schema = files.data_schema()
         # The offset index lets a lookup read only the pages of a large row group holding its rows.
         self.writer = pq.ParquetWriter(
-            inner, self.schema, filesystem=fs, compression="snappy", write_page_index=True
+            inner,
+            self.schema,
+            filesystem=fs,
+            compression="snappy",
+            write_page_index=True,
+            dictionary_pagesize_limit=DICTIONARY_PAGE_BYTES,
         )
         self.stats = {f.name: _ColumnStats(f.type) for f in self.schema}
         self.rows = 0
