@@ -200,7 +200,7 @@ def _hybrid(entry: LogEntry, target: Snapshot, legacy: dict[str, frozenset[str]]
         frozenset(filtered),
         tuple(scan),
         False,
-        MoveMap.of(entry.source.files, cap),
+        moves_of(entry.source, cap),
         _excluded(entry, target),
     )
 
