@@ -62,6 +62,11 @@ def email_of(i: int) -> str:
     return f"user{i:010d}@example.com"
 
 
+def id_of(email: str) -> int:
+    """The id of the row whose email is ``email`` (the inverse of :func:`email_of`)."""
+    return int(email.removeprefix("user").removesuffix("@example.com"))
+
+
 def rows_for(ids: np.ndarray) -> pa.Table:
     """The rows with the given ids (every column derived from the id)."""
     ids = np.asarray(ids, dtype=np.int64)

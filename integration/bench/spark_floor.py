@@ -36,8 +36,8 @@ def register(spark: Any) -> None:
             return [InputPartition(0)]
 
         def read(self, partition: InputPartition) -> Any:
-            address = self.where.split("'")[1]  # user<10 digits>@example.com
-            yield from datagen.rows_for(np.array([int(address[4:14])])).to_batches()
+            address = self.where.split("'")[1]
+            yield from datagen.rows_for(np.array([datagen.id_of(address)])).to_batches()
 
     class FloorSource(DataSource):
         @classmethod

@@ -93,12 +93,13 @@ def plan_rewrite(
         one = [snapshot.columns[0].name]  # any column: only the live positions are wanted
         live = read_file(source, snapshot, entry, columns=one, with_positions=True)[ROW_COLUMN].to_numpy()
     erase = np.isin(live, positions)
+    kept = live[~erase]
     keep = np.zeros(physical.num_rows, dtype=bool)
-    keep[live[~erase]] = True
+    keep[kept] = True
     return FileRewrite(
         entry=entry,
         kept=filter_rows(physical, keep),
-        kept_positions=live[~erase],
+        kept_positions=kept,
         erased=physical.take(pa.array(live[erase])),
         live_rows=len(live),
         compression=compression,

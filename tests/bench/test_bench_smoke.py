@@ -273,6 +273,7 @@ def test_expression_index_benchmark_tiny(isolated: Path) -> None:
     assert doc["benchmark"] == "expression-index" and _same(doc["results"], be.results(res))
 
 
+@pytest.mark.spark
 def test_build_benchmark_tiny(spark: SparkSession, isolated: Path) -> None:
     from deltalake import DeltaTable
 
