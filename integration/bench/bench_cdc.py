@@ -31,7 +31,9 @@ never touched) equal deltalake's reader of the same version.
 Anchor: a 2026 Iceberg key-index prototype reported 16.9 to 75 s per CDC checkpoint at 100M
 keys on a cluster; this runs on one 2-core machine.
 
-Run: ``python -m integration.bench.bench_cdc --scale small|full|large`` (large: 100M rows).
+Run: ``python -m integration.bench.bench_cdc --scale small|full|large``. ``large``: 100M rows,
+the copy-on-write window and the deletion-vector spread variants (its keyed deletes too), after
+the 10M-row deletion-vector spread batch in the same process: how that write grows with the table.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -58,31 +60,6 @@ SCRIPT = "integration/bench/bench_cdc.py"
 INDEX = "by_id"
 #: ``run_all --large`` runs the ``large`` scale (100M rows).
 HAS_LARGE = True
-
-
-@dataclass(frozen=True)
-class CdcScale:
-    """Table rows and files, batch sizes, batches per size."""
-
-    rows: int
-    files: int
-    batches: tuple[int, ...]
-    repeats: int
-    #: Batch size of the spread, deletion-vector and Iceberg variants.
-    variant_batch: int = 0
-
-
-#: Rows of the untimed warm-up batch each variant takes before the timed ones.
-WARM_UP_ROWS = 1_000
-
-SCALES = {
-    "tiny": CdcScale(rows=20_000, files=4, batches=(200, 2_000), repeats=1, variant_batch=200),
-    "small": CdcScale(rows=1_000_000, files=10, batches=(10_000, 100_000), repeats=2, variant_batch=10_000),
-    "full": CdcScale(
-        rows=10_000_000, files=50, batches=(100_000, 1_000_000), repeats=3, variant_batch=100_000
-    ),
-    "large": CdcScale(rows=100_000_000, files=200, batches=(100_000, 1_000_000), repeats=1),
-}
 
 
 @dataclass(frozen=True)
@@ -107,6 +84,52 @@ VARIANTS = (
     Variant("delta", True, "spread"),
     Variant("iceberg", False, "window"),
 )
+#: The merge-on-read spread variant (its growth with the table is a goal of its own).
+MOR_SPREAD = VARIANTS[2]
+
+
+@dataclass(frozen=True)
+class CdcScale:
+    """Table rows and files, batch sizes, batches per size."""
+
+    rows: int
+    files: int
+    batches: tuple[int, ...]
+    repeats: int
+    #: Batch size of the variants after the first.
+    variant_batch: int = 0
+    #: The variants run (the first takes every batch size).
+    variants: tuple[Variant, ...] = VARIANTS
+    #: The variants whose copies then take the keyed deletes.
+    deletes_of: tuple[Variant, ...] = (VARIANTS[0], VARIANTS[2])
+    #: A smaller scale whose merge-on-read spread batch runs first in the same process: the
+    #: goal on how that write's cost grows with the table.
+    baseline: str | None = None
+
+
+#: Rows of the untimed warm-up batch each variant takes before the timed ones.
+WARM_UP_ROWS = 1_000
+
+SCALES = {
+    "tiny": CdcScale(rows=20_000, files=4, batches=(200, 2_000), repeats=1, variant_batch=200),
+    "small": CdcScale(rows=1_000_000, files=10, batches=(10_000, 100_000), repeats=2, variant_batch=10_000),
+    "full": CdcScale(
+        rows=10_000_000, files=50, batches=(100_000, 1_000_000), repeats=3, variant_batch=100_000
+    ),
+    "large": CdcScale(
+        rows=100_000_000,
+        files=200,
+        batches=(100_000, 1_000_000),
+        repeats=1,
+        variant_batch=100_000,
+        variants=(VARIANTS[0], VARIANTS[2]),
+        deletes_of=(VARIANTS[2],),
+        baseline="full",
+    ),
+}
+
+#: Most growth of the merge-on-read spread upsert's time from the baseline scale to the large one.
+GROWTH_GOAL = 1.5
 
 
 @dataclass
@@ -148,6 +171,8 @@ class CdcResults:
     deletes: list[DeleteSample] = field(default_factory=list)
     load: list[float] = field(default_factory=list)
     checked_keys: int = 0
+    #: The baseline scale's run (its merge-on-read spread batch), first in the same process.
+    baseline: CdcResults | None = None
 
 
 def _write_table(path: str, sc: CdcScale) -> None:
@@ -385,13 +410,25 @@ def _upserts(
 
 
 def run(scale: str, *, workdir: Path | None = None, log: Callable[[str], None] = print) -> CdcResults:
-    """Write the table once (and index a copy), then run every variant on its own two copies."""
+    """Write the table once (and index a copy), then run every variant on its own two copies;
+    first, when the scale names a baseline, that scale's merge-on-read spread batch."""
+    sc = SCALES[scale]
+    baseline = None
+    if sc.baseline is not None:
+        small = SCALES[sc.baseline]
+        only = replace(small, batches=(sc.variant_batch,), variants=(MOR_SPREAD,), deletes_of=())
+        log(f"baseline: {MOR_SPREAD.label} at {only.rows:,} rows")
+        baseline = _run(sc.baseline, only, workdir, log)
+    res = _run(scale, sc, workdir, log)
+    res.baseline = baseline
+    return res
 
+
+def _run(scale: str, sc: CdcScale, workdir: Path | None, log: Callable[[str], None]) -> CdcResults:
     import lakehouse_index as li
 
-    sc = SCALES[scale]
     res = CdcResults(scale, sc)
-    base = workdir or Path(tempfile.mkdtemp(prefix="bench-cdc-"))
+    base = workdir / scale if workdir else Path(tempfile.mkdtemp(prefix="bench-cdc-"))
     try:
         res.load.append(load_average())
         t0 = time.perf_counter()
@@ -407,15 +444,15 @@ def run(scale: str, *, workdir: Path | None = None, log: Callable[[str], None] =
         res.build_s = time.perf_counter() - t0
         log(f"table of {sc.rows:,} rows written in {res.setup_s:.1f} s, index built in {res.build_s:.1f} s")
         rng = np.random.default_rng(29)
-        for variant in VARIANTS if sc.variant_batch else VARIANTS[:1]:
+        for variant in sc.variants:
             if variant.fmt == "delta":
                 pair = _delta_pair(base, template, variant, config)
             else:
                 pair = _iceberg_pair(base, sc, config, log)
-            sizes = sc.batches if variant == VARIANTS[0] else (sc.variant_batch,)
+            sizes = sc.batches if variant == sc.variants[0] else (sc.variant_batch,)
             last = _upserts(pair, variant, sizes, sc, res, log)
             res.checked_keys += _check(pair, last, [0, sc.rows // 3, sc.rows - 1])
-            if variant.fmt == "delta" and (variant == VARIANTS[0] or variant.merge_on_read):
+            if variant in sc.deletes_of:
                 bare_path = str(base / f"bare-{variant.layout}-{variant.merge_on_read}")
                 for layout in ("window", "spread"):
                     res.deletes.append(
@@ -520,6 +557,7 @@ def render(res: CdcResults) -> str:
     loads = ", ".join(f"{x:.1f}" for x in res.load)
     return "\n".join(
         [
+            *_growth(res),
             f"Scale `{res.scale}`: tables of {sc.rows:,} rows in {sc.files} files (ids in order, so a "
             f"file holds a contiguous id range); a secondary index on `id` built in {res.build_s:.1f} s in "
             "process. Each CDC batch updates half its rows (a contiguous window of existing ids at a random "
@@ -547,6 +585,28 @@ def render(res: CdcResults) -> str:
             f"during the run: {loads} ({os.cpu_count()} cores).",
         ]
     )
+
+
+def _growth(res: CdcResults) -> list[str]:
+    """The paragraph on the merge-on-read spread upsert's growth from the baseline run."""
+    if res.baseline is None:
+        return []
+    small, large = (
+        next(s for s in r.samples if (s.variant, s.rows) == (MOR_SPREAD.label, res.sc.variant_batch))
+        for r in (res.baseline, res)
+    )
+    api = [statistics.median(s.api) for s in (small, large)]
+    bare = [statistics.median(s.bare) for s in (small, large)]
+    growth = ratio(api[1], api[0])
+    met = "met" if growth <= GROWTH_GOAL else "**NOT met**"
+    return [
+        f"Growth with the table ({MOR_SPREAD.label}, batches of {large.rows:,} rows), the "
+        f"{res.baseline.sc.rows:,}-row table first in the same process: `t.upsert` "
+        f"{fmt_ms(api[0])} → {fmt_ms(api[1])}, **{fmt_ratio(growth)}** (goal ≤ "
+        f"{GROWTH_GOAL:g}x: {met}); deltalake's MERGE {fmt_ms(bare[0])} → {fmt_ms(bare[1])} "
+        f"({fmt_ratio(ratio(bare[1], bare[0]))}).",
+        "",
+    ]
 
 
 def results(res: CdcResults) -> dict[str, Any]:
@@ -585,6 +645,7 @@ def results(res: CdcResults) -> dict[str, Any]:
         ],
         "load_average": res.load,
         "checked_keys": res.checked_keys,
+        "baseline": results(res.baseline) if res.baseline is not None else None,
     }
 
 

@@ -56,9 +56,13 @@ def matched_rows(data: pa.Table, rows: pa.Table, on: Sequence[str]) -> np.ndarra
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError):
         return _matched_by_value(data, rows, on)
     at = joined["__rows"].to_numpy()
-    if joined.num_rows != rows.num_rows or len(np.unique(at)) != rows.num_rows:
+    seen = np.zeros(rows.num_rows, dtype=bool)
+    seen[at] = True
+    if joined.num_rows != rows.num_rows or not seen.all():  # not one data row per row
         return _matched_by_value(data, rows, on)  # (raises as the match by value does)
-    return joined["__data"].to_numpy()[np.argsort(at, kind="stable")]
+    out = np.empty(rows.num_rows, dtype=np.int64)
+    out[at] = joined["__data"].to_numpy()  # ``at`` is a permutation of the rows
+    return out
 
 
 def _matched_by_value(data: pa.Table, rows: pa.Table, on: Sequence[str]) -> np.ndarray:

@@ -30,7 +30,7 @@ from lakehouse_index.expressions import Predicate
 from lakehouse_index.expressions.matching import matched_rows
 from lakehouse_index.io.parallel import each_file
 from lakehouse_index.kinds.base import kind_of
-from lakehouse_index.kinds.derived import on_index
+from lakehouse_index.kinds.derived import indexed_columns, on_index
 from lakehouse_index.kinds.keys import ArrowKeys
 from lakehouse_index.log.entry import IndexState
 from lakehouse_index.query import index_queries
@@ -116,7 +116,8 @@ def locate(
 ) -> Located:
     """The live rows of ``snap`` whose ``index`` key is one of ``keys`` and where ``predicate``
     holds, with ``columns`` (None: every column) read by position from their data files, or
-    taken from the index's entries when they hold every column and no predicate is to check."""
+    taken from the index's entries when they hold every column asked for and every column
+    ``predicate`` reads (a delete or update whose ``where`` is on the key alone)."""
     where = index_queries.locate(ctx, index, keys, lambda: snap)
     wanted = list(columns) if columns is not None else list(snap.schema.names)
     read = list(dict.fromkeys([*wanted, *(predicate.columns if predicate is not None else ())]))
@@ -124,6 +125,15 @@ def locate(
     schema = pa.schema(
         [*(snap.schema.field(c) for c in wanted), (FILE, pa.string()), (ROW_COLUMN, pa.int64())]
     )
+    if set(read) <= _held_columns(ctx, index, where, snap):
+        # The entries hold the values of those columns at those rows: nothing to read.
+        rows = where.select(read).cast(pa.schema([snap.schema.field(c) for c in read]))
+        rows = pa.Table.from_arrays(
+            [*rows.columns, where[FILE], where[ROW_COLUMN]], names=[*read, FILE, ROW_COLUMN]
+        )
+        if expression is not None:
+            rows = rows.filter(expression)
+        return Located(index, rows.select([*wanted, FILE, ROW_COLUMN]).cast(schema))
 
     def one(item: tuple[str, np.ndarray]) -> pa.Table:
         path, positions = item
@@ -134,11 +144,30 @@ def locate(
         rows = rows.add_column(len(wanted), FILE, pa.array([path] * rows.num_rows, pa.string()))
         return rows.cast(schema)
 
-    if predicate is None and set(wanted) <= set(where.column_names):
-        # The index's entries hold the columns (an upsert's key): the values at those rows, unread.
-        return Located(index, where.select([*wanted, FILE, ROW_COLUMN]).cast(schema))
     parts = each_file(one, list(Located(index, where.select([FILE, ROW_COLUMN])).positions().items()))
     return Located(index, pa.concat_tables(parts) if parts else schema.empty_table())
+
+
+def _held_columns(ctx: IndexContext, index: str, where: pa.Table, snap: Snapshot) -> set[str]:
+    """The table columns whose values the located entries ``where`` of ``index`` hold: its key
+    and record-key columns that are columns of the table (not indexed expressions)."""
+    (spec,) = [info.spec for info in ctx.indexes() if info.name == index]
+    return {
+        c
+        for c in (*spec.key, *spec.record_key)
+        if c not in spec.expressions and c in snap.schema.names and c in where.column_names
+    }
+
+
+def tombstone_columns(ctx: IndexContext, snap: Snapshot) -> list[str]:
+    """The table columns every active index with row-level entries reads to write a deleted
+    row's tombstone: what a merge-on-read write's located rows carry, so that the indexes
+    follow it without reading the rows again (``maintenance.refresh``)."""
+    out: dict[str, None] = {}
+    for info in ctx.indexes():
+        if info.state is IndexState.ACTIVE and kind_of(info.spec).row_level:
+            out.update(dict.fromkeys(indexed_columns(info.spec, snap).sources))
+    return list(out)
 
 
 def scan_located(
@@ -191,7 +220,10 @@ def plan_delete(
 ) -> PlannedWrite | None:
     """The rows of ``tx``'s snapshot a delete removes, when an index pins ``predicate``'s key
     (``use_indexes``) or the predicate holds expressions."""
-    located = _find(ctx, tx, predicate, [], use_indexes)
+    mode = mode or tx.write_mode(WriteOperation.DELETE)
+    # Marked rows become the indexes' tombstones: they carry what those are made of.
+    carried = tombstone_columns(ctx, tx.snapshot) if mode is WriteMode.MERGE_ON_READ else []
+    located = _find(ctx, tx, predicate, carried, use_indexes)
     if located is None:
         return None
     return PlannedWrite(
@@ -234,7 +266,9 @@ def plan_upsert(
     # The data's key columns as Arrow keys: typed and matched without a Python step per row.
     located = locate(ctx, tx.snapshot, index, data.select(list(on)), list(on))
     matched = matched_rows(data, located.rows, on)
-    inserted = np.setdiff1d(np.arange(data.num_rows, dtype=np.int64), matched)
+    unmatched = np.ones(data.num_rows, dtype=bool)
+    unmatched[matched] = False
+    inserted = np.flatnonzero(unmatched)
     added = data.take(pa.array(np.concatenate([matched, inserted]), pa.int64()))
     changes = _changes(tx, WriteOperation.UPSERT, located, added, mode, ReadSet.matching(data, tuple(on)))
     return PlannedWrite(located, changes, rows_updated=len(matched), rows_written=len(inserted))

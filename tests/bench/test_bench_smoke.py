@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -391,6 +392,37 @@ def test_cdc_benchmark_tiny(isolated: Path) -> None:
     assert "<!-- bench:cdc -->" in text and "index upkeep" in text
     doc = json.loads(results_path("cdc").read_text())
     assert doc["benchmark"] == "cdc" and _same(doc["results"], bench_cdc.results(res))
+
+
+def test_cdc_benchmark_growth_from_a_baseline(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scale with a baseline (as ``large`` has) runs the baseline's merge-on-read spread batch
+    first, its own variants and deletes as it names them, and reports the growth."""
+    from dataclasses import replace
+
+    from integration.bench import bench_cdc as bc
+
+    tiny = bc.SCALES["tiny"]
+    grown = replace(
+        tiny,
+        rows=2 * tiny.rows,
+        variants=(bc.VARIANTS[0], bc.MOR_SPREAD),
+        deletes_of=(bc.MOR_SPREAD,),
+        baseline="tiny",
+    )
+    monkeypatch.setitem(bc.SCALES, "grown", grown)
+    res = bc.run("grown", log=lambda _: None)
+    assert res.baseline is not None and res.baseline.sc.rows == tiny.rows
+    assert [(s.variant, s.rows) for s in res.baseline.samples] == [(bc.MOR_SPREAD.label, tiny.variant_batch)]
+    assert not res.baseline.deletes
+    assert [(s.variant, s.rows) for s in res.samples] == [
+        *((bc.VARIANTS[0].label, n) for n in tiny.batches),
+        (bc.MOR_SPREAD.label, tiny.variant_batch),
+    ]
+    assert {d.variant for d in res.deletes} == {bc.MOR_SPREAD.label} and len(res.deletes) == 2
+    small, large = (statistics.median(r.samples[-1].api) for r in (res.baseline, res))
+    text = bc.render(res)
+    assert f"**{bc.fmt_ratio(large / small)}**" in text and "Growth with the table" in text
+    assert bc.results(res)["baseline"]["rows"] == tiny.rows
 
 
 @pytest.mark.spark

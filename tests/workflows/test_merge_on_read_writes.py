@@ -205,8 +205,16 @@ def test_marked_rows_tombstones_come_from_the_write(table: Any, monkeypatch: pyt
     by = {r.name: r for r in ups.indexes}
     assert by["by_id"].action is Action.INCREMENTAL and by["by_name"].action is Action.INCREMENTAL
     assert len(reads) == 2  # by_name's tombstones only: one read per marked file
-    _check_every_version(table, [start, ups.table_version])
-    for v in (start, ups.table_version):
+    # A delete carries every index's tombstone columns in its located rows: no read at all.
+    dels = table.t.delete("id IN (3, 151, 250)")
+    assert dels.mode == "merge-on-read" and len(dels.files_marked) == 3
+    assert len(reads) == 2
+    # A where on more than the key is checked on the located rows' data: the v = 3 row only.
+    some = table.t.delete("id IN (4, 5) AND v = 3")
+    assert some.rows_deleted == 1 and len(reads) == 2
+    versions = [start, ups.table_version, dels.table_version, some.table_version]
+    _check_every_version(table, versions)
+    for v in versions:
         want = table.read(v)
         for name in ("n4", "n150", "n9"):
             got = table.t.lookup("by_name", [name], version_as_of=v).select(SCHEMA.names)

@@ -28,10 +28,11 @@ are deleted, and the caller decides (the erase locates again on the newer versio
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -286,41 +287,48 @@ def commit_changes(
                 out.append(cdc(m.entry.path, m.erased, m.compression, m.int96))
         return out
 
-    added_uris: list[str] = []
+    new_files: DeltaFiles | None = None
+    added: list[tuple[tuple[tuple[str, Any], ...], pa.Table]] = []
+    if what.added is not None and what.added.num_rows:
+        new_files = DeltaFiles(storage, root, what.added.schema, snapshot.partition_columns)
+        added = list(split(what.added, new_files.partition_columns))
+    added_uris = [""] * len(added)
+    added_counts = [0] * len(added)
 
-    def added_actions() -> list[dict[str, Any]]:
-        nonlocal high
-        if what.added is None or what.added.num_rows == 0:
-            return []
-        files = DeltaFiles(storage, root, what.added.schema, snapshot.partition_columns)
-        out = []
-        for partition, rows in split(what.added, files.partition_columns):
-            opened = files.open(partition)
-            written.append(opened.uri)
-            added_uris.append(opened.uri)
-            opened.write(rows)
-            done = opened.close()
-            add: dict[str, Any] = {
-                "path": relative_log_path(root, opened.uri),
-                "partitionValues": dict(done.partition_values),
-                "size": done.size,
-                "modificationTime": now,
-                "dataChange": True,
-                "stats": done.commit_info.decode(),
-            }
-            if tracking:
-                add.update({"baseRowId": high + 1, "defaultRowCommitVersion": version + 1})
-                high += done.rows
-            out.append({"add": add})
-        return out
+    def added_file(i: int) -> list[dict[str, Any]]:
+        assert new_files is not None
+        opened = new_files.open(added[i][0])
+        written.append(opened.uri)
+        opened.write(added[i][1])
+        done = opened.close()
+        added_uris[i], added_counts[i] = opened.uri, done.rows
+        add: dict[str, Any] = {
+            "path": relative_log_path(root, opened.uri),
+            "partitionValues": dict(done.partition_values),
+            "size": done.size,
+            "modificationTime": now,
+            "dataChange": True,
+            "stats": done.commit_info.decode(),
+        }
+        return [{"add": add}]
 
     removed_rows = sum(r.erased.num_rows for r in rewrites) + sum(m.removed for m in marks)
     kept_rows = sum(r.kept.num_rows for r in rewrites)
     added_rows = 0 if what.added is None else what.added.num_rows
     try:
-        actions = [a for per_file in each_file(file_actions, rewrites) for a in per_file]
-        actions += mark_actions()
-        new = added_actions()
+        # Every file is written side by side: the rewrites, the deletion vectors, the added rows.
+        jobs: list[Callable[[], list[dict[str, Any]]]] = [
+            *(functools.partial(file_actions, r) for r in rewrites),
+            mark_actions,
+            *(functools.partial(added_file, i) for i in range(len(added))),
+        ]
+        done_jobs = each_file(lambda job: job(), jobs)
+        actions = [a for per_job in done_jobs[: len(rewrites) + 1] for a in per_job]
+        new = [a for per_job in done_jobs[len(rewrites) + 1 :] for a in per_job]
+        if tracking:  # fresh row ids, in the order of the added files
+            for a, count in zip(new, added_counts, strict=True):
+                a["add"].update({"baseRowId": high + 1, "defaultRowCommitVersion": version + 1})
+                high += count
         actions += new
         if tracking and high != tracking.high_water:
             domain = {
