@@ -35,7 +35,7 @@ from lakehouse_index.source import (
     VersionInfo,
     VersionNotFoundError,
 )
-from lakehouse_index_delta.actions import Actions, add_record
+from lakehouse_index_delta.actions import Actions, Metadata, Protocol, add_record
 from lakehouse_index_delta.deletion_vectors import DeletionVectorDescriptor, read_deletion_vector
 from lakehouse_index_delta.domains import domain_configuration
 from lakehouse_index_delta.entries import commit_change, diff_files, row_id_column, snapshot_files
@@ -252,6 +252,12 @@ class DeltaSource(TableSource):
         state = self._replay.state_at(version)
         assert state.metadata is not None
         return state.metadata.id
+
+    def protocol_and_metadata(self, version: int) -> tuple[Protocol, Metadata]:
+        """The ``protocol`` and ``metaData`` actions in force at ``version``."""
+        state = self._replay.state_at(version)
+        assert state.protocol is not None and state.metadata is not None
+        return state.protocol, state.metadata
 
     def domain_metadata(self, version: int, domain: str) -> str | None:
         """The configuration of ``domain`` at ``version`` (read from the log on demand)."""

@@ -129,7 +129,9 @@ def replay(
         if remap and kind.row_level and removed and added:
             known = lineage_remap.known_remap(removed, added, lineage.rewritten)
             rest_removed = [(fid, fe) for fid, fe in removed if fid not in known.moves]
-            rest_added = [(fid, fe) for fid, fe in added if fe.path not in known.placed]
+            rest_added = [
+                (fid, fe) for fid, fe in added if fe.path not in known.placed and fe.path not in lineage.added
+            ]
             try:
                 rw = lineage_remap.remap_commit(
                     source, target, kind, spec, rest_removed, rest_added, change.ordinal, config

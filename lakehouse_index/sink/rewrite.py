@@ -45,11 +45,15 @@ class WriteLineage:
     reading them. ``removed``: rows it marked deleted (deletion vectors, position deletes), by
     the path of the file that holds them: the columns it had read of them and their positions
     (``_row``); an index whose columns they hold takes its tombstones from them instead of
-    reading the positions again (a row at a position of a data file never changes).
+    reading the positions again (a row at a position of a data file never changes). ``added``:
+    the files holding the rows it added, indexed as new files: never aligned with the files it
+    removed by their rows' fingerprints (as a rewrite by another engine is), which would only
+    find the updated rows' old versions.
     """
 
     rewritten: Mapping[str, Rewritten] = field(default_factory=dict)
     removed: Mapping[str, pa.Table] = field(default_factory=dict)
+    added: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

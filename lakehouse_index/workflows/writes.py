@@ -145,7 +145,9 @@ def _through_index(
     crash_point("write.after_commit")
     # Removed rows matter to the refresh only as tombstones: those of rows marked deleted.
     marked = planned.changes.mode is WriteMode.MERGE_ON_READ
-    lineage = WriteLineage(done.rewritten, planned.located.by_file() if marked else {})
+    lineage = WriteLineage(
+        done.rewritten, planned.located.by_file() if marked else {}, frozenset(done.added_files)
+    )
     sync = sync_indexes(ctx, raise_on_error=False, lineage=lineage)
     removed = planned.changes.rows_removed
     result = WriteResult(

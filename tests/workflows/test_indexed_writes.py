@@ -127,6 +127,33 @@ def test_an_upsert_rewrites_the_files_of_its_updates_and_adds_its_rows(table: An
     _check_every_version(table, [before, after], [10, 11, 12, 5000, 5001])
 
 
+def test_an_upsert_replacing_a_whole_file_indexes_its_new_rows_as_new(
+    table: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every row of file 1 updated: the file goes, nothing replaces it, and the new rows' file is
+    indexed as new, not aligned with the removed file by fingerprints (which reads both)."""
+    from lakehouse_index.maintenance import lineage
+
+    aligned: list[int] = []
+    real = lineage.remap_commit
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        aligned.append(len(args[5]))  # the added files left to align
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(lineage, "remap_commit", spy)
+    before = table.t.latest_version()
+    data = _rows([*range(PER_FILE, 2 * PER_FILE), 5000], v=7)
+    result = table.t.upsert(data, on="id")
+    after = result.table_version
+    assert result.path is li.WritePath.INDEX and (result.rows_updated, result.rows_written) == (PER_FILE, 1)
+    assert len(table.files(before) - table.files(after)) == 1  # file 1, nothing rewritten of it:
+    assert table.files(after) - table.files(before) == {f.rsplit("/", 1)[-1] for f in result.files_added}
+    assert aligned == [0]
+    assert _refresh_entries(result) == PER_FILE + 1
+    _check_every_version(table, [before, after], [PER_FILE, PER_FILE + 7, 2 * PER_FILE - 1, 5000, 3])
+
+
 def test_a_keyed_update_and_overwrite(table: Any) -> None:
     first = table.t.latest_version()
     up = table.t.update("id = 401", set={"v": 9})

@@ -111,14 +111,13 @@ def open_for_write(
     if operation == "append":
         check_writable(dt, uri, operation)
     else:
-        check_operation(dt, uri, operation)
+        check_operation(dict(dt.metadata().configuration), uri, operation)
     return dt
 
 
-def check_operation(dt: Any, uri: str, operation: str) -> None:
-    """Refuse ``operation`` on ``dt``'s version whoever commits it: rewrites of an append-only
-    table, an isolation level this project does not know."""
-    config = dict(dt.metadata().configuration)
+def check_operation(config: Mapping[str, str], uri: str, operation: str) -> None:
+    """Refuse ``operation`` on a version with table configuration ``config`` whoever commits it:
+    rewrites of an append-only table, an isolation level this project does not know."""
     if operation != "append" and config.get("delta.appendOnly", "false").lower() == "true":
         raise WriteRefusedError(f"{uri}: the table is append-only (delta.appendOnly); {operation} refused")
     isolation(config, uri)
@@ -137,7 +136,7 @@ def check_writable(dt: Any, uri: str, operation: str) -> None:
             "honour; nothing was written. Write with an engine that supports them (e.g. Spark with "
             "delta-spark) and let `lakehouse-index watch` or `sync_indexes` maintain the indexes"
         )
-    check_operation(dt, uri, operation)
+    check_operation(config, uri, operation)
 
 
 #: ``delta.isolationLevel`` values (case-insensitive), as Delta defines them.

@@ -37,6 +37,7 @@ from lakehouse_index_delta.features import (
     refused_by_erase,
     refused_by_row_changes,
 )
+from lakehouse_index_delta.source import DeltaSource
 from lakehouse_index_delta.write import deltalake_ops as ops
 from lakehouse_index_delta.write import log_commit, new_files, purge, spark_writes
 from lakehouse_index_delta.write.marks import FileMark, plan_mark
@@ -45,6 +46,12 @@ from lakehouse_index_delta.write.marks import FileMark, plan_mark
 class DeltaWriter(TableWriter):
     """Writes a Delta table: deltalake for row writes, this package's commits for erases and purges,
     delta-spark for Spark DataFrames when their session has it."""
+
+    @property
+    def log(self) -> DeltaSource:
+        """The source, as the Delta reader it is (the protocol and metaData actions it read)."""
+        assert isinstance(self.source, DeltaSource)
+        return self.source
 
     def spark_writes(self, spark: Any) -> SparkWrites | None:
         """delta-spark (:mod:`.spark_writes`) when ``spark`` has its classes and SQL extension;
@@ -61,9 +68,15 @@ class DeltaWriter(TableWriter):
         snap = self.source.snapshot(self.source.latest_version())
         if operation is WriteOperation.ERASE:
             dt = ops.open_deltalake(self.uri, options)
-            return DeltaTransaction(self, snap, dt, _erasable(self.uri, dt))
-        dt = ops.open_for_write(self.uri, operation.value, options, self.source.table_id, snap.version)
-        return DeltaTransaction(self, snap, dt)
+            return DeltaTransaction(self, snap, operation, dt, _erasable(self.uri, dt))
+        if operation is WriteOperation.APPEND:  # always through deltalake: checked by it now
+            dt = ops.open_for_write(self.uri, operation.value, options, self.source.table_id, snap.version)
+            return DeltaTransaction(self, snap, operation, dt)
+        # Other writes may take this package's own commit (index-planned): they are checked on
+        # its reading of the log, and deltalake's table is opened only for a write through it.
+        _, metadata = self.log.protocol_and_metadata(snap.version)
+        ops.check_operation(metadata.config, self.uri, operation.value)
+        return DeltaTransaction(self, snap, operation)
 
     def purge_blockers(self) -> list[str]:
         """Retention settings that ask to keep history (``delta.logRetentionDuration``, ...)."""
@@ -107,7 +120,8 @@ def _erasable(uri: str, dt: Any) -> list[str]:
 
 
 class DeltaTransaction(Transaction):
-    """One write to a Delta table through ``dt`` (deltalake's table at ``snapshot``'s version or later).
+    """One write to a Delta table at ``snapshot``'s version: through deltalake's table ``dt`` (at
+    that version or later, opened on first use) or this package's own commits.
 
     A commit deltalake's checker refuses is decided by the conflict rules
     (:func:`~lakehouse_index.sink.conflicts.commit_rebasing`): without a conflict, ``dt`` is
@@ -117,12 +131,34 @@ class DeltaTransaction(Transaction):
     """
 
     def __init__(
-        self, writer: DeltaWriter, snapshot: Snapshot, dt: Any, erase_features: Sequence[str] = ()
+        self,
+        writer: DeltaWriter,
+        snapshot: Snapshot,
+        operation: WriteOperation,
+        dt: Any = None,
+        erase_features: Sequence[str] = (),
     ) -> None:
         self.writer = writer
         self.snapshot = snapshot
-        self.dt = dt
+        self.operation = operation
+        self._dt = dt
         self.erase_features = tuple(erase_features)
+        self._protocol, self._metadata = writer.log.protocol_and_metadata(snapshot.version)
+
+    @property
+    def dt(self) -> Any:
+        """deltalake's table at the snapshot's version, opened (or a kept one caught up) and
+        checked on first use. A commit that landed since then is left to the conflict rules,
+        as when the table was opened with the snapshot."""
+        if self._dt is None:
+            w = self.writer
+            dt = ops.open_for_write(
+                w.uri, self.operation.value, w.storage.options, w.source.table_id, self.snapshot.version
+            )
+            if int(dt.version()) > self.snapshot.version:
+                dt.load_as_version(self.snapshot.version)
+            self._dt = dt
+        return self._dt
 
     def _commit(
         self, operation: WriteOperation, reads: ReadSet, run: Callable[[Snapshot | None], Commit]
@@ -207,7 +243,7 @@ class DeltaTransaction(Transaction):
     def _deletion_vectors_writable(self) -> bool:
         """Whether the table takes new deletion vectors: the ``deletionVectors`` feature and
         ``delta.enableDeletionVectors=true`` (as Delta's own writers decide)."""
-        protocol, config = self.dt.protocol(), dict(self.dt.metadata().configuration)
+        protocol, config = self._protocol, self._metadata.config
         declared = declared_writer_features(protocol.min_writer_version, protocol.writer_features)
         return "deletionVectors" in declared and log_commit.is_true(config, "delta.enableDeletionVectors")
 
@@ -227,12 +263,12 @@ class DeltaTransaction(Transaction):
                 "the table takes no deletion vectors (it needs the deletionVectors feature and "
                 "delta.enableDeletionVectors=true)"
             )
-        protocol, config = self.dt.protocol(), dict(self.dt.metadata().configuration)
+        protocol, config = self._protocol, self._metadata.config
         adds = changes.added is not None and changes.added.num_rows > 0
         refused = refused_by_row_changes(
             protocol.min_writer_version,
             protocol.writer_features,
-            json.loads(self.dt.schema().to_json()),
+            json.loads(self._metadata.schema_string),
             config,
             adds_rows=adds,
         )
@@ -270,9 +306,9 @@ class DeltaTransaction(Transaction):
             return done
 
         def catch_up() -> int:
-            self.dt.update_incremental()
-            ops.check_operation(self.dt, w.uri, changes.operation.value)
-            return int(self.dt.version())
+            latest = w.source.latest_version()
+            ops.check_operation(w.log.protocol_and_metadata(latest)[1].config, w.uri, changes.operation.value)
+            return latest
 
         done = commit_rebasing(
             w.source,
@@ -283,7 +319,8 @@ class DeltaTransaction(Transaction):
             run,
             catch_up,
         )
-        ops.keep(w.uri, w.storage.options, self.dt)  # the next write catches it up
+        if self._dt is not None:  # the next write through deltalake catches it up
+            ops.keep(w.uri, w.storage.options, self._dt)
         replaced, added = out["last"]
         by_old = {r.entry.path: r for r in rewrites}
         rewritten = {new: Rewritten(old, by_old[old].kept_positions) for old, new in replaced.items()}
@@ -300,7 +337,7 @@ class DeltaTransaction(Transaction):
             snapshot=self.snapshot,
             rewrites=rewrites,
             what=what,
-            config=dict(self.dt.metadata().configuration),
+            config=self._metadata.config,
             row_tracking="rowTracking" in self.erase_features,
         )
         return done, replaced
