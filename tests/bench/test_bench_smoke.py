@@ -408,6 +408,7 @@ def test_cdc_benchmark_growth_from_a_baseline(monkeypatch: pytest.MonkeyPatch) -
         variants=(bc.VARIANTS[0], bc.MOR_SPREAD),
         deletes_of=(bc.MOR_SPREAD,),
         baseline="tiny",
+        bare_in_worker=True,
     )
     monkeypatch.setitem(bc.SCALES, "grown", grown)
     res = bc.run("grown", log=lambda _: None)
@@ -422,6 +423,7 @@ def test_cdc_benchmark_growth_from_a_baseline(monkeypatch: pytest.MonkeyPatch) -
     small, large = (statistics.median(r.samples[-1].api) for r in (res.baseline, res))
     text = bc.render(res)
     assert f"**{bc.fmt_ratio(large / small)}**" in text and "Growth with the table" in text
+    assert "a process of their own" in text  # the bare copy's calls went to the worker
     assert bc.results(res)["baseline"]["rows"] == tiny.rows
 
 
