@@ -268,8 +268,13 @@ def _serve(conn: Any) -> None:
             conn.send((False, repr(e)))
 
 
+def _here(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in this process (the bare copy's calls at the scales that keep them here)."""
+    return fn(*args)
+
+
 def _delta_pair(
-    base: Path, template: Path, variant: Variant, config: Any, worker: _Worker | None = None
+    base: Path, template: Path, variant: Variant, config: Any, call: Callable[..., Any] = _here
 ) -> _Pair:
     """Copies of the written table (the API copy with its index) for ``variant``."""
     from deltalake import DeltaTable
@@ -290,16 +295,10 @@ def _delta_pair(
             dt.alter.set_table_properties({"delta.enableDeletionVectors": "true"})
     t = li.open_table(str(api), config=config)
     t.sync_indexes()
-    if worker is not None:
-        return _Pair(
-            functools.partial(worker.call, _bare_merge, str(bare)),
-            t,
-            functools.partial(worker.call, _delta_rows, str(bare)),
-        )
     return _Pair(
-        lambda data: _bare_merge(str(bare), data),
+        functools.partial(call, _bare_merge, str(bare)),
         t,
-        lambda ids: _delta_rows(str(bare), ids),
+        functools.partial(call, _delta_rows, str(bare)),
     )
 
 
@@ -477,6 +476,7 @@ def _run(scale: str, sc: CdcScale, workdir: Path | None, log: Callable[[str], No
     res = CdcResults(scale, sc)
     base = workdir / scale if workdir else Path(tempfile.mkdtemp(prefix="bench-cdc-"))
     worker = _Worker() if sc.bare_in_worker else None
+    call = worker.call if worker is not None else _here  # the bare copy's calls
     try:
         res.load.append(load_average())
         t0 = time.perf_counter()
@@ -495,7 +495,7 @@ def _run(scale: str, sc: CdcScale, workdir: Path | None, log: Callable[[str], No
         rng = np.random.default_rng(29)
         for variant in sc.variants:
             if variant.fmt == "delta":
-                pair = _delta_pair(base, template, variant, config, worker)
+                pair = _delta_pair(base, template, variant, config, call)
             else:
                 pair = _iceberg_pair(base, sc, config, log)
             sizes = sc.batches if variant == sc.variants[0] else (sc.variant_batch,)
@@ -509,9 +509,7 @@ def _run(scale: str, sc: CdcScale, workdir: Path | None, log: Callable[[str], No
                             rng,
                             layout,
                             sc,
-                            functools.partial(worker.call, _delta_delete, bare_path)
-                            if worker is not None
-                            else functools.partial(_delta_delete, bare_path),
+                            functools.partial(call, _delta_delete, bare_path),
                             pair.t,
                             variant.label,
                             log,

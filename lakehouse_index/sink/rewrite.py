@@ -96,9 +96,9 @@ def plan_rewrite(
     else:
         one = [snapshot.columns[0].name]  # any column: only the live positions are wanted
         live = read_file(source, snapshot, entry, columns=one, with_positions=True)[ROW_COLUMN].to_numpy()
-    erase = np.zeros(physical.num_rows, dtype=bool)
-    erase[positions] = True
-    erase = erase[live]  # only live rows are erased
+    at_positions = np.zeros(physical.num_rows, dtype=bool)
+    at_positions[positions] = True
+    erase = at_positions[live]  # of the live rows, those at ``positions``
     kept = live[~erase]
     keep = np.zeros(physical.num_rows, dtype=bool)
     keep[kept] = True

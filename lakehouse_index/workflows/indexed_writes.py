@@ -151,7 +151,9 @@ def locate(
 def _held_columns(ctx: IndexContext, index: str, where: pa.Table, snap: Snapshot) -> set[str]:
     """The table columns whose values the located entries ``where`` of ``index`` hold: its key
     and record-key columns that are columns of the table (not indexed expressions)."""
-    (spec,) = [info.spec for info in ctx.indexes() if info.name == index]
+    latest = ctx.log(index).latest()
+    assert latest is not None  # the index just located the rows
+    spec = latest.spec
     return {
         c
         for c in (*spec.key, *spec.record_key)

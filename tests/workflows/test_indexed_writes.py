@@ -147,7 +147,7 @@ def test_an_upsert_replacing_a_whole_file_indexes_its_new_rows_as_new(
     result = table.t.upsert(data, on="id")
     after = result.table_version
     assert result.path is li.WritePath.INDEX and (result.rows_updated, result.rows_written) == (PER_FILE, 1)
-    assert len(table.files(before) - table.files(after)) == 1  # file 1, nothing rewritten of it:
+    assert len(table.files(before) - table.files(after)) == 1  # file 1 goes, nothing rewritten of it
     assert table.files(after) - table.files(before) == {f.rsplit("/", 1)[-1] for f in result.files_added}
     assert aligned == [0]
     assert _refresh_entries(result) == PER_FILE + 1

@@ -144,6 +144,30 @@ def test_a_keyed_delete_marks_rows_and_rewrites_no_file(table: Any) -> None:
     _check_every_version(table, [before, after])
 
 
+def test_a_delete_on_the_key_alone_reads_no_data_file(table: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the key index the only one, a delete whose where reads only the key is checked on the
+    located index entries and takes its tombstones from them: no data file is read; a where on
+    another column reads the located rows."""
+    from lakehouse_index.maintenance import refresh
+    from lakehouse_index.workflows import indexed_writes
+
+    reads: list[str] = []
+    for module, name in ((indexed_writes, "read_file"), (refresh, "_row_entries")):
+        real = getattr(module, name)
+
+        def spy(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            reads.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, spy)
+    start = table.t.latest_version()
+    dels = table.t.delete("id IN (3, 151, 250, 5000)")
+    assert dels.mode == "merge-on-read" and dels.rows_deleted == 3 and not reads
+    some = table.t.delete("id IN (4, 5) AND v = 0")
+    assert some.rows_deleted == 2 and reads == ["read_file"]  # file 0, by position
+    _check_every_version(table, [start, dels.table_version, some.table_version])
+
+
 def test_a_second_delete_on_a_marked_file_keeps_the_first_marks(table: Any) -> None:
     first = table.t.delete("id IN (3, 150)")
     second = table.t.delete("id IN (4, 151, 399)")  # files 0 and 1 again, and file 3
@@ -205,7 +229,8 @@ def test_marked_rows_tombstones_come_from_the_write(table: Any, monkeypatch: pyt
     by = {r.name: r for r in ups.indexes}
     assert by["by_id"].action is Action.INCREMENTAL and by["by_name"].action is Action.INCREMENTAL
     assert len(reads) == 2  # by_name's tombstones only: one read per marked file
-    # A delete carries every index's tombstone columns in its located rows: no read at all.
+    # A delete carries every index's tombstone columns in its located rows (by_name's read
+    # with them, once): the upkeep reads nothing.
     dels = table.t.delete("id IN (3, 151, 250)")
     assert dels.mode == "merge-on-read" and len(dels.files_marked) == 3
     assert len(reads) == 2

@@ -74,9 +74,9 @@ class DeltaWriter(TableWriter):
             return DeltaTransaction(self, snap, operation, dt)
         # Other writes may take this package's own commit (index-planned): they are checked on
         # its reading of the log, and deltalake's table is opened only for a write through it.
-        _, metadata = self.log.protocol_and_metadata(snap.version)
-        ops.check_operation(metadata.config, self.uri, operation.value)
-        return DeltaTransaction(self, snap, operation)
+        tx = DeltaTransaction(self, snap, operation)
+        ops.check_operation(tx.config, self.uri, operation.value)
+        return tx
 
     def purge_blockers(self) -> list[str]:
         """Retention settings that ask to keep history (``delta.logRetentionDuration``, ...)."""
@@ -144,6 +144,11 @@ class DeltaTransaction(Transaction):
         self._dt = dt
         self.erase_features = tuple(erase_features)
         self._protocol, self._metadata = writer.log.protocol_and_metadata(snapshot.version)
+
+    @property
+    def config(self) -> dict[str, str]:
+        """The table configuration at the snapshot's version (its ``metaData`` action's)."""
+        return self._metadata.config
 
     @property
     def dt(self) -> Any:
@@ -243,7 +248,7 @@ class DeltaTransaction(Transaction):
     def _deletion_vectors_writable(self) -> bool:
         """Whether the table takes new deletion vectors: the ``deletionVectors`` feature and
         ``delta.enableDeletionVectors=true`` (as Delta's own writers decide)."""
-        protocol, config = self._protocol, self._metadata.config
+        protocol, config = self._protocol, self.config
         declared = declared_writer_features(protocol.min_writer_version, protocol.writer_features)
         return "deletionVectors" in declared and log_commit.is_true(config, "delta.enableDeletionVectors")
 
@@ -263,7 +268,7 @@ class DeltaTransaction(Transaction):
                 "the table takes no deletion vectors (it needs the deletionVectors feature and "
                 "delta.enableDeletionVectors=true)"
             )
-        protocol, config = self._protocol, self._metadata.config
+        protocol, config = self._protocol, self.config
         adds = changes.added is not None and changes.added.num_rows > 0
         refused = refused_by_row_changes(
             protocol.min_writer_version,
@@ -337,7 +342,7 @@ class DeltaTransaction(Transaction):
             snapshot=self.snapshot,
             rewrites=rewrites,
             what=what,
-            config=self._metadata.config,
+            config=self.config,
             row_tracking="rowTracking" in self.erase_features,
         )
         return done, replaced
