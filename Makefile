@@ -13,6 +13,10 @@ JVM_TOOLS := tools/jvm
 SPARK_LINE := 3.5
 SPARK4_LINE := 4.1
 MVN ?= mvn
+# Bench-only TPC-H data generator: duckdb 1.5.5 with its dbgen extension (duckdb-extension-tpch,
+# which has no wheel for the project's duckdb), pinned by tools/tpch/requirements.txt in a venv of
+# its own (integration/bench/tpch_dbgen.py runs it in a subprocess to write the tables as Parquet).
+TPCH_TOOLS := tools/tpch
 
 .PHONY: setup demo test test-spark4 lint bench clean
 
@@ -25,6 +29,13 @@ $(NODE_TOOLS)/node_modules/.installed: $(NODE_TOOLS)/package.json $(NODE_TOOLS)/
 $(JVM_TOOLS)/jars/spark-%/.fetched: $(JVM_TOOLS)/pom.xml
 	rm -rf $(@D)
 	$(MVN) -B -q -Dstyle.color=never -f $(JVM_TOOLS)/pom.xml -P spark-$* dependency:copy-dependencies
+	touch $@
+
+$(TPCH_TOOLS)/.venv/.installed: $(TPCH_TOOLS)/requirements.txt
+	rm -rf $(@D)
+	$(PYTHON) -m venv $(@D)
+	$(@D)/bin/python -m pip install --quiet --upgrade pip
+	$(@D)/bin/python -m pip install --quiet -r $(TPCH_TOOLS)/requirements.txt
 	touch $@
 
 $(VENV)/.installed: pyproject.toml constraints.txt
@@ -70,8 +81,8 @@ lint: setup
 	$(BIN)/ruff check lakehouse_index connectors tests integration
 	$(BIN)/mypy
 
-bench: setup
+bench: setup $(TPCH_TOOLS)/.venv/.installed
 	$(BIN)/python -m integration.bench.run_all
 
 clean:
-	rm -rf $(VENV) $(VENV4) $(NODE_TOOLS)/node_modules $(JVM_TOOLS)/jars .pytest_cache .mypy_cache .ruff_cache .hypothesis
+	rm -rf $(VENV) $(VENV4) $(NODE_TOOLS)/node_modules $(JVM_TOOLS)/jars $(TPCH_TOOLS)/.venv .pytest_cache .mypy_cache .ruff_cache .hypothesis
