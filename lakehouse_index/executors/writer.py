@@ -30,14 +30,34 @@ from lakehouse_index.kinds.keys import file_bounds
 from lakehouse_index.kinds.layout import BUCKET_COLUMN, bucket_file_name, bucket_from_path, bucket_ids
 from lakehouse_index.log.entry import IndexFile
 
+#: Columns dictionary-encoded: the version and op stamps (few distinct values). Keys and
+#: payloads are mostly distinct values, for which a dictionary page makes files larger and
+#: decoding slower.
+_DICTIONARY = (VERSION, OP)
 
-def _write_options() -> dict[str, object]:
-    # Dictionary encoding only for the version and op stamps: keys and payloads are mostly
-    # distinct values, for which a dictionary page makes files larger and decoding slower.
+
+def _write_options(schema: pa.Schema) -> dict[str, object]:
+    """How index files are encoded: integer and timestamp columns as ``DELTA_BINARY_PACKED``
+    (sorted keys, file ids and row numbers pack into a few bits a value), then LZ4_RAW.
+
+    Not zstd: a read takes a few row groups of a few thousand rows, and pyarrow sets up a zstd
+    decoder for every column chunk it decompresses, which costs more than the chunk's bytes.
+    250,000 entries of a key index in 62 groups decode in 22.6 ms with zstd (0.6 MB), 2.6 ms
+    delta-packed (0.07 MB); a multi-column index file of 552 groups in 243 ms with zstd
+    (10.7 MB), 40 ms delta-packed with lz4 (9.8 MB). Spark (3.3 and later), DuckDB and
+    pyarrow read these encodings.
+    """
+    packed = {
+        f.name: "DELTA_BINARY_PACKED"
+        for f in schema
+        if f.name not in _DICTIONARY
+        and (pa.types.is_integer(f.type) or pa.types.is_timestamp(f.type) or pa.types.is_date(f.type))
+    }
     return {
-        "compression": "zstd",
+        "compression": "lz4",
         "write_page_index": True,
-        "use_dictionary": [VERSION, OP],
+        "use_dictionary": list(_DICTIONARY),
+        "column_encoding": packed,
     }
 
 
@@ -118,7 +138,7 @@ class FileWriter:
             path = join_uri(self.data_dir, bucket_file_name(token, bucket))
         fs, inner = self.storage.arrow(path)
         fs.create_dir(inner.rsplit("/", 1)[0], recursive=True)
-        writer = pq.ParquetWriter(inner, self.schema, filesystem=fs, **_write_options())
+        writer = pq.ParquetWriter(inner, self.schema, filesystem=fs, **_write_options(self.schema))
         return _GroupWriter(writer, self.config.index_row_group_rows, self.aligned), path
 
 

@@ -354,11 +354,16 @@ def read_entries(
             stats.row_groups_read += len(groups)
     wanted = list(columns) if columns else None
 
+    pooled = len(todo) > 1
+
     def one(item: tuple[str, IndexFile, list[int], Selection]) -> pa.Table:
         uri, f, groups, selection = item
-        return selection.select(FOOTERS.open(storage, uri, f.size).read_row_groups(groups, columns=wanted))
+        # Files side by side decode on one thread each: Arrow's own threads on top of the pool's
+        # only contend (a 1% range over 25 files: 112 ms with them, 67 ms without).
+        pf = FOOTERS.open(storage, uri, f.size)
+        return selection.select(pf.read_row_groups(groups, columns=wanted, use_threads=not pooled))
 
-    if len(todo) > 1:
+    if pooled:
         workers = 8 if storage.concurrent_reads else DECODE_THREADS
         found = list(shared_pool("index-files", workers).map(one, todo))
     else:

@@ -45,7 +45,7 @@ from lakehouse_index.kinds.entries import FILE_ID, META_COLUMNS, OP, ROW, VERSIO
 from lakehouse_index.kinds.multicolumn.curve import CELL, NAN_FLAG
 from lakehouse_index.kinds.multicolumn.weights import WEIGHT, in_sample
 from lakehouse_index.kinds.skipping.files import SkippingData
-from lakehouse_index.kinds.skipping.prune import prune
+from lakehouse_index.kinds.skipping.prune import may_match
 from lakehouse_index.kinds.skipping.schema import FILE_ID as GROUP_ID
 from lakehouse_index.kinds.skipping.schema import ROWS, column_type
 from lakehouse_index.log.entry import IndexFile, Level, LogEntry
@@ -180,6 +180,58 @@ class Picked:
     total: int
 
 
+@dataclass(frozen=True)
+class _EntryGroups:
+    """The row groups of all the files of one index snapshot, numbered across its files: one
+    skipping table for the lot, so a query prunes them in one pass (and the statistics views
+    the pruning prepares are kept with it)."""
+
+    data: SkippingData
+    unknown: np.ndarray
+    weight_min: np.ndarray
+    sizes: np.ndarray
+    #: Per file of the snapshot (in its order), the number of its first group.
+    starts: np.ndarray
+
+
+#: (index directory, the snapshot's files, columns) → their row groups.
+_ENTRY_GROUPS: SizedCache[tuple[str, tuple[tuple[str, int], ...], tuple[str, ...]], _EntryGroups] = (
+    SizedCache("index_file_entries")
+)
+
+
+def _entry_groups(storage: Storage, index_dir: str, entry: LogEntry) -> _EntryGroups:
+    columns = tuple(entry.spec.columns)
+    key = (index_dir, tuple((f.path, f.size) for f in entry.content.files), columns)
+    hit = _ENTRY_GROUPS.get(key)
+    if hit is not None:
+        return hit
+    per = [_file_groups(storage, join_uri(index_dir, f.path), f.size, columns) for f in entry.content.files]
+    counts = np.array([len(g.unknown) for g in per], dtype=np.int64)
+    starts = np.cumsum(counts) - counts
+    # Files written at different table versions may type a column differently (widened).
+    rows = (
+        pa.concat_tables(
+            [
+                g.rows.set_column(0, GROUP_ID, pa.array(g.rows[GROUP_ID].to_numpy() + s))
+                for g, s in zip(per, starts, strict=True)
+            ],
+            promote_options="permissive",
+        )
+        if counts.sum()
+        else pa.table({GROUP_ID: pa.array([], pa.int64())})
+    )
+    found = _EntryGroups(
+        SkippingData.of(rows),
+        np.concatenate([np.zeros(0, dtype=bool), *(g.unknown for g in per)]),
+        np.concatenate([np.zeros(0), *(g.weight_min for g in per)]),
+        np.concatenate([np.zeros(0, dtype=np.int64), *(g.sizes for g in per)]),
+        starts,
+    )
+    _ENTRY_GROUPS[key] = found
+    return found
+
+
 def pick_groups(
     storage: Storage,
     index_dir: str,
@@ -190,29 +242,23 @@ def pick_groups(
 ) -> Picked:
     """The row groups of ``entry``'s files whose statistics may hold a row matching ``predicate``
     (None: any row) with a weight below ``fraction`` (None: any weight)."""
-    columns = tuple(entry.spec.columns)
+    groups = _entry_groups(storage, index_dir, entry)
+    files = entry.content.files
+    total = len(groups.unknown)
+    ends = np.append(groups.starts[1:], total)
+    keep = np.zeros(total, dtype=bool)
+    for f, lo, hi in zip(files, groups.starts, ends, strict=True):
+        keep[lo:hi] = not f.newer_than(cap)
+    if predicate is not None and total:
+        keep &= may_match(groups.data, predicate) | groups.unknown  # groups numbered 0..total-1
+    if fraction is not None:
+        keep &= ~(groups.weight_min >= fraction)  # NaN (no weight statistics) keeps the group
     out: list[tuple[IndexFile, tuple[int, ...]]] = []
-    size = read = total = 0
-    for f in entry.content.files:
-        groups = _file_groups(storage, join_uri(index_dir, f.path), f.size, columns)
-        n = len(groups.unknown)
-        total += n
-        if f.newer_than(cap):
-            continue
-        keep = np.ones(n, dtype=bool)
-        if predicate is not None and n:
-            kept = prune(SkippingData.of(groups.rows), predicate, range(n))
-            keep = np.zeros(n, dtype=bool)
-            keep[list(kept)] = True
-            keep |= groups.unknown
-        if fraction is not None:
-            keep &= ~(groups.weight_min >= fraction)  # NaN (no weight statistics) keeps the group
-        picked = tuple(int(i) for i in np.flatnonzero(keep))
-        if picked:
-            out.append((f, picked))
-            size += int(groups.sizes[list(picked)].sum())
-            read += len(picked)
-    return Picked(tuple(out), size, read, total)
+    for f, lo, hi in zip(files, groups.starts, ends, strict=True):
+        picked = np.flatnonzero(keep[lo:hi])
+        if picked.size:
+            out.append((f, tuple(picked.tolist())))
+    return Picked(tuple(out), int(groups.sizes[keep].sum()), int(keep.sum()), total)
 
 
 def _entry_field(target: Snapshot, name: str) -> pa.Field:
@@ -267,11 +313,14 @@ def matching_entries(
     schema = pa.schema([_entry_field(target, c) for c in names])
     expression = predicate.to_pyarrow() if predicate is not None else None
 
+    pooled = len(picked.groups) > 1
+
     def one(item: tuple[IndexFile, tuple[int, ...]]) -> pa.Table:
         f, groups = item
-        t = FOOTERS.open(storage, join_uri(index_dir, f.path), f.size).read_row_groups(
-            list(groups), columns=names
-        )
+        pf = FOOTERS.open(storage, join_uri(index_dir, f.path), f.size)
+        t = pf.read_row_groups(
+            list(groups), columns=names, use_threads=not pooled
+        )  # as index_reader.read_entries does
         t = t.select(names).cast(schema) if not t.schema.equals(schema) else t
         if VERSION in names:
             t = t.filter(pc.less_equal(t[VERSION], cov.cap))

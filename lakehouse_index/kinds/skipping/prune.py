@@ -305,6 +305,13 @@ def prune(data: SkippingData, predicate: Predicate | None, file_ids: Iterable[in
     pos = np.searchsorted(data.file_ids, ids)
     pos_c = np.minimum(pos, data.file_ids.size - 1)
     covered = data.file_ids[pos_c] == ids
-    outcomes = evaluate(predicate.node, _StatsOracle(data, predicate))
-    keep = ~covered | outcomes.true[pos_c]
+    keep = ~covered | may_match(data, predicate)[pos_c]
     return {int(i) for i in ids[keep]}
+
+
+def may_match(data: SkippingData, predicate: Predicate) -> np.ndarray:
+    """Per skipping row of ``data`` (in ``data.file_ids`` order), whether its file may hold a
+    row matching ``predicate`` (always, for a predicate without an AST)."""
+    if predicate.node is None:
+        return np.ones(data.file_ids.size, dtype=bool)
+    return np.asarray(evaluate(predicate.node, _StatsOracle(data, predicate)).true, dtype=bool)
