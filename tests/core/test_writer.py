@@ -243,3 +243,50 @@ def test_aligned_row_groups_do_not_depend_on_the_batches(
     (path,) = [p[len("file://") :] for p in result.column("path").to_pylist()]
     assert group_sizes(path) == aligned_groups(keys, 100, True)
     assert pq.read_table(path).column("k").to_pylist() == keys.tolist()
+
+
+def test_index_files_are_delta_packed_with_lz4_pages(tmp_path: Path) -> None:
+    """Integer, date and timestamp columns DELTA_BINARY_PACKED, the stamps dictionary-encoded, every
+    chunk LZ4_RAW (pyarrow's per-chunk zstd setup outweighs small row groups); values read back."""
+    schema = pa.schema(
+        [
+            ("k", pa.int64()),
+            ("d", pa.date32()),
+            ("ts", pa.timestamp("us", tz="UTC")),
+            ("x", pa.float64()),
+            ("s", pa.string()),
+            ("_file_id", pa.int64(), False),
+            ("_row", pa.int64(), False),
+            ("_version", pa.int64(), False),
+            ("_op", pa.int8(), False),
+        ]
+    )
+    n = 3 * ROW_GROUP_ROWS + 5
+    rows = pa.table(
+        {
+            "k": np.arange(n) * 7,
+            "d": pa.array(np.arange(n, dtype=np.int32) % 3000, pa.int32()).cast(pa.date32()),
+            "ts": pa.array(np.arange(n) * 1_000_003, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+            "x": np.linspace(0, 1, n),
+            "s": [f"v{i % 97}" for i in range(n)],
+            "_file_id": np.repeat([1, 2], [n // 2, n - n // 2]),
+            "_row": np.arange(n),
+            "_version": np.full(n, 4),
+            "_op": pa.array(np.zeros(n, dtype=np.int8)),
+        },
+        schema=schema,
+    )
+    task = FileWriter(Storage("file"), "file://" + str(tmp_path), schema, ExecutorConfig())
+    (result,) = list(task(iter(rows.to_batches(max_chunksize=1000))))
+    (path,) = [p[len("file://") :] for p in result.column("path").to_pylist()]
+    pf = pq.ParquetFile(path)
+    assert pf.read().equals(rows)
+    meta = pf.metadata
+    for g in range(meta.num_row_groups):
+        for i, name in enumerate(schema.names):
+            chunk = meta.row_group(g).column(i)
+            assert chunk.compression == "LZ4", (name, chunk.compression)  # pyarrow's name of LZ4_RAW
+            packed = "DELTA_BINARY_PACKED" in chunk.encodings
+            assert packed == (name in {"k", "d", "ts", "_file_id", "_row"}), (name, chunk.encodings)
+            if name in {"_version", "_op"}:
+                assert chunk.has_dictionary_page, name
