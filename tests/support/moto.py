@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socketserver
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -23,6 +24,7 @@ def moto_s3(*buckets: str) -> Iterator[dict[str, str]]:
     inner = server._server  # moto exposes no option for it
     assert isinstance(inner, socketserver.ThreadingMixIn)
     inner.block_on_close = False
+    _atomic_conditional_writes(inner)
     host, port = server.get_host_and_port()
     options = {
         "AWS_ENDPOINT_URL": f"http://{host}:{port}",
@@ -37,6 +39,28 @@ def moto_s3(*buckets: str) -> Iterator[dict[str, str]]:
         yield options
     finally:
         server.stop()
+
+
+def _atomic_conditional_writes(server: Any) -> None:
+    """Serialise conditional PUTs (``If-None-Match`` / ``If-Match``) through moto's WSGI app.
+
+    S3 decides conditional writes atomically: of concurrent creates of one key, exactly one
+    succeeds. moto 5.2 checks the condition, then writes, in each request's own thread
+    (``S3Response.put_object``), so two racing creates can both succeed. The tests claim
+    S3's semantics, so the emulator gets them: the check and the write of a conditional
+    request run under one lock (other requests run concurrently as before).
+    """
+    app = server.app
+    lock = threading.Lock()
+
+    def serialised(environ: dict[str, Any], start_response: Any) -> Any:
+        conditional = "HTTP_IF_NONE_MATCH" in environ or "HTTP_IF_MATCH" in environ
+        if environ.get("REQUEST_METHOD") != "PUT" or not conditional:
+            return app(environ, start_response)
+        with lock:
+            return list(app(environ, start_response))  # the whole response: the write is done
+
+    server.app = serialised
 
 
 def s3_client(options: dict[str, str]) -> Any:
