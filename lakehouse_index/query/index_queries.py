@@ -201,6 +201,7 @@ def files_for(ctx: IndexContext, snap: Snapshot, where: Where) -> list[FileEntry
         chosen = plan.chosen
         if chosen.scans:
             assert chosen.entry is not None and chosen.coverage is not None and chosen.index is not None
+            assert chosen.picked is not None
             predicate = expr.Predicate.of(where, snap.schema)
             assert predicate is not None
             return index_scan.files_matching(
@@ -211,6 +212,7 @@ def files_for(ctx: IndexContext, snap: Snapshot, where: Where) -> list[FileEntry
                 snap,
                 chosen.coverage,
                 predicate,
+                chosen.picked,
             )
         return None if chosen.files is None else list(chosen.files)
 
@@ -227,6 +229,7 @@ def _scan_answer(
 ) -> pa.Table:
     """The answer of a scanning index the planner chose (with ``fraction``: of the sample)."""
     assert chosen.entry is not None and chosen.coverage is not None and chosen.index is not None
+    assert chosen.picked is not None
     spec = chosen.entry.spec
     identity = kind_of(spec).sample_identity(spec) if fraction is not None else ()
     return index_scan.answer(
@@ -238,6 +241,7 @@ def _scan_answer(
         chosen.coverage,
         predicate,
         columns,
+        chosen.picked,
         fraction,
         identity,
     )

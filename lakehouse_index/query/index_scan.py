@@ -279,13 +279,16 @@ def matching_entries(
     cov: Coverage,
     predicate: Predicate | None,
     fraction: float | None,
+    picked: Picked,
     *,
     columns: Sequence[str] | None = None,
     address: bool = True,
     apply_deletes: bool = True,
 ) -> pa.Table:
-    """The live entries of the files ``cov`` answers for whose rows match ``predicate`` (and,
-    with ``fraction``, whose weight is below it): the index's share of the answer.
+    """The live entries, in the ``picked`` row groups (:func:`pick_groups` of the same
+    ``predicate``, ``fraction`` and cap), of the files ``cov`` answers for whose rows match
+    ``predicate`` (and, with ``fraction``, whose weight is below it): the index's share of the
+    answer.
 
     Holds ``columns`` of the spec's (default all, as ``target`` types them) and, with
     ``address``, the row address (``_file_id``, ``_row``). Only the columns the answer needs
@@ -294,7 +297,6 @@ def matching_entries(
     indexing (callers re-reading the rows from the data files, which applies deletes)."""
     spec = entry.spec
     wanted = list(spec.columns if columns is None else columns)
-    picked = pick_groups(storage, index_dir, entry, predicate, fraction, cov.cap)
     merged = bool(cov.moves) or any(f.level is Level.DELTA for f in entry.content.files)
     capped = all(f.max_ordinal is not None and f.max_ordinal <= cov.cap for f, _ in picked.groups)
     every_id = set(cov.answered) >= {f.id for f in entry.source.files}
@@ -354,11 +356,13 @@ def files_matching(
     target: Snapshot,
     cov: Coverage,
     predicate: Predicate,
+    picked: Picked,
 ) -> list[FileEntry]:
-    """The files of ``target`` that may hold matching rows: those with live matching entries,
-    and every file the snapshot does not answer for (Spark reads them and re-checks)."""
+    """The files of ``target`` that may hold matching rows: those with live matching entries
+    in the ``picked`` row groups, and every file the snapshot does not answer for (Spark reads
+    them and re-checks)."""
     live = matching_entries(
-        source, storage, index_dir, entry, target, cov, predicate, None, apply_deletes=False
+        source, storage, index_dir, entry, target, cov, predicate, None, picked, apply_deletes=False
     )
     ids = set(live[FILE_ID].to_pylist())
     return [cov.answered[i] for i in sorted(ids)] + list(cov.scan)
@@ -373,12 +377,14 @@ def answer(
     cov: Coverage,
     predicate: Predicate | None,
     columns: Sequence[str] | None,
+    picked: Picked,
     fraction: float | None = None,
     identity: Sequence[str] = (),
 ) -> pa.Table:
     """The rows of ``target`` matching ``predicate`` (with ``fraction``: those of the sample),
-    with ``columns`` (default all): from the index alone when it holds them, else read by
-    position from the data files; files the snapshot does not cover are scanned."""
+    with ``columns`` (default all): from the ``picked`` row groups of the index alone when it
+    holds them, else read by position from the data files; files the snapshot does not cover
+    are scanned."""
     out_cols = list(dict.fromkeys(columns)) if columns is not None else list(target.schema.names)
     result_schema = pa.schema([target.schema.field(c) for c in out_cols])
     index_only = set(out_cols) <= set(entry.spec.columns)
@@ -391,6 +397,7 @@ def answer(
         cov,
         predicate,
         fraction,
+        picked,
         columns=out_cols if index_only else (),
         address=not index_only,
         apply_deletes=index_only,

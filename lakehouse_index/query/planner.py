@@ -74,6 +74,8 @@ class Candidate:
     fetch_bytes: int = 0
     #: Answers by reading the index rows its row-group bounds keep (``query.index_scan``).
     scans: bool = False
+    #: For a scanning candidate: the row groups it reads (what its ``index_bytes`` counts).
+    picked: index_scan.Picked | None = None
 
     @property
     def cost(self) -> int:
@@ -376,7 +378,7 @@ def _scan_candidates(
             storage, index.index_dir, c.entry, predicate, fraction, c.coverage.cap
         )
         groups = f", {picked.read} of {picked.total} row groups"
-        out.append(replace(c, label=c.label + groups, index_bytes=picked.bytes, scans=True))
+        out.append(replace(c, label=c.label + groups, index_bytes=picked.bytes, scans=True, picked=picked))
     return out
 
 
